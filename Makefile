@@ -1,0 +1,110 @@
+# ntx - build everything with plain make.
+#   make [all]      library, tools, test programs (CUDA when nvcc is found)
+#   make test       unit + CLI tests; ends with "N passed, N failed"
+#   make test-gpu   CUDA parity and end-to-end tests (needs a GPU)
+#   make bench      benchmarks, JSON on stdout
+#   make demo       the README's main job: inspect -> plan -> pack -> run
+#   make asan       everything under AddressSanitizer + UBSan (in build-asan/)
+#   make install    PREFIX=/usr/local
+#   make clean
+
+PREFIX  ?= /usr/local
+BUILD   ?= build
+CC      ?= cc
+OPT     ?= -O2 -g
+SAN     ?=
+# Messages are truncated on purpose at NTX_ERR_MAX, hence -Wno-format-truncation.
+CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -pthread \
+	-Ilib/common -Ikernels -Ikernels/cpu -Ikernels/cuda $(OPT) $(SAN) $(CFLAGS)
+LDLIBS_ALL = -ljansson -lzstd -lm -pthread -ldl -lrt
+
+# CUDA: on PATH, else the default toolkit location; NO_CUDA=1 skips it.
+ifeq ($(NO_CUDA),)
+NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
+endif
+ifneq ($(strip $(NVCC)),)
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCHS ?= 80 86 89 90
+NVCCFLAGS  ?= -O3 -std=c++17 -Xcompiler -fPIC -lineinfo \
+	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+CFLAGS_ALL += -DNTX_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++
+CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
+CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+endif
+
+LIB_SRC  := $(wildcard lib/common/*.c) $(wildcard kernels/cpu/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libntx.a
+TOOLS    := ntx-inspect ntx-plan ntx-pack ntx-run ntx-skip-calib
+TOOL_BIN := $(foreach t,$(TOOLS),$(if $(wildcard tools/$(t)/*.c),$(BUILD)/bin/$(t)))
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+GEN_SRC  := $(wildcard tests/gen/*.c)
+GEN_BIN  := $(if $(GEN_SRC),$(BUILD)/bin/ntx-gguf-gen)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+
+# SIMD variants are compiled with their own flags and chosen at run time.
+$(BUILD)/kernels/cpu/%_avx2.o: XFLAGS = -mavx2 -mfma -mf16c
+$(BUILD)/kernels/cpu/%_avx512.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+
+.PHONY: all test test-gpu bench demo asan install clean fuzz
+all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(XFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Ilib/common -Ikernels -Ikernels/cuda -DNTX_HAVE_CUDA=1 -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ) $(CUDA_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+define tool_rule
+$(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS_ALL) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS_ALL)
+endef
+$(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
+
+$(BUILD)/bin/ntx-gguf-gen: $(GEN_SRC:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
+
+test: all
+	@BUILD=$(BUILD) tests/run-tests.sh
+
+test-gpu: all
+	@BUILD=$(BUILD) tests/run-gpu-tests.sh
+
+bench: all
+	@BUILD=$(BUILD) scripts/bench
+
+demo: all
+	@BUILD=$(BUILD) scripts/demo
+
+asan:
+	$(MAKE) BUILD=build-asan NO_CUDA=1 OPT="-O1 -g -fno-omit-frame-pointer" \
+		SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	BUILD=build-asan ASAN_OPTIONS=detect_leaks=1 tests/run-tests.sh
+
+fuzz:
+	@BUILD=$(BUILD) scripts/fuzz
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	for m in doc/*.1; do [ -f "$$m" ] && install -m 644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/; done; true
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

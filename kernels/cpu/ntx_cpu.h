@@ -1,0 +1,89 @@
+/* ntx_cpu.h - CPU kernels: thread pool, weight-type kernels (scalar `_ref`
+ * oracle and fast SIMD paths selected at run time), matmul, and the
+ * element-wise ops of the Llama forward pass. */
+#ifndef NTX_CPU_H
+#define NTX_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "ntx_kernels.h"
+
+/* ---- thread pool ---- */
+
+struct ntx_pool;
+
+typedef void (*ntx_pool_fn)(void *ctx, int ith, int nth);
+
+/* A pool of n_threads workers (the calling thread counts as one: n_threads
+ * == 1 runs everything inline). Returns NULL and fills *err on failure. */
+struct ntx_pool *ntx_pool_new(int n_threads, struct ntx_err *err);
+void ntx_pool_free(struct ntx_pool *pool);
+int ntx_pool_threads(const struct ntx_pool *pool);
+
+/* Run fn(ctx, ith, nth) for ith = 0..nth-1 on the pool's threads (the caller
+ * runs ith 0) and return when all have finished. pool may be NULL (inline,
+ * nth = 1). Not reentrant: fn must not call ntx_pool_run. */
+void ntx_pool_run(struct ntx_pool *pool, ntx_pool_fn fn, void *ctx);
+
+/* ---- weight matrices ---- */
+
+/* A weight matrix as GGUF stores it: n_out rows of n_in elements (ggml
+ * ne[0] = n_in, ne[1] = n_out), rows row_bytes apart. */
+struct ntx_wmat {
+	uint32_t type;      /* enum ntx_type */
+	int64_t n_in;
+	int64_t n_out;
+	uint64_t row_bytes;
+	const void *data;
+};
+
+/* Which activation format the dot product of a weight type consumes:
+ * NTX_TYPE_F32 for F32/F16/BF16 weights, NTX_TYPE_Q8_0 for Q4_0/Q8_0,
+ * NTX_TYPE_Q8_K for Q4_K/Q5_K/Q6_K. */
+uint32_t ntx_act_type(uint32_t wtype);
+
+/* Bytes of n activations in format act_type (n a multiple of its block). */
+size_t ntx_act_bytes(uint32_t act_type, int64_t n);
+
+/* Is wtype supported by the CPU kernels? */
+int ntx_cpu_supports(uint32_t wtype);
+
+/* ---- reference kernels (scalar, portable: the oracle) ---- */
+
+/* Dequantize n elements (a multiple of the block size) to float. */
+void ntx_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n);
+
+/* Quantize n floats into activation format act_type (Q8_0: per 32, d =
+ * max|x|/127 stored fp16, q = round(x/d); Q8_K: per 256, d = max|x|/127 as
+ * float (sign kept as ggml does: d = -max/127 when the max-magnitude value is
+ * negative... see the .c), bsums; F32: copy). */
+void ntx_quantize_act_ref(uint32_t act_type, const float *x, void *xq, int64_t n);
+
+/* Dot product of one weight row (n elements of type wtype) with activations
+ * xq in ntx_act_type(wtype) format. Scalar. */
+float ntx_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *xq);
+
+/* ---- fast paths (SIMD chosen at run time; same results as _ref within the
+ * tolerances in tests/unit/test_kernels.c) ---- */
+
+void ntx_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
+void ntx_quantize_act(uint32_t act_type, const float *x, void *xq, int64_t n);
+float ntx_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *xq);
+
+/* Names of the SIMD features in use ("avx2 fma f16c", "scalar"). */
+const char *ntx_cpu_features(void);
+
+/* Force the scalar paths (tests, NTX_CPU_SCALAR=1 in the environment). */
+void ntx_cpu_force_scalar(int on);
+
+/* y[t][r] = dot(W row r, x[t]) for t < n_tok, r < n_out; x is n_tok rows of
+ * n_in floats, y n_tok rows of n_out floats. Activations are quantized once
+ * per call into scratch (ntx_matmul_scratch_bytes(w, n_tok) bytes, may be
+ * NULL when that is 0... callers always pass enough). Parallel over rows. */
+size_t ntx_matmul_scratch_bytes(const struct ntx_wmat *w, int64_t n_tok);
+void ntx_cpu_matmul(struct ntx_pool *pool, const struct ntx_wmat *w, const float *x,
+		    int64_t n_tok, float *y, void *scratch);
+
+#endif

@@ -1,0 +1,96 @@
+/* ntx_kernels.h - the one header shared by the CPU and CUDA kernels.
+ *
+ * Block layouts of the quantized weight types (byte-identical to GGUF/ggml),
+ * defined once and included from C and CUDA, and the CPU kernel API:
+ * scalar `_ref` kernels (the oracle) and the fast, multi-threaded paths. */
+#ifndef NTX_KERNELS_H
+#define NTX_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+#ifdef __cplusplus
+#define NTX_STATIC_ASSERT static_assert
+extern "C" {
+#else
+#define NTX_STATIC_ASSERT _Static_assert
+#endif
+
+#define NTX_QK 32    /* elements per Q4_0 / Q8_0 block */
+#define NTX_QK_K 256 /* elements per K-quant super-block */
+
+/* ---- block layouts ---- */
+
+/* Q4_0: x = d * (q - 8), q in [0, 15]; qs[j] holds element j (low nibble)
+ * and element j + 16 (high nibble). */
+struct ntx_block_q4_0 {
+	uint16_t d; /* fp16 scale */
+	uint8_t qs[NTX_QK / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q4_0) == 18, "q4_0 block size");
+
+/* Q8_0: x = d * q */
+struct ntx_block_q8_0 {
+	uint16_t d; /* fp16 scale */
+	int8_t qs[NTX_QK];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q8_0) == 34, "q8_0 block size");
+
+/* Q4_K: 8 sub-blocks of 32; 6-bit scale and min per sub-block packed in
+ * scales[12]; x = d * sc * q - dmin * m. */
+struct ntx_block_q4_k {
+	uint16_t d;    /* fp16 super-block scale for the scales */
+	uint16_t dmin; /* fp16 super-block scale for the mins */
+	uint8_t scales[12];
+	uint8_t qs[NTX_QK_K / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q4_k) == 144, "q4_K block size");
+
+/* Q5_K: as Q4_K plus a fifth bit per element in qh. */
+struct ntx_block_q5_k {
+	uint16_t d;
+	uint16_t dmin;
+	uint8_t scales[12];
+	uint8_t qh[NTX_QK_K / 8];
+	uint8_t qs[NTX_QK_K / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q5_k) == 176, "q5_K block size");
+
+/* Q6_K: 16 sub-blocks of 16 with int8 scales; x = d * sc * (q - 32),
+ * q = 4 low bits (ql) | 2 high bits (qh) << 4. */
+struct ntx_block_q6_k {
+	uint8_t ql[NTX_QK_K / 2];
+	uint8_t qh[NTX_QK_K / 4];
+	int8_t scales[NTX_QK_K / 16];
+	uint16_t d; /* fp16 */
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q6_k) == 210, "q6_K block size");
+
+/* Q8_K: activations for the K-quant dot products (never stored in GGUF
+ * weights we read): x = d * q, bsums = sums of each 16 q values. */
+struct ntx_block_q8_k {
+	float d;
+	int8_t qs[NTX_QK_K];
+	int16_t bsums[NTX_QK_K / 16];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q8_k) == 292, "q8_K block size");
+
+/* Unpack the 6-bit scale and min j (0..7) of a Q4_K / Q5_K block. */
+static inline void ntx_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+		*m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+	}
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
