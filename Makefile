@@ -9,6 +9,8 @@
 #   make clean
 
 PREFIX  ?= /usr/local
+V       ?= 0
+Q       := $(if $(filter 1,$(V)),,@)
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2 -g
@@ -53,31 +55,36 @@ all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(XFLAGS) -MMD -MP -c $< -o $@
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS_ALL) $(XFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Ilib/common -Ikernels -Ikernels/cuda -DNTX_HAVE_CUDA=1 -MMD -MP -c $< -o $@
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) -Ilib/common -Ikernels -Ikernels/cuda -DNTX_HAVE_CUDA=1 -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
 
 define tool_rule
 $(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS_ALL) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS_ALL)
+	@$$(if $$(Q),echo "  LINK    $$@")
+	$(Q)$$(CC) $$(CFLAGS_ALL) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS_ALL)
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 
 $(BUILD)/bin/ntx-gguf-gen: $(GEN_SRC:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS_ALL)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
 test: all
 	@BUILD=$(BUILD) tests/run-tests.sh

@@ -1,0 +1,57 @@
+/* sampler.h - token sampling with llama.cpp's options and defaults:
+ * repetition penalty, then top-k, top-p, min-p, temperature, and a seeded
+ * draw; greedy (argmax, lowest id on ties) when temp <= 0. */
+#ifndef NTX_SAMPLER_H
+#define NTX_SAMPLER_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+struct ntx_sampler_params {
+	float temp;           /* <= 0: greedy. llama.cpp default 0.8 */
+	int top_k;            /* <= 0: off. default 40 */
+	float top_p;          /* >= 1: off. default 0.95 */
+	float min_p;          /* <= 0: off. default 0.05 */
+	float repeat_penalty; /* 1: off (default) */
+	int repeat_last_n;    /* tokens of history penalised; default 64; -1 = context */
+	uint64_t seed;        /* same seed, same output */
+};
+
+void ntx_sampler_defaults(struct ntx_sampler_params *p);
+
+struct ntx_sampler;
+
+struct ntx_sampler *ntx_sampler_new(const struct ntx_sampler_params *p, int64_t n_vocab,
+				    struct ntx_err *err);
+void ntx_sampler_free(struct ntx_sampler *s);
+
+/* Forget the history (new prompt); the RNG continues. */
+void ntx_sampler_reset(struct ntx_sampler *s);
+
+/* Add a token to the history used by the repetition penalty (prompt tokens
+ * and generated tokens alike). */
+void ntx_sampler_accept(struct ntx_sampler *s, int32_t tok);
+
+/* Remove the last n accepted tokens (speculative rollback). */
+void ntx_sampler_unaccept(struct ntx_sampler *s, int n);
+
+/* Choose the next token from a row of logits (not modified). */
+int32_t ntx_sampler_sample(struct ntx_sampler *s, const float *logits);
+
+/* The distribution the sampler draws from: probs[i] for every token (zero
+ * outside top-k/top-p/min-p; one-hot argmax when greedy). */
+void ntx_sampler_probs(struct ntx_sampler *s, const float *logits, float *probs);
+
+/* Draw a token from a distribution (sums to ~1) with the sampler's RNG. */
+int32_t ntx_sampler_draw(struct ntx_sampler *s, const float *probs);
+
+/* A uniform random number in [0, 1) from the sampler's RNG. */
+double ntx_sampler_uniform(struct ntx_sampler *s);
+
+int ntx_sampler_is_greedy(const struct ntx_sampler *s);
+
+/* Index of the largest value (lowest index on ties). */
+int32_t ntx_argmax(const float *x, int64_t n);
+
+#endif
