@@ -1,0 +1,151 @@
+/* ntx_cuda.h - CUDA kernels of the Llama forward pass, as a C API callable
+ * from the engine (C11) and from the GPU tests. Every function enqueues work
+ * on the given stream and returns 0, or -1 with *err filled (a launch error
+ * from cudaGetLastError, an unsupported type or shape). Pointers are device
+ * pointers unless stated otherwise. Each kernel has a CPU twin that is its
+ * oracle (kernels/cpu: ntx_vec_dot_ref, ntx_dequant_row_ref, ntx_ops.h);
+ * tests/gpu/test_cuda_kernels.c checks every kernel against it.
+ *
+ * Activation rows are row-major float32: x[t * n + i] for token t < n_tok.
+ * Weight matrices are in GGUF layout (struct ntx_wmat in ntx_cpu.h: n_out
+ * rows of n_in elements of one ggml type, rows row_bytes apart, contiguous),
+ * placed in device memory unchanged. */
+#ifndef NTX_CUDA_H
+#define NTX_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *ntx_stream_t; /* == cudaStream_t */
+
+/* ---- activation quantization (for integer dot products, dp4a) ----
+ * "q8 activations" of n_tok rows of n (n a multiple of 32): per row, n int8
+ * values, then for the whole buffer n_tok * n/32 float2 (d, d * sum(q)) per
+ * block of 32, with d = max|x| / 127 and q = round(x / d) (0 when d = 0).
+ * Layout: int8 qs[n_tok][n] at offset 0, float2 ds[n_tok][n/32] at offset
+ * ntx_cuda_q8_qs_bytes(n, n_tok) (a multiple of 16). */
+size_t ntx_cuda_q8_qs_bytes(int64_t n, int n_tok);
+size_t ntx_cuda_q8_bytes(int64_t n, int n_tok);
+int ntx_cuda_quantize_q8(const float *x, void *xq, int64_t n, int n_tok, ntx_stream_t s,
+			 struct ntx_err *err);
+
+/* Does this weight type take q8 activations (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)
+ * or float ones (F32, F16, BF16)? Returns 1 for q8, 0 for float, -1 if the
+ * type is not supported. */
+int ntx_cuda_wtype_q8(uint32_t wtype);
+
+/* ---- matrix-vector products (decode: n_tok <= NTX_CUDA_GEMV_MAX_TOK) ----
+ * y[t][r] = W[r] . x[t]   (accumulate = 0), or
+ * y[t][r] += W[r] . x[t]  (accumulate = 1: the residual add is fused).
+ * x is float (n_tok x n_in) for float weight types and ignored otherwise;
+ * xq is the q8 form of the same rows for q8 types and ignored otherwise.
+ * Reads each weight byte once for all n_tok rows. */
+#define NTX_CUDA_GEMV_MAX_TOK 8
+int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
+		  const float *x, const void *xq, float *y, int n_tok, int accumulate,
+		  ntx_stream_t s, struct ntx_err *err);
+
+/* Fused feed-forward up-projection: h[t][r] = silu(Wg[r] . x[t]) * (Wu[r] . x[t]).
+ * Wg and Wu may have different types (then x and/or xq are used as each
+ * needs). */
+int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const void *wu,
+			 int64_t n_in, int64_t n_out, const float *x, const void *xq, float *h,
+			 int n_tok, ntx_stream_t s, struct ntx_err *err);
+
+/* ---- matrix-matrix products (prompt processing, any n_tok) ----
+ * Same contract as ntx_cuda_gemv for any n_tok: dequantizes W in tiles of
+ * rows to F16 in the workspace and multiplies on the tensor cores (cuBLAS
+ * when libcublas can be loaded at run time, else our own kernel), F32
+ * accumulation. ws must hold ntx_cuda_matmul_ws_bytes(n_in, n_out, n_tok). */
+size_t ntx_cuda_matmul_ws_bytes(int64_t n_in, int64_t n_out, int n_tok);
+int ntx_cuda_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
+		    const float *x, float *y, int n_tok, int accumulate, void *ws,
+		    size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
+/* 1 if cuBLAS was found and is used by ntx_cuda_matmul (loads it on first
+ * call; NTX_NO_CUBLAS=1 in the environment disables it). */
+int ntx_cuda_have_cublas(void);
+
+/* Dequantize n elements (multiple of the block size) of type to float. */
+int ntx_cuda_dequant_f32(uint32_t type, const void *src, float *dst, int64_t n,
+			 ntx_stream_t s, struct ntx_err *err);
+
+/* Embedding lookup: out[t] = dequant(row tok[t] of table) for n_tok tokens;
+ * tok is a device array; table is (n_vocab rows of n elements of type). */
+int ntx_cuda_get_rows(uint32_t type, const void *table, uint64_t row_bytes, int64_t n,
+		      const int32_t *tok, int n_tok, float *out, ntx_stream_t s,
+		      struct ntx_err *err);
+
+/* ---- element-wise ---- */
+
+/* out = x / sqrt(mean(x^2) + eps) * w per row; out may be NULL; when xq is
+ * non-NULL the result is also written as q8 activations (dim % 32 == 0). */
+int ntx_cuda_rmsnorm(float *out, void *xq, const float *x, const float *w, int n_tok,
+		     int dim, float eps, ntx_stream_t s, struct ntx_err *err);
+
+/* out = silu(g) * u (n elements; out may alias g). */
+int ntx_cuda_swiglu(float *out, const float *g, const float *u, int64_t n, ntx_stream_t s,
+		    struct ntx_err *err);
+
+/* x += y (n elements). */
+int ntx_cuda_add(float *x, const float *y, int64_t n, ntx_stream_t s, struct ntx_err *err);
+
+/* ---- RoPE and the KV cache ----
+ * The cache of one layer: K and V each [n_seq][n_ctx][n_head_kv*head_dim],
+ * F16 (kv_f16 = 1) or F32. */
+struct ntx_cuda_kv {
+	void *k, *v;
+	int kv_f16;
+	int n_ctx, n_seq, n_head_kv, head_dim;
+};
+
+/* RoPE parameters: theta_i(pos) = pos * freq_scale * base^(-2i/n_rot) / freqs[i]
+ * (freqs: device pointer to n_rot/2 floats, or NULL), applied to adjacent
+ * pairs (2i, 2i+1), i < n_rot/2, of each head (GGUF "normal" llama RoPE). */
+struct ntx_cuda_rope {
+	int n_rot;
+	float base;
+	float freq_scale;
+	const float *freqs;
+};
+
+/* Apply RoPE in place to q (n_tok x n_head x head_dim) and k (n_tok x
+ * n_head_kv x head_dim) at positions pos[t] (device), then store k and v
+ * (n_tok x n_head_kv x head_dim) into the cache at (seq[t], pos[t]). */
+int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok, int n_head,
+			const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
+			const struct ntx_cuda_rope *rope, ntx_stream_t s, struct ntx_err *err);
+
+/* Causal GQA attention over the cache: token t's query q[t] (n_head heads)
+ * attends to positions 0..pos[t] of sequence seq[t]; out[t] = n_head*head_dim
+ * floats. Scale 1/sqrt(head_dim). Long contexts are split over the sequence
+ * (flash-decoding); the launch configuration depends only on n_tok, n_head
+ * and kv->n_ctx (never on pos), so the call can be captured in a CUDA graph
+ * and replayed with new positions. ws: ntx_cuda_attention_ws_bytes. */
+size_t ntx_cuda_attention_ws_bytes(int n_tok, int n_head, int head_dim, int n_ctx);
+int ntx_cuda_attention(float *out, const float *q, int n_tok, int n_head,
+		       const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
+		       void *ws, size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
+
+/* ---- misc ---- */
+
+/* Index of the maximum of each of n_rows rows of n floats (lowest index on
+ * ties) into out (device int32). */
+int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *out, ntx_stream_t s,
+		    struct ntx_err *err);
+
+/* Cosine similarity between rows of a and b accumulated into acc[0] += sum
+ * cos, acc[1] += sum cos^2 (device doubles), for layer-skip calibration. */
+int ntx_cuda_cos_accum(const float *a, const float *b, int n_tok, int dim, double *acc,
+		       ntx_stream_t s, struct ntx_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,527 @@
+/* generate.c - prompt processing, sampling loop, self-speculative decoding
+ * and perplexity (see generate.h). */
+#include "generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const char *ntx_stop_name(enum ntx_stop s)
+{
+	switch (s) {
+	case NTX_STOP_EOG:
+		return "eos";
+	case NTX_STOP_LENGTH:
+		return "length";
+	case NTX_STOP_CONTEXT:
+		return "context";
+	case NTX_STOP_CALLER:
+		return "closed";
+	case NTX_STOP_INTERRUPT:
+		return "interrupted";
+	default:
+		return "none";
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int dump_rows(FILE *f, const float *rows, int n, int64_t V, struct ntx_err *err)
+{
+	if (f && n > 0 && fwrite(rows, sizeof(float) * (size_t)V, (size_t)n, f) != (size_t)n)
+		return ntx_err_errno(err, ferror(f) ? 5 : 28, "writing logits");
+	return 0;
+}
+
+/* Evaluate tokens [from, from+n) of seq at positions from.. with logits for
+ * the last (or all when all_rows). */
+static int eval_span(struct ntx_engine *e, int seq, const int32_t *tok, int from, int n,
+		     int all_rows, const uint8_t *mask, float *logits, struct ntx_err *err)
+{
+	int32_t *pos = malloc((size_t)n * sizeof *pos), *sq = malloc((size_t)n * sizeof *sq);
+	uint8_t *want = all_rows ? malloc((size_t)n) : NULL;
+	struct ntx_batch b;
+	int i, rc;
+
+	if (!pos || !sq || (all_rows && !want)) {
+		free(pos);
+		free(sq);
+		free(want);
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	}
+	for (i = 0; i < n; i++) {
+		pos[i] = from + i;
+		sq[i] = seq;
+		if (want)
+			want[i] = 1;
+	}
+	b.n_tok = n;
+	b.tok = tok;
+	b.pos = pos;
+	b.seq = sq;
+	b.want = want;
+	rc = ntx_engine_eval(e, &b, mask, logits, err);
+	free(pos);
+	free(sq);
+	free(want);
+	return rc;
+}
+
+/* State of one generation. */
+struct gen {
+	struct ntx_engine *e;
+	const struct ntx_gen_opts *o;
+	struct ntx_sampler *smp;
+	int64_t V;
+	int seq, n_ctx, n_past;
+	float *logits;      /* [(k+1) * V] */
+	float *p, *q;       /* [V] probability rows; q: [k * V] draft rows */
+	int32_t *draft;     /* [k + 1] */
+	ntx_token_cb cb;
+	void *cb_ctx;
+	struct ntx_gen_stats *st;
+	int n_forced;
+};
+
+/* Emit tok; returns 1 when generation must stop (sets st->stop). */
+static int emit(struct gen *g, int32_t tok)
+{
+	g->st->n_gen++;
+	ntx_sampler_accept(g->smp, tok);
+	if (g->cb && g->cb(g->cb_ctx, tok)) {
+		g->st->stop = NTX_STOP_CALLER;
+		return 1;
+	}
+	if (g->o->eog && g->o->eog[tok] && !g->o->force) {
+		g->st->stop = NTX_STOP_EOG;
+		return 1;
+	}
+	if (g->o->n_predict >= 0 && g->st->n_gen >= g->o->n_predict) {
+		g->st->stop = NTX_STOP_LENGTH;
+		return 1;
+	}
+	return 0;
+}
+
+static int32_t next_token(struct gen *g, const float *logits)
+{
+	if (g->o->force)
+		return g->o->force[g->n_forced++];
+	return ntx_sampler_sample(g->smp, logits);
+}
+
+static int fail_or_interrupt(struct gen *g, struct ntx_err *err)
+{
+	if (err->code == NTX_EINTR) {
+		g->st->stop = NTX_STOP_INTERRUPT;
+		return 0;
+	}
+	return -1;
+}
+
+/* Plain decoding: cur is sampled, not yet evaluated. */
+static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
+{
+	for (;;) {
+		int last = 0;
+
+		if (emit(g, cur))
+			last = 1;
+		if (g->o->force && g->n_forced >= g->o->n_force && !last) {
+			g->st->stop = NTX_STOP_LENGTH;
+			last = 1;
+		}
+		if (last && !g->o->dump_logits)
+			return 0;
+		if (g->n_past >= g->n_ctx) {
+			if (!last)
+				g->st->stop = NTX_STOP_CONTEXT;
+			return 0;
+		}
+		if (eval_span(g->e, g->seq, &cur, g->n_past, 1, 0, NULL, g->logits, err))
+			return fail_or_interrupt(g, err);
+		g->n_past++;
+		if (dump_rows(g->o->dump_logits, g->logits, 1, g->V, err))
+			return -1;
+		if (last)
+			return 0;
+		cur = next_token(g, g->logits);
+	}
+}
+
+/* One self-speculative step from cur (sampled, not evaluated): draft up to k
+ * tokens with the draft mask, verify all in one full pass, keep the longest
+ * accepted prefix plus one token from the full model. *out_cur gets the next
+ * un-evaluated token; returns 1 if generation stopped. */
+static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t *out_cur,
+		     struct ntx_err *err)
+{
+	int greedy = ntx_sampler_is_greedy(g->smp), i, j, n_acc;
+	int64_t V = g->V;
+	int32_t next;
+
+	g->draft[0] = cur;
+	/* draft: d_1..d_k (history grows tentatively) */
+	for (i = 0; i < k; i++) {
+		if (eval_span(g->e, g->seq, &g->draft[i], g->n_past + i, 1, 0, g->o->draft_mask,
+			      g->logits, err))
+			return fail_or_interrupt(g, err) ? -1 : 1;
+		g->st->n_draft_passes++;
+		if (greedy) {
+			g->draft[i + 1] = ntx_sampler_sample(g->smp, g->logits);
+		} else {
+			float *q = g->q + (int64_t)i * V;
+
+			ntx_sampler_probs(g->smp, g->logits, q);
+			g->draft[i + 1] = ntx_sampler_draw(g->smp, q);
+		}
+		ntx_sampler_accept(g->smp, g->draft[i + 1]);
+	}
+	ntx_sampler_unaccept(g->smp, k);
+	/* verify: cur, d_1..d_k at n_past.. -> k+1 rows */
+	if (eval_span(g->e, g->seq, g->draft, g->n_past, k + 1, 1, NULL, g->logits, err))
+		return fail_or_interrupt(g, err) ? -1 : 1;
+	g->st->n_full_passes++;
+	g->st->n_drafted += k;
+	/* accept */
+	n_acc = 0;
+	next = -1;
+	for (i = 0; i < k; i++) {
+		const float *row = g->logits + (int64_t)i * V;
+		int32_t d = g->draft[i + 1];
+
+		if (greedy) {
+			int32_t t = ntx_sampler_sample(g->smp, row);
+
+			if (t != d) {
+				next = t;
+				break;
+			}
+		} else {
+			const float *q = g->q + (int64_t)i * V;
+			double a;
+
+			ntx_sampler_probs(g->smp, row, g->p);
+			a = q[d] > 0 ? g->p[d] / q[d] : 0;
+			if (ntx_sampler_uniform(g->smp) >= a) {
+				/* resample from max(0, p - q) */
+				double s = 0;
+
+				for (j = 0; j < V; j++) {
+					float r = g->p[j] - q[j];
+
+					g->p[j] = r > 0 ? r : 0;
+					s += g->p[j];
+				}
+				next = s > 0 ? ntx_sampler_draw(g->smp, g->p) : ntx_argmax(row, V);
+				break;
+			}
+		}
+		n_acc++;
+		ntx_sampler_accept(g->smp, d); /* history for the next row */
+	}
+	ntx_sampler_unaccept(g->smp, n_acc);
+	if (next < 0) /* all accepted: a bonus token from the last row */
+		next = ntx_sampler_sample(g->smp, g->logits + (int64_t)k * V);
+	g->st->n_accepted += n_acc;
+	*n_acc_out = n_acc;
+	/* cur and the accepted drafts are now in the cache with full-model K/V */
+	g->n_past += 1 + n_acc;
+	ntx_engine_kv_truncate(g->e, g->seq, g->n_past);
+	for (i = 1; i <= n_acc; i++) {
+		if (emit(g, g->draft[i]))
+			return 1;
+	}
+	*out_cur = next;
+	return 0;
+}
+
+static int decode_spec(struct gen *g, int32_t cur, struct ntx_err *err)
+{
+	int k = g->o->draft_k > 0 ? g->o->draft_k : 4, kmax = k;
+
+	if (g->o->adaptive_k && kmax < 16)
+		kmax = 16;
+	for (;;) {
+		int n_acc = 0, kk = k, rc;
+		int32_t next;
+
+		if (emit(g, cur))
+			return 0;
+		/* room: positions n_past..n_past+kk must fit */
+		if (g->n_past + kk + 1 > g->n_ctx)
+			kk = g->n_ctx - g->n_past - 1;
+		if (g->o->n_predict >= 0 && kk > g->o->n_predict - g->st->n_gen)
+			kk = g->o->n_predict - g->st->n_gen;
+		if (kk < 1) {
+			/* plain step */
+			if (g->n_past >= g->n_ctx) {
+				g->st->stop = NTX_STOP_CONTEXT;
+				return 0;
+			}
+			if (eval_span(g->e, g->seq, &cur, g->n_past, 1, 0, NULL, g->logits, err))
+				return fail_or_interrupt(g, err);
+			g->n_past++;
+			cur = ntx_sampler_sample(g->smp, g->logits);
+			continue;
+		}
+		rc = spec_step(g, cur, kk, &n_acc, &next, err);
+		if (rc < 0)
+			return -1;
+		if (rc > 0)
+			return 0;
+		if (g->o->adaptive_k) {
+			if (n_acc == kk && k < kmax)
+				k++;
+			else if (n_acc < kk / 2 && k > 1)
+				k--;
+		}
+		cur = next;
+	}
+}
+
+int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_prompt,
+		 const struct ntx_gen_opts *o, ntx_token_cb cb, void *cb_ctx,
+		 struct ntx_gen_stats *st, struct ntx_err *err)
+{
+	struct gen g;
+	int kmax = o->self_spec ? (o->draft_k > 16 || !o->adaptive_k ? o->draft_k : 16) : 0;
+	int rc = -1;
+	double t0;
+	int32_t cur;
+
+	memset(st, 0, sizeof *st);
+	memset(&g, 0, sizeof g);
+	if (kmax < 4 && o->self_spec)
+		kmax = 4;
+	if (n_prompt <= 0)
+		return ntx_err_set(err, NTX_EINVAL, "empty prompt");
+	g.e = e;
+	g.o = o;
+	g.V = ntx_engine_n_vocab(e);
+	g.seq = seq;
+	g.n_ctx = ntx_engine_n_ctx(e);
+	g.cb = cb;
+	g.cb_ctx = cb_ctx;
+	g.st = st;
+	if (n_prompt > g.n_ctx)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the prompt has %d tokens, more than the context size %d (use -c)",
+				   n_prompt, g.n_ctx);
+	if (o->self_spec && o->dump_logits)
+		return ntx_err_set(err, NTX_EINVAL, "--dump-logits cannot be combined with --self-spec");
+	g.smp = ntx_sampler_new(&o->sp, g.V, err);
+	if (!g.smp)
+		return -1;
+	g.logits = malloc((size_t)(kmax + 1) * (size_t)g.V * sizeof(float));
+	g.p = malloc((size_t)g.V * sizeof(float));
+	g.q = malloc((size_t)(kmax + 1) * (size_t)g.V * sizeof(float));
+	g.draft = malloc((size_t)(kmax + 2) * sizeof(int32_t));
+	if (!g.logits || !g.p || !g.q || !g.draft) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto out;
+	}
+	ntx_engine_kv_truncate(e, seq, 0);
+	for (int i = 0; i < n_prompt; i++)
+		ntx_sampler_accept(g.smp, prompt[i]);
+
+	/* prompt */
+	t0 = now_s();
+	if (o->dump_logits) {
+		/* every row, in chunks so the buffer stays (kmax+1) rows */
+		int done = 0, chunk = kmax + 1 > 1 ? kmax + 1 : 1;
+		float *rows = malloc((size_t)64 * (size_t)g.V * sizeof(float));
+
+		(void)chunk;
+		if (!rows) {
+			ntx_err_set(err, NTX_ENOMEM, "out of memory");
+			goto out;
+		}
+		while (done < n_prompt) {
+			int n = n_prompt - done > 64 ? 64 : n_prompt - done;
+
+			if (eval_span(e, seq, prompt + done, done, n, 1, NULL, rows, err) ||
+			    dump_rows(o->dump_logits, rows, n, g.V, err)) {
+				free(rows);
+				if (err->code == NTX_EINTR) {
+					st->stop = NTX_STOP_INTERRUPT;
+					rc = 0;
+				}
+				goto out;
+			}
+			done += n;
+		}
+		memcpy(g.logits, rows + (int64_t)((n_prompt - 1) % 64) * g.V,
+		       (size_t)g.V * sizeof(float));
+		free(rows);
+	} else if (eval_span(e, seq, prompt, 0, n_prompt, 0, NULL, g.logits, err)) {
+		if (err->code == NTX_EINTR) {
+			st->stop = NTX_STOP_INTERRUPT;
+			rc = 0;
+		}
+		goto out;
+	}
+	st->n_prompt = n_prompt;
+	st->t_prompt_s = now_s() - t0;
+	g.n_past = n_prompt;
+	if (o->n_predict == 0) {
+		st->stop = NTX_STOP_LENGTH;
+		rc = 0;
+		goto out;
+	}
+	if (o->force && o->n_force == 0) {
+		st->stop = NTX_STOP_LENGTH;
+		rc = 0;
+		goto out;
+	}
+
+	/* generation */
+	t0 = now_s();
+	cur = next_token(&g, g.logits);
+	rc = o->self_spec && !o->force ? decode_spec(&g, cur, err) : decode_plain(&g, cur, err);
+	st->t_gen_s = now_s() - t0;
+out:
+	ntx_sampler_free(g.smp);
+	free(g.logits);
+	free(g.p);
+	free(g.q);
+	free(g.draft);
+	return rc;
+}
+
+/* ---- perplexity ---- */
+
+int ntx_perplexity(struct ntx_engine *e, const int32_t *tokens, int n_tokens, int n_ctx,
+		   int32_t bos, const uint8_t *layer_mask, FILE *kld_out, FILE *kld_ref,
+		   ntx_ppl_progress progress, void *pctx, struct ntx_ppl_result *r,
+		   struct ntx_err *err)
+{
+	int64_t V = ntx_engine_n_vocab(e);
+	int n_chunks, c, first = n_ctx / 2, rc = -1;
+	int32_t *buf = NULL;
+	float *logits = NULL, *lp = NULL, *refrow = NULL;
+	double nll = 0, nll2 = 0, kl = 0, kl2 = 0;
+	int64_t count = 0, top1 = 0;
+
+	memset(r, 0, sizeof *r);
+	if (n_ctx < 4 || n_ctx > ntx_engine_n_ctx(e))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "perplexity context %d must be in [4, %d] (the engine's -c)", n_ctx,
+				   ntx_engine_n_ctx(e));
+	n_chunks = n_tokens / n_ctx;
+	if (n_chunks < 1)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "need at least %d tokens for one chunk of -c %d; the text has %d",
+				   n_ctx, n_ctx, n_tokens);
+	buf = malloc((size_t)n_ctx * sizeof *buf);
+	logits = malloc((size_t)(n_ctx - first) * (size_t)V * sizeof(float));
+	lp = malloc((size_t)V * sizeof(float));
+	refrow = malloc((size_t)V * sizeof(float));
+	if (!buf || !logits || !lp || !refrow) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (c = 0; c < n_chunks; c++) {
+		int32_t *pos = malloc((size_t)n_ctx * sizeof *pos);
+		uint8_t *want = malloc((size_t)n_ctx);
+		struct ntx_batch b;
+		int i;
+
+		if (!pos || !want) {
+			free(pos);
+			free(want);
+			ntx_err_set(err, NTX_ENOMEM, "out of memory");
+			goto out;
+		}
+		memcpy(buf, tokens + (int64_t)c * n_ctx, (size_t)n_ctx * sizeof *buf);
+		if (bos >= 0)
+			buf[0] = bos;
+		for (i = 0; i < n_ctx; i++) {
+			pos[i] = i;
+			want[i] = i >= first && i < n_ctx - 1;
+		}
+		b.n_tok = n_ctx;
+		b.tok = buf;
+		b.pos = pos;
+		b.seq = NULL;
+		b.want = want;
+		ntx_engine_kv_truncate(e, 0, 0);
+		i = ntx_engine_eval(e, &b, layer_mask, logits, err);
+		free(pos);
+		free(want);
+		if (i)
+			goto out;
+		for (i = first; i < n_ctx - 1; i++) {
+			const float *row = logits + (int64_t)(i - first) * V;
+			float mx = row[0];
+			double s = 0, logz, x;
+			int64_t j;
+
+			for (j = 1; j < V; j++)
+				mx = row[j] > mx ? row[j] : mx;
+			for (j = 0; j < V; j++)
+				s += exp((double)row[j] - mx);
+			logz = mx + log(s);
+			x = logz - row[tokens[(int64_t)c * n_ctx + i + 1]];
+			nll += x;
+			nll2 += x * x;
+			count++;
+			if (kld_out || kld_ref) {
+				for (j = 0; j < V; j++)
+					lp[j] = (float)(row[j] - logz);
+			}
+			if (kld_out && fwrite(lp, sizeof(float), (size_t)V, kld_out) != (size_t)V) {
+				ntx_err_set(err, NTX_EIO, "writing reference log-probabilities failed");
+				goto out;
+			}
+			if (kld_ref) {
+				double d = 0;
+
+				if (fread(refrow, sizeof(float), (size_t)V, kld_ref) != (size_t)V) {
+					ntx_err_set(err, NTX_EIO,
+						    "reading reference log-probabilities failed");
+					goto out;
+				}
+				for (j = 0; j < V; j++)
+					d += exp((double)refrow[j]) * ((double)refrow[j] - lp[j]);
+				kl += d;
+				kl2 += d * d;
+				if (ntx_argmax(refrow, V) == ntx_argmax(lp, V))
+					top1++;
+			}
+		}
+		if (progress)
+			progress(pctx, c + 1, n_chunks, exp(nll / (double)count));
+	}
+	r->n_chunks = n_chunks;
+	r->n_scored = (int)count;
+	r->nll = nll / (double)count;
+	r->ppl = exp(r->nll);
+	/* llama-perplexity: PPL error from the std error of the mean NLL */
+	{
+		double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
+
+		r->ppl_err = count > 1 ? r->ppl * sqrt((var > 0 ? var : 0) / (double)(count - 1)) : 0;
+	}
+	if (kld_ref) {
+		double mean = kl / (double)count, var = kl2 / (double)count - mean * mean;
+
+		r->kld = mean;
+		r->kld_err = count > 1 ? sqrt((var > 0 ? var : 0) / (double)(count - 1)) : 0;
+		r->top1 = (double)top1 / (double)count;
+	}
+	rc = 0;
+out:
+	free(buf);
+	free(logits);
+	free(lp);
+	free(refrow);
+	return rc;
+}
