@@ -342,6 +342,24 @@ void ntx_engine_cos_reset(struct ntx_engine *e)
 	memset(e->cos, 0, (size_t)e->cfg.n_layer * sizeof *e->cos);
 }
 
+uint64_t ntx_engine_weight_bytes_per_token(const struct ntx_engine *e)
+{
+	uint64_t n = e->m->output->nbytes + e->m->output_norm->nbytes;
+	int l;
+
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		if (!e->skip[l])
+			n += e->m->layers[l].bytes;
+	}
+	return n;
+}
+
+double ntx_engine_peak_gbps(const struct ntx_engine *e)
+{
+	(void)e;
+	return 0;
+}
+
 void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s)
 {
 	*s = e->st;

@@ -74,6 +74,14 @@ int64_t ntx_engine_n_vocab(const struct ntx_engine *e);
 enum ntx_backend ntx_engine_backend(const struct ntx_engine *e);
 const struct ntx_model *ntx_engine_model(const struct ntx_engine *e);
 
+/* Weight bytes read per decoded token: every evaluated layer and the output
+ * head (for roofline figures). */
+uint64_t ntx_engine_weight_bytes_per_token(const struct ntx_engine *e);
+
+/* Peak memory bandwidth of the device doing most of the work in GB/s (the
+ * GPU's from its clock and bus width); 0 when unknown (CPU). */
+double ntx_engine_peak_gbps(const struct ntx_engine *e);
+
 /* Per-layer cosine similarity between the hidden state entering and leaving
  * each layer, over every token evaluated since the last reset (collect_cos). */
 struct ntx_cos_stats {

@@ -1,0 +1,255 @@
+/* ctx.c - open what a mode needs: model, vocabulary, plan, skip sets,
+ * engine; read the prompt. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "parse.h"
+#include "run.h"
+#include "skipset.h"
+
+int run_exit_code(const struct ntx_err *err)
+{
+	if (err->code == NTX_ENOFIT)
+		return 3;
+	if (err->code == NTX_EINTR)
+		return 130;
+	return 1;
+}
+
+int run_fail(const struct ntx_err *err)
+{
+	if (err->code != NTX_EINTR)
+		fprintf(stderr, PROG ": %s\n", err->msg);
+	return run_exit_code(err);
+}
+
+static int read_all(FILE *f, char **out, size_t *len, struct ntx_err *err)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap + 1);
+
+	if (!buf)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	for (;;) {
+		size_t r;
+
+		if (n == cap) {
+			char *nb = cap > ((size_t)1 << 40) ? NULL : realloc(buf, cap * 2 + 1);
+
+			if (!nb) {
+				free(buf);
+				return ntx_err_set(err, NTX_ENOMEM, "input too large");
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		r = fread(buf + n, 1, cap - n, f);
+		n += r;
+		if (r == 0) {
+			if (ferror(f)) {
+				int e = errno;
+
+				free(buf);
+				return ntx_err_errno(err, e, "reading input");
+			}
+			break;
+		}
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err)
+{
+	FILE *f = path && strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	int rc;
+
+	if (!f)
+		return ntx_err_errno(err, errno, "%s", path);
+	rc = read_all(f, text, len, err);
+	if (f != stdin)
+		fclose(f);
+	if (rc && path)
+		ntx_err_prefix(err, "%s", path);
+	return rc;
+}
+
+int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t **ids, int *n,
+		    struct ntx_err *err)
+{
+	char *text = NULL, *chat = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (o->prompt_ids)
+		return ntx_parse_id_list(o->prompt_ids, ntx_vocab_n_tokens(v) - 1, ids, n, err);
+	if (o->prompt) {
+		text = strdup(o->prompt);
+		if (!text)
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		len = strlen(text);
+	} else if (run_read_text(o->prompt_file, &text, &len, err)) {
+		return -1;
+	} else if (len && text[len - 1] == '\n') {
+		/* one trailing newline of a file or a pipe is not part of the
+		 * prompt (as with the shell's $(cat file)) */
+		text[--len] = '\0';
+		if (len && text[len - 1] == '\r')
+			text[--len] = '\0';
+	}
+	if (o->chat) {
+		struct ntx_chat_msg msgs[2];
+		int nm = 0;
+
+		if (o->system) {
+			msgs[nm].role = "system";
+			msgs[nm++].content = o->system;
+		}
+		msgs[nm].role = "user";
+		msgs[nm++].content = text;
+		if (ntx_chat_format(v, NULL, msgs, nm, 1, &chat, err)) {
+			free(text);
+			return -1;
+		}
+		free(text);
+		text = chat;
+		len = strlen(text);
+	}
+	rc = ntx_tokenize(v, text, len, !o->no_bos, o->chat || !o->no_parse_special, ids, n, err);
+	free(text);
+	if (rc == 0 && *n == 0) {
+		free(*ids);
+		*ids = NULL;
+		return ntx_err_set(err, NTX_EINVAL, "the prompt is empty");
+	}
+	return rc;
+}
+
+/* Layers the draft skips for self-speculation: a skip file, else every
+ * layer the plan does not keep in VRAM. */
+static int build_draft_mask(struct run_ctx *c, struct ntx_err *err)
+{
+	int L = c->model->cfg.n_layer, l, n_draft = 0;
+
+	c->draft_mask = calloc((size_t)L, 1);
+	if (!c->draft_mask)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (c->o->draft_skip) {
+		if (ntx_skipset_load(c->o->draft_skip, c->model, c->draft_mask, err))
+			return -1;
+	} else if (c->plan) {
+		for (l = 0; l < L; l++)
+			c->draft_mask[l] = c->plan->layers[l].home != NTX_TIER_VRAM;
+	} else {
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--self-spec needs a draft: a plan with VRAM-resident layers (--plan) or --draft-skip FILE");
+	}
+	for (l = 0; l < L; l++) {
+		if (c->skip && c->skip[l])
+			c->draft_mask[l] = 1;
+		n_draft += !c->draft_mask[l];
+	}
+	if (n_draft == 0)
+		return ntx_err_set(err, NTX_EINVAL, "the draft model has no layers");
+	return 0;
+}
+
+int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
+{
+	const struct run_opts *o = c->o;
+	const char *mpath = o->model_path;
+	struct ntx_engine_opts eo;
+	int L, i, n;
+
+	if (o->plan_path) {
+		c->plan = ntx_plan_load(o->plan_path, err);
+		if (!c->plan)
+			return -1;
+		if (!mpath)
+			mpath = c->plan->model.path;
+	}
+	c->model = ntx_model_open(mpath, need_engine ? 0 : NTX_MODEL_VOCAB_ONLY, err);
+	if (!c->model) {
+		ntx_err_prefix(err, "%s", mpath);
+		return -1;
+	}
+	c->vocab = ntx_vocab_load(c->model->gguf, err);
+	if (!c->vocab) {
+		ntx_err_prefix(err, "%s", mpath);
+		return -1;
+	}
+	if (!need_engine)
+		return 0;
+	if (c->plan && ntx_plan_check_model(c->plan, c->model, err)) {
+		ntx_err_prefix(err, "%s", o->plan_path);
+		return -1;
+	}
+	L = c->model->cfg.n_layer;
+	if (o->skip_file || o->skip_layers) {
+		c->skip = calloc((size_t)L, 1);
+		if (!c->skip)
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		if (o->skip_file) {
+			if (ntx_skipset_load(o->skip_file, c->model, c->skip, err))
+				return -1;
+		} else {
+			int *ls;
+
+			if (ntx_parse_range_list(o->skip_layers, L, &ls, &n, err)) {
+				ntx_err_prefix(err, "--skip-layers");
+				return -1;
+			}
+			for (i = 0; i < n; i++)
+				c->skip[ls[i]] = 1;
+			free(ls);
+		}
+	}
+	if (o->self_spec && build_draft_mask(c, err))
+		return -1;
+	c->eog = calloc((size_t)c->model->cfg.n_vocab, 1);
+	if (!c->eog)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (!o->ignore_eos) {
+		const int32_t *ids = ntx_vocab_eog_ids(c->vocab, &n);
+
+		for (i = 0; i < n; i++) {
+			if (ids[i] >= 0 && ids[i] < c->model->cfg.n_vocab)
+				c->eog[ids[i]] = 1;
+		}
+	}
+	memset(&eo, 0, sizeof eo);
+	eo.backend = o->backend;
+	eo.n_ctx = o->n_ctx;
+	eo.kv_type = o->kv_type;
+	eo.n_seq = o->batch ? o->parallel : 1;
+	eo.n_threads = o->n_threads;
+	eo.gpu_index = o->gpu_index;
+	eo.plan = c->plan;
+	eo.pack_path = o->pack_path;
+	eo.io = o->io;
+	eo.skip = c->skip;
+	eo.interrupt = &run_interrupted;
+	c->engine = ntx_engine_new(c->model, &eo, err);
+	if (!c->engine)
+		return -1;
+	if (o->verbose)
+		fprintf(stderr, PROG ": backend %s, context %d\n",
+			ntx_backend_name(ntx_engine_backend(c->engine)), ntx_engine_n_ctx(c->engine));
+	return 0;
+}
+
+void run_close(struct run_ctx *c)
+{
+	ntx_engine_free(c->engine);
+	ntx_vocab_free(c->vocab);
+	ntx_plan_free(c->plan);
+	ntx_model_close(c->model);
+	free(c->skip);
+	free(c->draft_mask);
+	free(c->eog);
+}

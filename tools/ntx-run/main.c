@@ -1,0 +1,382 @@
+/* ntx-run - run inference: prompts on stdin, tokens on stdout.
+ * Options and dispatch only; see run.h and the mode files. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse.h"
+#include "run.h"
+
+#define NTX_VERSION "0.1.0"
+
+volatile sig_atomic_t run_interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	if (run_interrupted) /* a second Ctrl-C: stop now */
+		_exit(130);
+	run_interrupted = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: " PROG " [options] -m MODEL.gguf [< prompt.txt]\n"
+"       " PROG " [options] --plan plan.json [< prompt.txt]\n"
+"Generate text: the prompt comes from stdin (or -p/-f), only the generated text\n"
+"goes to stdout; timings go to stderr.\n"
+"\n"
+"model and placement:\n"
+"  -m, --model FILE        GGUF model (default: the plan's)\n"
+"      --plan FILE         placement plan from ntx-plan (tiers and executors)\n"
+"      --backend B         cpu, cuda or auto (default auto: CUDA if usable)\n"
+"      --vram-budget SIZE  plan in memory with this VRAM budget (e.g. 24G)\n"
+"      --ram-budget SIZE   plan in memory with this RAM budget\n"
+"      --executor E        in-memory plan policy: auto, gpu or cpu\n"
+"      --pack FILE         pack file for disk-tier layers\n"
+"      --io MODE           streamed-layer path: direct (default) or mmap (baseline)\n"
+"      --gpu N             GPU index (default 0)\n"
+"  -t, --threads N         CPU threads (default: all cores)\n"
+"  -c, --ctx-size N        context size (default: min(model, 4096))\n"
+"      --kv-type T         KV cache type: f16 (default) or f32\n"
+"prompt:\n"
+"  -p, --prompt TEXT       prompt text\n"
+"  -f, --file FILE         read the prompt from FILE\n"
+"      --prompt-ids IDS    prompt as token ids (\"1 403 407\")\n"
+"      --chat              apply the model's chat template\n"
+"      --system TEXT       system message for --chat\n"
+"      --no-bos            do not add BOS\n"
+"      --no-parse-special  special-token text stays plain text\n"
+"generation:\n"
+"  -n, --n-predict N       tokens to generate (default -1: until EOS or full)\n"
+"      --temp T            temperature (default 0.8; 0 = greedy)\n"
+"      --top-k N           (default 40; 0 = off)\n"
+"      --top-p P           (default 0.95; 1 = off)\n"
+"      --min-p P           (default 0.05; 0 = off)\n"
+"      --repeat-penalty F  (default 1.0 = off)\n"
+"      --repeat-last-n N   (default 64; -1 = whole context)\n"
+"  -s, --seed N            RNG seed (same seed, same output)\n"
+"      --ignore-eos        do not stop at end-of-generation tokens\n"
+"      --skip FILE         skip the layer set of an ntx-skip-calib JSON\n"
+"      --skip-layers LIST  skip these layers (\"20-39\", \"3,5\")\n"
+"      --self-spec         self-speculative decoding (lossless)\n"
+"      --draft-k N         tokens drafted per step (default 4; adaptive unless given)\n"
+"      --draft-skip FILE   draft = full model minus this skip set (default: the\n"
+"                          plan's VRAM-resident layers)\n"
+"other modes:\n"
+"      --tokenize          print the prompt's token ids as a JSON array\n"
+"      --perplexity FILE   llama-perplexity's method over FILE (chunks of -c)\n"
+"      --batch             JSON Lines requests on stdin, results on stdout\n"
+"      --parallel N        sequences decoded together in --batch (default 4)\n"
+"      --json              single prompt: token events and a summary as JSON Lines\n"
+"      --bench             llama-bench-style pp/tg benchmark, JSON on stdout\n"
+"      --bench-pp N, --bench-tg N, --bench-reps N   (512, 128, 3)\n"
+"output:\n"
+"      --stats-json FILE   timings and counters as JSON\n"
+"      --dump-logits FILE  float32 logits of every evaluated position\n"
+"  -q, --quiet             no timings on stderr\n"
+"  -v, --verbose           more detail on stderr\n"
+"  -h, --help              this help\n"
+"  -V, --version           version\n"
+"exit status: 0 ok, 1 error, 2 usage, 3 the model does not fit, 130 interrupted\n");
+}
+
+enum {
+	O_PLAN = 256, O_BACKEND, O_VRAM, O_RAM, O_EXECUTOR, O_PACK, O_IO, O_GPU, O_KV,
+	O_PIDS, O_CHAT, O_SYSTEM, O_NOBOS, O_NOPS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN,
+	O_RLAST, O_IGNEOS, O_SKIP, O_SKIPL, O_SPEC, O_DRAFTK, O_DRAFTSKIP, O_TOKENIZE,
+	O_PPL, O_BATCH, O_PARALLEL, O_JSON, O_BENCH, O_BPP, O_BTG, O_BREPS, O_STATS, O_DUMP,
+	O_FORCE
+};
+
+static const struct option longopts[] = {
+	{ "model", required_argument, NULL, 'm' },
+	{ "plan", required_argument, NULL, O_PLAN },
+	{ "backend", required_argument, NULL, O_BACKEND },
+	{ "vram-budget", required_argument, NULL, O_VRAM },
+	{ "ram-budget", required_argument, NULL, O_RAM },
+	{ "executor", required_argument, NULL, O_EXECUTOR },
+	{ "pack", required_argument, NULL, O_PACK },
+	{ "io", required_argument, NULL, O_IO },
+	{ "gpu", required_argument, NULL, O_GPU },
+	{ "threads", required_argument, NULL, 't' },
+	{ "ctx-size", required_argument, NULL, 'c' },
+	{ "kv-type", required_argument, NULL, O_KV },
+	{ "prompt", required_argument, NULL, 'p' },
+	{ "file", required_argument, NULL, 'f' },
+	{ "prompt-ids", required_argument, NULL, O_PIDS },
+	{ "force-ids", required_argument, NULL, O_FORCE },
+	{ "chat", no_argument, NULL, O_CHAT },
+	{ "system", required_argument, NULL, O_SYSTEM },
+	{ "no-bos", no_argument, NULL, O_NOBOS },
+	{ "no-parse-special", no_argument, NULL, O_NOPS },
+	{ "n-predict", required_argument, NULL, 'n' },
+	{ "temp", required_argument, NULL, O_TEMP },
+	{ "top-k", required_argument, NULL, O_TOPK },
+	{ "top-p", required_argument, NULL, O_TOPP },
+	{ "min-p", required_argument, NULL, O_MINP },
+	{ "repeat-penalty", required_argument, NULL, O_RPEN },
+	{ "repeat-last-n", required_argument, NULL, O_RLAST },
+	{ "seed", required_argument, NULL, 's' },
+	{ "ignore-eos", no_argument, NULL, O_IGNEOS },
+	{ "skip", required_argument, NULL, O_SKIP },
+	{ "skip-layers", required_argument, NULL, O_SKIPL },
+	{ "self-spec", no_argument, NULL, O_SPEC },
+	{ "draft-k", required_argument, NULL, O_DRAFTK },
+	{ "draft-skip", required_argument, NULL, O_DRAFTSKIP },
+	{ "tokenize", no_argument, NULL, O_TOKENIZE },
+	{ "perplexity", required_argument, NULL, O_PPL },
+	{ "batch", no_argument, NULL, O_BATCH },
+	{ "parallel", required_argument, NULL, O_PARALLEL },
+	{ "json", no_argument, NULL, O_JSON },
+	{ "bench", no_argument, NULL, O_BENCH },
+	{ "bench-pp", required_argument, NULL, O_BPP },
+	{ "bench-tg", required_argument, NULL, O_BTG },
+	{ "bench-reps", required_argument, NULL, O_BREPS },
+	{ "stats-json", required_argument, NULL, O_STATS },
+	{ "dump-logits", required_argument, NULL, O_DUMP },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 }
+};
+
+static int bad_arg(const char *opt, const struct ntx_err *err)
+{
+	fprintf(stderr, PROG ": %s: %s\n", opt, err->msg);
+	fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct run_opts o;
+	struct run_ctx c;
+	struct ntx_err err = { 0 };
+	int ch, rc, n_modes;
+	double d;
+	int64_t v;
+
+	memset(&o, 0, sizeof o);
+	ntx_sampler_defaults(&o.sp);
+	o.n_predict = -1;
+	o.draft_k = 0;
+	o.parallel = 4;
+	o.bench_reps = 3;
+	o.bench_pp = 512;
+	o.bench_tg = 128;
+	o.backend = NTX_BACKEND_AUTO;
+	o.kv_type = NTX_KV_F16;
+
+	while ((ch = getopt_long(argc, argv, "m:t:c:p:f:n:s:qvhV", longopts, NULL)) != -1) {
+		const char *a = optarg;
+
+		switch (ch) {
+		case 'm': o.model_path = a; break;
+		case O_PLAN: o.plan_path = a; break;
+		case O_BACKEND:
+			if (!strcmp(a, "cpu"))
+				o.backend = NTX_BACKEND_CPU;
+			else if (!strcmp(a, "cuda"))
+				o.backend = NTX_BACKEND_CUDA;
+			else if (!strcmp(a, "auto"))
+				o.backend = NTX_BACKEND_AUTO;
+			else {
+				ntx_err_set(&err, NTX_EINVAL, "expected cpu, cuda or auto, got '%s'", a);
+				return bad_arg("--backend", &err);
+			}
+			break;
+		case O_VRAM: o.vram_budget = a; break;
+		case O_RAM: o.ram_budget = a; break;
+		case O_EXECUTOR: o.executor = a; break;
+		case O_PACK: o.pack_path = a; break;
+		case O_IO:
+			if (!strcmp(a, "mmap"))
+				o.io = NTX_IO_MMAP;
+			else if (!strcmp(a, "direct"))
+				o.io = NTX_IO_DIRECT;
+			else {
+				ntx_err_set(&err, NTX_EINVAL, "expected direct or mmap, got '%s'", a);
+				return bad_arg("--io", &err);
+			}
+			break;
+		case O_GPU:
+			if (ntx_parse_int(a, 0, 63, &o.gpu_index, &err))
+				return bad_arg("--gpu", &err);
+			break;
+		case 't':
+			if (ntx_parse_int(a, 1, 1024, &o.n_threads, &err))
+				return bad_arg("--threads", &err);
+			break;
+		case 'c':
+			if (ntx_parse_int(a, 0, 1 << 24, &o.n_ctx, &err))
+				return bad_arg("--ctx-size", &err);
+			break;
+		case O_KV:
+			if (!strcmp(a, "f16"))
+				o.kv_type = NTX_KV_F16;
+			else if (!strcmp(a, "f32"))
+				o.kv_type = NTX_KV_F32;
+			else {
+				ntx_err_set(&err, NTX_EINVAL, "expected f16 or f32, got '%s'", a);
+				return bad_arg("--kv-type", &err);
+			}
+			break;
+		case 'p': o.prompt = a; break;
+		case 'f': o.prompt_file = a; break;
+		case O_PIDS: o.prompt_ids = a; break;
+		case O_FORCE: o.force_ids = a; break;
+		case O_CHAT: o.chat = 1; break;
+		case O_SYSTEM: o.system = a; break;
+		case O_NOBOS: o.no_bos = 1; break;
+		case O_NOPS: o.no_parse_special = 1; break;
+		case 'n':
+			if (ntx_parse_int(a, -1, 1 << 30, &o.n_predict, &err))
+				return bad_arg("--n-predict", &err);
+			break;
+		case O_TEMP:
+			if (ntx_parse_double(a, 0, 100, &d, &err))
+				return bad_arg("--temp", &err);
+			o.sp.temp = (float)d;
+			break;
+		case O_TOPK:
+			if (ntx_parse_int(a, 0, 1 << 30, &o.sp.top_k, &err))
+				return bad_arg("--top-k", &err);
+			break;
+		case O_TOPP:
+			if (ntx_parse_double(a, 0, 1, &d, &err))
+				return bad_arg("--top-p", &err);
+			o.sp.top_p = (float)d;
+			break;
+		case O_MINP:
+			if (ntx_parse_double(a, 0, 1, &d, &err))
+				return bad_arg("--min-p", &err);
+			o.sp.min_p = (float)d;
+			break;
+		case O_RPEN:
+			if (ntx_parse_double(a, 0, 100, &d, &err) || d <= 0) {
+				if (!err.msg[0])
+					ntx_err_set(&err, NTX_EINVAL, "must be > 0");
+				return bad_arg("--repeat-penalty", &err);
+			}
+			o.sp.repeat_penalty = (float)d;
+			break;
+		case O_RLAST:
+			if (ntx_parse_int(a, -1, 1 << 30, &o.sp.repeat_last_n, &err))
+				return bad_arg("--repeat-last-n", &err);
+			break;
+		case 's':
+			if (ntx_parse_i64(a, 0, INT64_MAX, &v, &err))
+				return bad_arg("--seed", &err);
+			o.sp.seed = (uint64_t)v;
+			break;
+		case O_IGNEOS: o.ignore_eos = 1; break;
+		case O_SKIP: o.skip_file = a; break;
+		case O_SKIPL: o.skip_layers = a; break;
+		case O_SPEC: o.self_spec = 1; break;
+		case O_DRAFTK:
+			if (ntx_parse_int(a, 1, 64, &o.draft_k, &err))
+				return bad_arg("--draft-k", &err);
+			break;
+		case O_DRAFTSKIP: o.draft_skip = a; break;
+		case O_TOKENIZE: o.tokenize = 1; break;
+		case O_PPL: o.perplexity = a; break;
+		case O_BATCH: o.batch = 1; break;
+		case O_PARALLEL:
+			if (ntx_parse_int(a, 1, 1024, &o.parallel, &err))
+				return bad_arg("--parallel", &err);
+			break;
+		case O_JSON: o.json = 1; break;
+		case O_BENCH: o.bench = 1; break;
+		case O_BPP:
+			if (ntx_parse_int(a, 0, 1 << 20, &o.bench_pp, &err))
+				return bad_arg("--bench-pp", &err);
+			break;
+		case O_BTG:
+			if (ntx_parse_int(a, 0, 1 << 20, &o.bench_tg, &err))
+				return bad_arg("--bench-tg", &err);
+			break;
+		case O_BREPS:
+			if (ntx_parse_int(a, 1, 1000, &o.bench_reps, &err))
+				return bad_arg("--bench-reps", &err);
+			break;
+		case O_STATS: o.stats_json = a; break;
+		case O_DUMP: o.dump_logits = a; break;
+		case 'q': o.quiet = 1; break;
+		case 'v': o.verbose++; break;
+		case 'h':
+			usage(stdout);
+			return fclose(stdout) ? 1 : 0;
+		case 'V':
+			printf(PROG " " NTX_VERSION "\n");
+			return fclose(stdout) ? 1 : 0;
+		default:
+			fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+		return 2;
+	}
+	if (!o.model_path && !o.plan_path) {
+		fprintf(stderr, PROG ": no model: give -m MODEL.gguf or --plan plan.json\n");
+		fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+		return 2;
+	}
+	n_modes = o.tokenize + !!o.perplexity + o.batch + o.bench;
+	if (n_modes > 1) {
+		fprintf(stderr, PROG ": --tokenize, --perplexity, --batch and --bench exclude each other\n");
+		return 2;
+	}
+	if ((o.prompt != NULL) + (o.prompt_file != NULL) + (o.prompt_ids != NULL) > 1) {
+		fprintf(stderr, PROG ": give only one of -p, -f and --prompt-ids\n");
+		return 2;
+	}
+	if (o.skip_file && o.skip_layers) {
+		fprintf(stderr, PROG ": give only one of --skip and --skip-layers\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	{
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_sigint;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
+
+	memset(&c, 0, sizeof c);
+	c.o = &o;
+	if (run_open(&c, !o.tokenize, &err)) {
+		run_close(&c);
+		return run_fail(&err);
+	}
+	if (o.tokenize)
+		rc = mode_tokenize(&c);
+	else if (o.perplexity)
+		rc = mode_perplexity(&c);
+	else if (o.bench)
+		rc = mode_bench(&c);
+	else if (o.batch)
+		rc = mode_batch(&c);
+	else
+		rc = mode_generate(&c);
+	run_close(&c);
+	if (fclose(stdout) && rc == 0 && !run_interrupted) {
+		/* a closed stdout pipe ends quietly; a full disk is an error */
+		if (errno != EPIPE) {
+			fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
+			rc = 1;
+		}
+	}
+	return rc;
+}

@@ -1,0 +1,348 @@
+/* modes.c - tokenize, generate and perplexity modes of ntx-run. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "parse.h"
+#include "run.h"
+
+int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err);
+
+/* ---- tokenize ---- */
+
+int mode_tokenize(struct run_ctx *c)
+{
+	struct ntx_err err = { 0 };
+	int32_t *ids;
+	int n, i;
+
+	if (run_read_prompt(c->o, c->vocab, &ids, &n, &err)) {
+		/* an empty text is a valid input for --tokenize */
+		if (strcmp(err.msg, "the prompt is empty") != 0)
+			return run_fail(&err);
+		ids = NULL;
+		n = 0;
+	}
+	putchar('[');
+	for (i = 0; i < n; i++)
+		printf(i ? ", %d" : "%d", ids[i]);
+	printf("]\n");
+	free(ids);
+	return 0;
+}
+
+/* ---- generate ---- */
+
+struct out_ctx {
+	struct run_ctx *c;
+	struct ntx_detok *dt;
+	int json;
+	int failed;   /* stdout closed or failing */
+	int32_t *toks;
+	int n_toks, cap_toks;
+};
+
+static int write_out(struct out_ctx *oc, const char *s, size_t n)
+{
+	if (n && (fwrite(s, 1, n, stdout) != n || fflush(stdout))) {
+		oc->failed = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int json_line(struct out_ctx *oc, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+	int rc;
+
+	json_decref(j);
+	if (!s)
+		return 1;
+	rc = write_out(oc, s, strlen(s)) || write_out(oc, "\n", 1);
+	free(s);
+	return rc;
+}
+
+static int on_token(void *p, int32_t tok)
+{
+	struct out_ctx *oc = p;
+	const char *s;
+	size_t n;
+	struct ntx_err err;
+
+	if (oc->n_toks == oc->cap_toks) {
+		int cap = oc->cap_toks ? oc->cap_toks * 2 : 256;
+		int32_t *t = realloc(oc->toks, (size_t)cap * sizeof *t);
+
+		if (t) {
+			oc->toks = t;
+			oc->cap_toks = cap;
+		}
+	}
+	if (oc->n_toks < oc->cap_toks)
+		oc->toks[oc->n_toks++] = tok;
+	if (oc->c->eog[tok] && !oc->json)
+		return 0; /* end-of-generation tokens are not printed */
+	if (ntx_detok_push(oc->dt, tok, &s, &n, &err))
+		return 1;
+	if (oc->json)
+		return json_line(oc, json_pack("{s:s, s:i, s:s%}", "event", "token", "id", tok,
+					       "text", s, n));
+	return write_out(oc, s, n);
+}
+
+static double rate(int n, double t)
+{
+	return t > 0 ? n / t : 0;
+}
+
+static uint64_t model_params(const struct ntx_model *m)
+{
+	uint64_t n = 0, i;
+
+	for (i = 0; i < m->gguf->n_tensors; i++)
+		n += (uint64_t)m->gguf->tensors[i].n_elem;
+	return n;
+}
+
+json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
+{
+	struct ntx_engine_stats es;
+	json_t *j;
+
+	ntx_engine_get_stats(c->engine, &es);
+	j = json_pack("{s:s, s:i, s:s, s:I, s:I, s:s, s:i, s:i, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:s}",
+		      "format", "ntx.stats", "version", 1,
+		      "model_filename", c->model->gguf->path,
+		      "model_size", (json_int_t)c->model->gguf->file_size,
+		      "model_n_params", (json_int_t)model_params(c->model),
+		      "backend", ntx_backend_name(ntx_engine_backend(c->engine)),
+		      "n_threads", c->o->n_threads,
+		      "n_ctx", ntx_engine_n_ctx(c->engine),
+		      "kv_type", c->o->kv_type == NTX_KV_F32 ? "f32" : "f16",
+		      "n_prompt", st->n_prompt, "n_gen", st->n_gen,
+		      "t_prompt_ms", st->t_prompt_s * 1e3, "t_gen_ms", st->t_gen_s * 1e3,
+		      "prompt_tok_per_s", rate(st->n_prompt, st->t_prompt_s),
+		      "gen_tok_per_s", rate(st->n_gen, st->t_gen_s),
+		      "stop_reason", ntx_stop_name(st->stop));
+	if (j && c->o->self_spec)
+		json_object_set_new(j, "self_spec",
+				    json_pack("{s:I, s:I, s:I, s:I, s:f, s:f}",
+					      "drafted", (json_int_t)st->n_drafted,
+					      "accepted", (json_int_t)st->n_accepted,
+					      "full_passes", (json_int_t)st->n_full_passes,
+					      "draft_passes", (json_int_t)st->n_draft_passes,
+					      "acceptance_rate",
+					      st->n_drafted ? (double)st->n_accepted / st->n_drafted : 0.0,
+					      "tokens_per_full_pass",
+					      st->n_full_passes ? (double)st->n_gen / st->n_full_passes : 0.0));
+	if (j && (es.bytes_h2d || es.bytes_disk || es.bytes_cpu_weights))
+		json_object_set_new(j, "streaming",
+				    json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
+					      "bytes_h2d", (json_int_t)es.bytes_h2d,
+					      "bytes_disk", (json_int_t)es.bytes_disk,
+					      "bytes_cpu_weights", (json_int_t)es.bytes_cpu_weights,
+					      "t_h2d_s", es.t_h2d_s, "t_disk_s", es.t_disk_s,
+					      "t_cpu_s", es.t_cpu_s, "t_gpu_wait_s", es.t_gpu_wait_s,
+					      "t_cpu_wait_s", es.t_cpu_wait_s));
+	return j;
+}
+
+int run_write_json_file(const char *path, json_t *j, struct ntx_err *err)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stderr;
+	int rc = 0;
+
+	if (!f)
+		return ntx_err_errno(err, errno, "%s", path);
+	if (json_dumpf(j, f, JSON_INDENT(2)) || fputc('\n', f) == EOF)
+		rc = ntx_err_errno(err, errno, "%s", path);
+	if (f != stderr && fclose(f) && !rc)
+		rc = ntx_err_errno(err, errno, "%s", path);
+	return rc;
+}
+
+static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
+{
+	struct ntx_engine_stats es;
+
+	if (c->o->quiet)
+		return;
+	fprintf(stderr,
+		"\n" PROG ": prompt %d tokens, %.2f s (%.2f tok/s); generated %d tokens, %.2f s (%.2f tok/s); stop: %s\n",
+		st->n_prompt, st->t_prompt_s, rate(st->n_prompt, st->t_prompt_s), st->n_gen,
+		st->t_gen_s, rate(st->n_gen, st->t_gen_s), ntx_stop_name(st->stop));
+	if (c->o->self_spec && st->n_full_passes)
+		fprintf(stderr,
+			PROG ": self-speculation: %lld drafted, %lld accepted (%.1f%%), %.2f tokens per full pass\n",
+			(long long)st->n_drafted, (long long)st->n_accepted,
+			st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
+			(double)st->n_gen / st->n_full_passes);
+	ntx_engine_get_stats(c->engine, &es);
+	if (es.bytes_h2d || es.bytes_disk || es.bytes_cpu_weights)
+		fprintf(stderr,
+			PROG ": streaming: %.2f GB over PCIe (%.1f GB/s), %.2f GB from disk (%.1f GB/s), %.2f GB computed on the CPU; GPU waited %.2f s, CPU waited %.2f s\n",
+			es.bytes_h2d / 1e9, es.t_h2d_s > 0 ? es.bytes_h2d / 1e9 / es.t_h2d_s : 0,
+			es.bytes_disk / 1e9, es.t_disk_s > 0 ? es.bytes_disk / 1e9 / es.t_disk_s : 0,
+			es.bytes_cpu_weights / 1e9, es.t_gpu_wait_s, es.t_cpu_wait_s);
+}
+
+static int32_t *parse_force(struct run_ctx *c, int *n, struct ntx_err *err)
+{
+	int32_t *ids = NULL;
+
+	*n = 0;
+	if (!c->o->force_ids)
+		return NULL;
+	if (ntx_parse_id_list(c->o->force_ids, (int32_t)c->model->cfg.n_vocab - 1, &ids, n, err))
+		return NULL;
+	return ids;
+}
+
+int mode_generate(struct run_ctx *c)
+{
+	const struct run_opts *o = c->o;
+	struct ntx_err err = { 0 };
+	struct ntx_gen_opts go;
+	struct ntx_gen_stats st;
+	struct out_ctx oc;
+	int32_t *prompt = NULL, *force = NULL;
+	int n_prompt, n_force = 0, rc = 0;
+	const char *s;
+	size_t n;
+
+	memset(&oc, 0, sizeof oc);
+	oc.c = c;
+	oc.json = o->json;
+	if (run_read_prompt(o, c->vocab, &prompt, &n_prompt, &err))
+		return run_fail(&err);
+	force = parse_force(c, &n_force, &err);
+	if (o->force_ids && !force && err.msg[0]) {
+		free(prompt);
+		return run_fail(&err);
+	}
+	memset(&go, 0, sizeof go);
+	go.n_predict = o->n_predict;
+	go.sp = o->sp;
+	go.eog = c->eog;
+	go.force = force;
+	go.n_force = n_force;
+	go.self_spec = o->self_spec;
+	go.draft_k = o->draft_k > 0 ? o->draft_k : 4;
+	go.adaptive_k = o->draft_k == 0;
+	go.draft_mask = c->draft_mask;
+	if (o->dump_logits) {
+		go.dump_logits = fopen(o->dump_logits, "wb");
+		if (!go.dump_logits) {
+			ntx_err_errno(&err, errno, "%s", o->dump_logits);
+			free(prompt);
+			free(force);
+			return run_fail(&err);
+		}
+	}
+	oc.dt = ntx_detok_new(c->vocab, 0, &err);
+	if (!oc.dt) {
+		rc = run_fail(&err);
+		goto out;
+	}
+	if (ntx_generate(c->engine, 0, prompt, n_prompt, &go, on_token, &oc, &st, &err)) {
+		rc = run_fail(&err);
+		goto out;
+	}
+	ntx_detok_flush(oc.dt, &s, &n);
+	if (!o->json)
+		write_out(&oc, s, n);
+	if (o->json) {
+		json_t *sum = run_stats_json(c, &st);
+
+		json_object_set_new(sum, "event", json_string("done"));
+		if (oc.dt) {
+			char *text = NULL;
+			size_t tl = 0;
+			int k, ntext = oc.n_toks;
+
+			/* the text without a final end-of-generation token */
+			if (ntext && c->eog[oc.toks[ntext - 1]])
+				ntext--;
+			if (ntx_detokenize(c->vocab, oc.toks, ntext, 0, 0, &text, &tl, &err) == 0) {
+				json_object_set_new(sum, "text", json_stringn(text, tl));
+				free(text);
+			}
+			json_t *arr = json_array();
+
+			for (k = 0; k < oc.n_toks; k++)
+				json_array_append_new(arr, json_integer(oc.toks[k]));
+			json_object_set_new(sum, "tokens", arr);
+		}
+		json_line(&oc, sum);
+	}
+	if (st.stop == NTX_STOP_INTERRUPT) {
+		if (!o->quiet)
+			fprintf(stderr, "\n" PROG ": interrupted\n");
+		rc = 130;
+	} else if (st.stop == NTX_STOP_CALLER && !oc.failed) {
+		rc = 1;
+	}
+	print_timings(c, &st);
+	if (o->stats_json) {
+		json_t *j = run_stats_json(c, &st);
+
+		if (!j || run_write_json_file(o->stats_json, j, &err))
+			rc = run_fail(&err);
+		json_decref(j);
+	}
+out:
+	if (go.dump_logits && fclose(go.dump_logits) && rc == 0) {
+		ntx_err_errno(&err, errno, "%s", o->dump_logits);
+		rc = run_fail(&err);
+	}
+	ntx_detok_free(oc.dt);
+	free(oc.toks);
+	free(prompt);
+	free(force);
+	return rc;
+}
+
+/* ---- perplexity ---- */
+
+static void ppl_progress(void *p, int chunk, int n_chunks, double ppl)
+{
+	const struct run_opts *o = p;
+
+	if (!o->quiet)
+		fprintf(stderr, "[%d/%d] %.4f\n", chunk, n_chunks, ppl);
+}
+
+int mode_perplexity(struct run_ctx *c)
+{
+	const struct run_opts *o = c->o;
+	struct ntx_err err = { 0 };
+	struct ntx_ppl_result r;
+	char *text;
+	size_t len;
+	int32_t *ids;
+	int n, n_ctx;
+
+	if (run_read_text(o->perplexity, &text, &len, &err))
+		return run_fail(&err);
+	if (ntx_tokenize(c->vocab, text, len, 1, 0, &ids, &n, &err)) {
+		free(text);
+		return run_fail(&err);
+	}
+	free(text);
+	n_ctx = o->n_ctx > 0 ? o->n_ctx : ntx_engine_n_ctx(c->engine);
+	if (!o->quiet)
+		fprintf(stderr, PROG ": perplexity: %d tokens, %d chunks of %d\n", n, n / n_ctx, n_ctx);
+	if (ntx_perplexity(c->engine, ids, n, n_ctx, ntx_vocab_bos(c->vocab), NULL, NULL, NULL,
+			   ppl_progress, (void *)o, &r, &err)) {
+		free(ids);
+		return run_fail(&err);
+	}
+	free(ids);
+	printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
+	return 0;
+}

@@ -1,0 +1,93 @@
+/* run.h - ntx-run's options and modes (the tool's own code: options, I/O,
+ * output; the model logic is in lib/common). */
+#ifndef NTX_RUN_H
+#define NTX_RUN_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine.h"
+#include "generate.h"
+#include "model.h"
+#include "plan.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+#define PROG "ntx-run"
+
+struct run_opts {
+	const char *model_path;
+	const char *plan_path;
+	const char *prompt;          /* -p */
+	const char *prompt_file;     /* -f */
+	const char *prompt_ids;      /* --prompt-ids */
+	const char *force_ids;       /* --force-ids (teacher forcing, tests) */
+	int n_predict;
+	int n_ctx;
+	struct ntx_sampler_params sp;
+	int chat;
+	const char *system;
+	enum ntx_backend backend;
+	int n_threads;
+	enum ntx_kv_type kv_type;
+	const char *stats_json;
+	const char *dump_logits;
+	int tokenize;
+	int no_bos;
+	int no_parse_special;
+	const char *perplexity;
+	const char *skip_file;
+	const char *skip_layers;
+	int self_spec;
+	int draft_k;
+	const char *draft_skip;
+	int batch;
+	int parallel;
+	int json;
+	enum ntx_io io;
+	int bench;
+	int bench_reps;
+	int bench_pp, bench_tg;
+	int ignore_eos;
+	int quiet;
+	int verbose;
+	int gpu_index;
+	/* in-memory planning when no --plan is given */
+	const char *vram_budget, *ram_budget;
+	const char *pack_path;
+	const char *executor;
+};
+
+/* Set by the SIGINT handler; the engine polls it between layers. */
+extern volatile sig_atomic_t run_interrupted;
+
+/* Everything a mode needs, opened from the options. */
+struct run_ctx {
+	struct run_opts *o;
+	struct ntx_model *model;
+	struct ntx_vocab *vocab;
+	struct ntx_plan *plan;       /* loaded or computed; may be NULL (CPU) */
+	struct ntx_engine *engine;
+	uint8_t *skip;               /* n_layer flags or NULL */
+	uint8_t *draft_mask;         /* n_layer flags or NULL */
+	uint8_t *eog;                /* n_vocab flags */
+};
+
+/* Print "ntx-run: message" and return exit status 1 (or 2/3 by code). */
+int run_fail(const struct ntx_err *err);
+int run_exit_code(const struct ntx_err *err);
+
+int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err);
+void run_close(struct run_ctx *c);
+
+int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t **ids, int *n,
+		    struct ntx_err *err);
+
+int mode_tokenize(struct run_ctx *c);
+int mode_generate(struct run_ctx *c);
+int mode_perplexity(struct run_ctx *c);
+int mode_bench(struct run_ctx *c);
+int mode_batch(struct run_ctx *c);
+
+#endif
