@@ -260,11 +260,11 @@ static int load_tokens(struct ntx_vocab *v, const struct ntx_gguf *g, struct ntx
 			ntx_err_set(err, NTX_EFORMAT, "no tokenizer.ggml.tokens array");
 		return -1;
 	}
-	if (tk->val.elem_type != NTX_GGUF_STRING || !tk->str_index)
+	if (tk->val.elem_type != NTX_GGUF_STRING)
 		return ntx_err_set(err, NTX_EFORMAT, "tokenizer.ggml.tokens: expected strings, found %s",
 				   ntx_gguf_vtype_name(tk->val.elem_type));
 	n = tk->val.n;
-	if (n == 0 || n > NTX_VOCAB_MAX_TOKENS)
+	if (n == 0 || n > NTX_VOCAB_MAX_TOKENS || !tk->str_index)
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "tokenizer.ggml.tokens has %" PRIu64 " tokens (must be 1 to %d)", n,
 				   NTX_VOCAB_MAX_TOKENS);
@@ -368,7 +368,7 @@ static int load_merges(struct ntx_vocab *v, const struct ntx_gguf *g, struct ntx
 		return -1;
 	if (rc == 0)
 		return ntx_err_set(err, NTX_EFORMAT, "BPE vocabulary without tokenizer.ggml.merges");
-	if (mk->val.elem_type != NTX_GGUF_STRING || !mk->str_index)
+	if (mk->val.elem_type != NTX_GGUF_STRING || (!mk->str_index && mk->val.n))
 		return ntx_err_set(err, NTX_EFORMAT, "tokenizer.ggml.merges: expected strings, found %s",
 				   ntx_gguf_vtype_name(mk->val.elem_type));
 	n = mk->val.n;
@@ -613,10 +613,10 @@ static int load_config(struct ntx_vocab *v, const struct ntx_gguf *g, struct ntx
 				ok = 1;
 		if (!ok)
 			return ntx_err_set(err, NTX_EUNSUP,
-					   "tokenizer.ggml.pre '%s' is not supported: only the Llama 3 "
-					   "pre-tokenizer is implemented (llama-bpe, llama3, llama-v3, "
-					   "falcon3, dbrx, smaug-bpe)",
-					   pre.len ? excerpt(pre.p, pre.len, ex) : "(missing)");
+					   "tokenizer.ggml.pre %s%s%s: only the Llama 3 pre-tokenizer is "
+					   "implemented (llama-bpe, llama3, llama-v3, falcon3, dbrx, smaug-bpe)",
+					   pre.len ? "'" : "is missing", pre.len ? excerpt(pre.p, pre.len, ex) : "",
+					   pre.len ? "' is not supported" : "");
 	}
 
 	if (load_tokens(v, g, err))

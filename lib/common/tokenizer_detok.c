@@ -337,7 +337,8 @@ static int drain(struct ntx_detok *d, int final, const char **out, size_t *len,
 		}
 		i++;
 	}
-	memmove(d->in, d->in + i, d->in_n - i);
+	if (i < d->in_n)
+		memmove(d->in, d->in + i, d->in_n - i);
 	d->in_n -= i;
 	*out = d->out;
 	*len = o;
@@ -360,10 +361,12 @@ int ntx_detok_push(struct ntx_detok *d, int32_t id, const char **out, size_t *le
 		pl--;
 	}
 	d->started = 1;
-	if (reserve(&d->in, &d->in_cap, d->in_n + pl, err))
-		return -1;
-	memcpy(d->in + d->in_n, p, pl);
-	d->in_n += pl;
+	if (pl) {
+		if (reserve(&d->in, &d->in_cap, d->in_n + pl, err))
+			return -1;
+		memcpy(d->in + d->in_n, p, pl);
+		d->in_n += pl;
+	}
 	return drain(d, 0, out, len, err);
 }
 
