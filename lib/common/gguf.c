@@ -328,11 +328,14 @@ static int parse(struct ntx_gguf *g, struct ntx_err *err)
 		if (key_eq(&kv->key, "general.alignment")) {
 			uint64_t a;
 
-			if (ntx_gguf_value_u64(&kv->val, &a) || a == 0 ||
-			    (a & (a - 1)) || a > (1u << 30))
+			if (ntx_gguf_value_u64(&kv->val, &a))
 				return ntx_err_set(err, NTX_EFORMAT,
-						   "general.alignment must be a power of two up to 2^30 (got type %s)",
+						   "general.alignment must be an unsigned integer, found %s",
 						   ntx_gguf_vtype_name(t));
+			if (a == 0 || (a & (a - 1)) || a > (1u << 30))
+				return ntx_err_set(err, NTX_EFORMAT,
+						   "general.alignment %llu is not a power of two from 1 to 2^30",
+						   (unsigned long long)a);
 			g->alignment = (uint32_t)a;
 		}
 	}
@@ -346,6 +349,11 @@ static int parse(struct ntx_gguf *g, struct ntx_err *err)
 
 		if (get_str(&c, &name, "tensor name"))
 			return -1;
+		if (name.len > NTX_GGUF_MAX_NAME)
+			return ntx_err_set(err, NTX_EFORMAT,
+					   "tensor %llu: name of %llu bytes exceeds the limit of %d",
+					   (unsigned long long)i, (unsigned long long)name.len,
+					   NTX_GGUF_MAX_NAME);
 		ti->name = malloc(name.len + 1);
 		if (!ti->name)
 			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
@@ -642,7 +650,7 @@ int ntx_gguf_value_str(const struct ntx_gguf_value *v, struct ntx_gguf_str *out)
 static int bad_type(const struct ntx_gguf_kv *kv, const char *want, struct ntx_err *err)
 {
 	return ntx_err_set(err, NTX_EFORMAT, "key '%.*s': expected %s, found %s",
-			   (int)kv->key.len, kv->key.p, want,
+			   (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.p, want,
 			   ntx_gguf_vtype_name(kv->val.type));
 }
 
@@ -712,6 +720,22 @@ static uint64_t value_size(uint32_t t, const unsigned char *p)
 	return off;
 }
 
+/* Decode the (validated) element of type et that starts at p. */
+static void elem_at(uint32_t et, const unsigned char *p, struct ntx_gguf_value *out)
+{
+	memset(out, 0, sizeof *out);
+	out->type = et;
+	out->size = value_size(et, p);
+	if (et == NTX_GGUF_ARRAY) {
+		out->elem_type = (uint32_t)rd_le(p, 4);
+		out->n = rd_le(p + 4, 8);
+		out->p = p + 12;
+		out->size -= 12;
+	} else {
+		out->p = p;
+	}
+}
+
 int ntx_gguf_array_get(const struct ntx_gguf_kv *kv, const struct ntx_gguf_value *arr,
 		       uint64_t i, struct ntx_gguf_value *out)
 {
@@ -721,11 +745,8 @@ int ntx_gguf_array_get(const struct ntx_gguf_kv *kv, const struct ntx_gguf_value
 	if (arr->type != NTX_GGUF_ARRAY || i >= arr->n)
 		return -1;
 	sz = ntx_gguf_vtype_size(arr->elem_type);
-	memset(out, 0, sizeof *out);
-	out->type = arr->elem_type;
 	if (sz) {
-		out->p = arr->p + i * (uint64_t)sz;
-		out->size = (uint64_t)sz;
+		elem_at(arr->elem_type, arr->p + i * (uint64_t)sz, out);
 		return 0;
 	}
 	if (kv && kv->str_index && arr == &kv->val) {
@@ -737,15 +758,17 @@ int ntx_gguf_array_get(const struct ntx_gguf_kv *kv, const struct ntx_gguf_value
 		for (j = 0; j < i; j++)
 			p += value_size(arr->elem_type, p);
 	}
-	out->size = value_size(arr->elem_type, p);
-	if (arr->elem_type == NTX_GGUF_ARRAY) {
-		out->elem_type = (uint32_t)rd_le(p, 4);
-		out->n = rd_le(p + 4, 8);
-		out->p = p + 12;
-		out->size -= 12;
-	} else {
-		out->p = p;
-	}
+	elem_at(arr->elem_type, p, out);
+	return 0;
+}
+
+int ntx_gguf_array_next(const struct ntx_gguf_value *arr, uint64_t i,
+			struct ntx_gguf_value *elem)
+{
+	if (arr->type != NTX_GGUF_ARRAY || i >= arr->n)
+		return -1;
+	/* element i starts where element i-1 (in *elem) ends */
+	elem_at(arr->elem_type, i == 0 ? arr->p : elem->p + elem->size, elem);
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 #define NTX_GGUF_MAX_DIMS 4
 #define NTX_GGUF_DEFAULT_ALIGNMENT 32
 #define NTX_GGUF_MAX_DEPTH 8 /* nesting limit for arrays of arrays */
+#define NTX_GGUF_MAX_NAME 1024 /* tensor name bytes (ggml itself allows 63) */
 
 enum ntx_gguf_vtype {
 	NTX_GGUF_U8 = 0,
@@ -128,6 +129,13 @@ int ntx_gguf_get_arr(const struct ntx_gguf *g, const char *key, const struct ntx
  * O(1) for fixed-size elements and indexed string arrays, O(i) otherwise). */
 int ntx_gguf_array_get(const struct ntx_gguf_kv *kv, const struct ntx_gguf_value *arr,
 		       uint64_t i, struct ntx_gguf_value *out);
+
+/* Iterate over an array's elements in order in O(1) per step: call with
+ * i = 0, 1, 2, ...; on entry for i > 0, *elem must hold element i-1 (as the
+ * previous call left it); on return it holds element i. Returns 0, or -1 when
+ * i >= n or arr is not an array. */
+int ntx_gguf_array_next(const struct ntx_gguf_value *arr, uint64_t i,
+			struct ntx_gguf_value *elem);
 
 /* String element i of a top-level array of strings (kv->str_index set). */
 struct ntx_gguf_str ntx_gguf_arr_str(const struct ntx_gguf_kv *kv, uint64_t i);

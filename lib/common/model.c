@@ -125,11 +125,17 @@ int ntx_llama_config_read(const struct ntx_gguf *g, struct ntx_llama_config *cfg
 	if (get_int(g, K("attention.key_length"), cfg->n_embd / cfg->n_head, 0, 1, 1 << 14, &v, err))
 		return -1;
 	cfg->head_dim = (int)v;
+	if (cfg->head_dim < 1)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "head dimension is 0 (embedding length %d < head count %d and no key_length)",
+				   cfg->n_embd, cfg->n_head);
 	if (cfg->head_dim % 2)
 		return ntx_err_set(err, NTX_EFORMAT, "head dimension %d is odd", cfg->head_dim);
 	if (get_int(g, K("rope.dimension_count"), cfg->head_dim, 0, 0, cfg->head_dim, &v, err))
 		return -1;
 	cfg->n_rot = (int)v;
+	if (cfg->n_rot % 2)
+		return ntx_err_set(err, NTX_EFORMAT, "RoPE dimension count %d is odd", cfg->n_rot);
 	if (get_int(g, K("context_length"), 2048, 0, 1, 1 << 24, &v, err))
 		return -1;
 	cfg->n_ctx_train = (int)v;
