@@ -463,17 +463,19 @@ static int cmp_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static const struct ntx_vocab *sort_vocab; /* for cmp_special; load is not reentrant here */
+struct len_id {
+	uint32_t len;
+	int32_t id;
+};
 
+/* Longest text first, then lowest id. */
 static int cmp_special(const void *a, const void *b)
 {
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-	uint32_t lx = sort_vocab->text_off[x + 1] - sort_vocab->text_off[x];
-	uint32_t ly = sort_vocab->text_off[y + 1] - sort_vocab->text_off[y];
+	const struct len_id *x = a, *y = b;
 
-	if (lx != ly)
-		return lx > ly ? -1 : 1;
-	return (x > y) - (x < y);
+	if (x->len != y->len)
+		return x->len > y->len ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
 }
 
 /* EOT/EOM detection, the end-of-generation set and the special-token list,
@@ -530,15 +532,25 @@ static int find_specials(struct ntx_vocab *v, struct ntx_err *err)
 	for (id = 0, n = 0; id < v->n_tokens; id++)
 		if (v->attr[id] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
 			n++;
-	v->special = malloc(((size_t)n + 1) * sizeof *v->special);
-	if (!v->special)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	for (id = 0, n = 0; id < v->n_tokens; id++)
-		if (v->attr[id] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))
-			v->special[n++] = id;
-	v->n_special = n;
-	sort_vocab = v;
-	qsort(v->special, (size_t)n, sizeof *v->special, cmp_special);
+	{
+		struct len_id *li = malloc(((size_t)n + 1) * sizeof *li);
+
+		v->special = malloc(((size_t)n + 1) * sizeof *v->special);
+		if (!li || !v->special) {
+			free(li);
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		}
+		for (id = 0, n = 0; id < v->n_tokens; id++)
+			if (v->attr[id] & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)) {
+				li[n].len = v->text_off[id + 1] - v->text_off[id];
+				li[n++].id = id;
+			}
+		qsort(li, (size_t)n, sizeof *li, cmp_special);
+		for (i = 0; i < n; i++)
+			v->special[i] = li[i].id;
+		v->n_special = n;
+		free(li);
+	}
 	return 0;
 }
 

@@ -851,6 +851,65 @@ static void test_corrupt(void)
 	}
 }
 
+/* A small SPM vocabulary with byte fallback, a USER_DEFINED token and
+ * scores that make "ab" win over "▁a". */
+static void test_spm_small(void)
+{
+	const char *toks[256 + 9];
+	char bytes[256][8];
+	int32_t types[256 + 9];
+	float scores[256 + 9];
+	struct ntx_err err = { 0 };
+	struct gw w;
+	struct ntx_gguf *g;
+	struct ntx_vocab *v = NULL;
+	/* "ab<tool>b": "▁ab" -> ▁ ab (ab scores higher than ▁a), <tool>, then
+	 * "▁b" (a space prefix after a special token) -> ▁ b */
+	int32_t *ids = NULL, want1[] = { 259, 263, 264, 259, 261 };
+	/* "<s>" as text: ▁ and three byte tokens (3 + byte) */
+	int32_t want3[] = { 259, 3 + '<', 3 + 's', 3 + '>' }, want4[] = { 1 };
+	int n = 0, i, nt = 0;
+
+	toks[nt] = "<unk>", types[nt] = 2, scores[nt++] = 0;
+	toks[nt] = "<s>", types[nt] = 3, scores[nt++] = 0;
+	toks[nt] = "</s>", types[nt] = 3, scores[nt++] = 0;
+	for (i = 0; i < 256; i++) {
+		snprintf(bytes[i], sizeof bytes[i], "<0x%02X>", i);
+		toks[nt] = bytes[i], types[nt] = 6, scores[nt++] = 0;
+	}
+	toks[nt] = "\xe2\x96\x81", types[nt] = 1, scores[nt++] = -1;     /* 259 */
+	toks[nt] = "a", types[nt] = 1, scores[nt++] = -2;                /* 260 */
+	toks[nt] = "b", types[nt] = 1, scores[nt++] = -3;                /* 261 */
+	toks[nt] = "\xe2\x96\x81" "a", types[nt] = 1, scores[nt++] = -5; /* 262 */
+	toks[nt] = "ab", types[nt] = 1, scores[nt++] = -4;               /* 263 */
+	toks[nt] = "<tool>", types[nt] = 4, scores[nt++] = 0;            /* 264 */
+	gw_begin(&w);
+	kv_str(&w, "tokenizer.ggml.model", "llama");
+	kv_strs(&w, "tokenizer.ggml.tokens", toks, nt);
+	kv_i32s(&w, "tokenizer.ggml.token_type", NTX_GGUF_I32, types, nt);
+	kv_i32s(&w, "tokenizer.ggml.scores", NTX_GGUF_F32, (const int32_t *)(const void *)scores, nt);
+	memcpy(w.p + 16, &w.nkv, 8);
+	g = ntx_gguf_open_buffer(w.p, w.n, &err);
+	if (g)
+		v = ntx_vocab_load(g, &err);
+	if (t_ok(v != NULL, "small SPM vocabulary loads%s%s", v ? "" : ": ", err.msg)) {
+		tok(v, "ab<tool>b", 9, 0, 0, &ids, &n);
+		t_ok(ids_eq(ids, n, want1, 5),
+		     "small SPM: higher score merges first, USER_DEFINED split without parse_special, "
+		     "space prefix after it");
+		free(ids);
+		tok(v, "<s>", 3, 0, 0, &ids, &n);
+		t_ok(ids_eq(ids, n, want3, 4), "small SPM: <s> as text falls back to byte tokens (%d ids)", n);
+		free(ids);
+		tok(v, "<s>", 3, 0, 1, &ids, &n);
+		t_ok(ids_eq(ids, n, want4, 1), "small SPM: <s> with parse_special is BOS");
+		free(ids);
+	}
+	ntx_vocab_free(v);
+	ntx_gguf_close(g);
+	free(w.p);
+}
+
 /* ---- random inputs ---- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -1003,6 +1062,7 @@ int main(void)
 		close_vocab(&tiny);
 	}
 	test_corrupt();
+	test_spm_small();
 	test_random(l3.v, spm.v);
 	close_vocab(&l3);
 	close_vocab(&spm);
