@@ -45,13 +45,15 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 GEN_SRC  := $(wildcard tests/gen/*.c)
 GEN_BIN  := $(if $(GEN_SRC),$(BUILD)/bin/ntx-gguf-gen)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 
 # SIMD variants are compiled with their own flags and chosen at run time.
 $(BUILD)/kernels/cpu/%_avx2.o: XFLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/kernels/cpu/%_avx512.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 
 .PHONY: all test test-gpu bench demo asan install clean fuzz
-all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN)
+all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN) $(BENCH_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -82,6 +84,11 @@ $(BUILD)/bin/ntx-gguf-gen: $(GEN_SRC:%.c=$(BUILD)/%.o) $(LIB)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIB) $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
+
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)

@@ -55,10 +55,17 @@ int ntx_cpu_supports(uint32_t wtype);
 /* Dequantize n elements (a multiple of the block size) to float. */
 void ntx_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n);
 
-/* Quantize n floats into activation format act_type (Q8_0: per 32, d =
- * max|x|/127 stored fp16, q = round(x/d); Q8_K: per 256, d = max|x|/127 as
- * float (sign kept as ggml does: d = -max/127 when the max-magnitude value is
- * negative... see the .c), bsums; F32: copy). */
+/* Quantize n floats (n a multiple of the block) into activation format
+ * act_type. round() below is round-to-nearest, ties to even.
+ *   Q8_0, per 32 (ggml's x86 quantize_row_q8_0): amax = max |x|;
+ *     d = amax / 127 stored as fp16; q = round(x * (127 / amax)), q = 0 when
+ *     amax == 0.
+ *   Q8_K, per 256 (ggml's quantize_row_q8_K_ref): max = the first x of
+ *     largest magnitude; iscale = -127 / max; q = min(127, round(iscale * x));
+ *     d = 1 / iscale (a float of the opposite sign to max, so max maps to
+ *     -127); bsums[k] = sum of q[16k .. 16k+15]; everything 0 when max == 0.
+ *   F32 (or any other act_type): copy.
+ * The fast ntx_quantize_act produces the same bytes. */
 void ntx_quantize_act_ref(uint32_t act_type, const float *x, void *xq, int64_t n);
 
 /* Dot product of one weight row (n elements of type wtype) with activations
@@ -80,8 +87,11 @@ void ntx_cpu_force_scalar(int on);
 
 /* y[t][r] = dot(W row r, x[t]) for t < n_tok, r < n_out; x is n_tok rows of
  * n_in floats, y n_tok rows of n_out floats. Activations are quantized once
- * per call into scratch (ntx_matmul_scratch_bytes(w, n_tok) bytes, may be
- * NULL when that is 0... callers always pass enough). Parallel over rows. */
+ * per call into scratch, which must hold ntx_matmul_scratch_bytes(w, n_tok)
+ * bytes (any alignment; 0 for F32/F16/BF16 weights, which read x directly,
+ * and then scratch may be NULL). Parallel over output rows on pool (NULL:
+ * the calling thread alone). Results equal ntx_vec_dot of each row with
+ * ntx_quantize_act of each x[t] up to float summation order. */
 size_t ntx_matmul_scratch_bytes(const struct ntx_wmat *w, int64_t n_tok);
 void ntx_cpu_matmul(struct ntx_pool *pool, const struct ntx_wmat *w, const float *x,
 		    int64_t n_tok, float *y, void *scratch);

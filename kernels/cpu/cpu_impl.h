@@ -1,0 +1,88 @@
+/* cpu_impl.h - internal to the CPU kernels: the per-ISA kernel table that
+ * dispatch.c selects at run time, and helpers shared by the kernel files.
+ * Not part of the library's API (tests and benchmarks may include it to
+ * pin an ISA). */
+#ifndef NTX_CPU_IMPL_H
+#define NTX_CPU_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ntx_cpu.h"
+
+/* Largest tile a tile kernel is asked for (rows x tokens). */
+#define NTX_TILE_R 4
+#define NTX_TILE_T 4
+
+/* A tile kernel: for r < nr and t < nt,
+ *   y[t * ldy + r] = dot(weight row r, activation row t)
+ * w: nr rows of n elements of the kernel's weight type, wstride bytes apart;
+ * x: nt activation rows in ntx_act_type(wtype) format, xstride bytes apart;
+ * 1 <= nr <= NTX_TILE_R, 1 <= nt <= NTX_TILE_T, n a multiple of the block.
+ * Rows and activations may sit at any address (no alignment assumed). */
+typedef void (*ntx_tile_fn)(int64_t n, const void *w, size_t wstride, int nr, const void *x,
+			    size_t xstride, int nt, float *y, int64_t ldy);
+
+/* One instruction-set level: every entry is set for every supported type. */
+struct ntx_cpu_isa {
+	const char *name; /* what ntx_cpu_features() reports */
+	void (*dequant_row)(uint32_t type, const void *src, float *dst, int64_t n);
+	void (*quantize_act)(uint32_t act_type, const float *x, void *xq, int64_t n);
+	ntx_tile_fn (*tile)(uint32_t wtype); /* NULL for an unsupported type */
+};
+
+extern const struct ntx_cpu_isa ntx_cpu_isa_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+extern const struct ntx_cpu_isa ntx_cpu_isa_avx2;
+extern const struct ntx_cpu_isa ntx_cpu_isa_avx512;
+#endif
+
+/* The ISA in use (selected once from the CPU and NTX_CPU_SCALAR; changed by
+ * ntx_cpu_force_scalar and ntx_cpu_isa_select). Never NULL. */
+const struct ntx_cpu_isa *ntx_cpu_isa(void);
+
+/* Pin an ISA by name: "scalar", "avx2" or "avx512". Returns 0, or -1 when the
+ * CPU lacks it (nothing changes). "auto" returns to the best one. */
+int ntx_cpu_isa_select(const char *name);
+
+/* The AVX2 dequantize/quantize entry points (the AVX-512 table reuses them:
+ * both are memory-bound, wider vectors buy nothing there). */
+#if defined(__x86_64__) || defined(__i386__)
+void ntx_dequant_row_avx2(uint32_t type, const void *src, float *dst, int64_t n);
+void ntx_quantize_act_avx2(uint32_t act_type, const float *x, void *xq, int64_t n);
+#endif
+
+/* ---- shared scalar helpers ---- */
+
+/* Round to nearest, ties to even, for |v| < 2^22 (what cvtps2dq does in the
+ * default rounding mode): adding 1.5 * 2^23 leaves the rounded integer in the
+ * low mantissa bits. */
+static inline int ntx_round_even(float v)
+{
+	union {
+		float f;
+		int32_t i;
+	} u;
+
+	u.f = v + 12582912.0f;
+	return (u.i & 0x007fffff) - 0x00400000;
+}
+
+/* Unpack the 12 scale bytes of a Q4_K / Q5_K block into 8 scales (byte j of
+ * *sc = scale of sub-block j) and 8 mins (*m), 6 bits each: all eight
+ * ntx_k_scale_min results at once, on 32-bit words. */
+static inline void ntx_k_scales8(const uint8_t *s, uint64_t *sc, uint64_t *m)
+{
+	uint32_t a, b, c, sc_hi, m_hi;
+
+	memcpy(&a, s, 4);
+	memcpy(&b, s + 4, 4);
+	memcpy(&c, s + 8, 4);
+	sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+	m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+	*sc = (a & 0x3F3F3F3Fu) | (uint64_t)sc_hi << 32;
+	*m = (b & 0x3F3F3F3Fu) | (uint64_t)m_hi << 32;
+}
+
+#endif

@@ -1,0 +1,120 @@
+/* dispatch.c - choose the kernel ISA at run time and route the fast-path
+ * entry points of ntx_cpu.h to it.
+ *
+ * The choice is made once, on first use: AVX-512 (F, BW, VL, DQ, VNNI) when
+ * the CPU has it, else AVX2 + FMA + F16C, else scalar; NTX_CPU_SCALAR=1 in
+ * the environment forces scalar. ntx_cpu_force_scalar() and
+ * ntx_cpu_isa_select() change it later (tests, benchmarks); they are not meant
+ * to race with running kernels. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_impl.h"
+
+static _Atomic(const struct ntx_cpu_isa *) isa_current;
+
+/* ---- detection ---- */
+
+static int has_avx2(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+	       __builtin_cpu_supports("f16c");
+#else
+	return 0;
+#endif
+}
+
+static int has_avx512(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_cpu_init();
+	return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+	       __builtin_cpu_supports("avx512vnni");
+#else
+	return 0;
+#endif
+}
+
+static const struct ntx_cpu_isa *isa_best(void)
+{
+	const char *s = getenv("NTX_CPU_SCALAR");
+
+	if (s && *s && strcmp(s, "0") != 0)
+		return &ntx_cpu_isa_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+	if (has_avx512())
+		return &ntx_cpu_isa_avx512;
+	if (has_avx2())
+		return &ntx_cpu_isa_avx2;
+#endif
+	return &ntx_cpu_isa_scalar;
+}
+
+const struct ntx_cpu_isa *ntx_cpu_isa(void)
+{
+	const struct ntx_cpu_isa *isa = atomic_load_explicit(&isa_current, memory_order_acquire);
+
+	if (!isa) {
+		/* Racing first calls compute the same answer. */
+		isa = isa_best();
+		atomic_store_explicit(&isa_current, isa, memory_order_release);
+	}
+	return isa;
+}
+
+int ntx_cpu_isa_select(const char *name)
+{
+	const struct ntx_cpu_isa *isa = NULL;
+
+	if (strcmp(name, "auto") == 0)
+		isa = isa_best();
+	else if (strcmp(name, "scalar") == 0)
+		isa = &ntx_cpu_isa_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+	else if (strcmp(name, "avx2") == 0 && has_avx2())
+		isa = &ntx_cpu_isa_avx2;
+	else if (strcmp(name, "avx512") == 0 && has_avx512())
+		isa = &ntx_cpu_isa_avx512;
+#endif
+	if (!isa)
+		return -1;
+	atomic_store_explicit(&isa_current, isa, memory_order_release);
+	return 0;
+}
+
+void ntx_cpu_force_scalar(int on)
+{
+	ntx_cpu_isa_select(on ? "scalar" : "auto");
+}
+
+const char *ntx_cpu_features(void)
+{
+	return ntx_cpu_isa()->name;
+}
+
+/* ---- fast entry points ---- */
+
+void ntx_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
+{
+	ntx_cpu_isa()->dequant_row(type, src, dst, n);
+}
+
+void ntx_quantize_act(uint32_t act_type, const float *x, void *xq, int64_t n)
+{
+	ntx_cpu_isa()->quantize_act(act_type, x, xq, n);
+}
+
+float ntx_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *xq)
+{
+	ntx_tile_fn fn = ntx_cpu_isa()->tile(wtype);
+	float y;
+
+	if (!fn)
+		return ntx_vec_dot_ref(wtype, n, w, xq); /* NaN for an unsupported type */
+	fn(n, w, 0, 1, xq, 0, 1, &y, 1);
+	return y;
+}

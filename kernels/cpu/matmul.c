@@ -1,0 +1,155 @@
+/* matmul.c - y = W x for n_tok activation rows, on the thread pool.
+ *
+ * 1. The n_tok rows of x are quantized once into scratch (in the activation
+ *    format the weight type consumes; float weights read x directly), by
+ *    the pool when there are several rows.
+ * 2. Output rows are split into chunks (multiples of CHUNK_ALIGN rows, so
+ *    that no two threads write the same cache line of y) handed out through
+ *    an atomic counter, which keeps threads busy when one core is slowed by
+ *    other work. Within a chunk, rows are visited in blocks small enough to
+ *    stay in L2; for each block, tokens go in groups of NTX_TILE_T through
+ *    the ISA's tile kernel, so each weight row fetched from memory serves up
+ *    to NTX_TILE_T tokens per pass and the block is reused from cache for
+ *    the next group: a matrix-matrix product, not n_tok GEMVs. */
+#include <stdatomic.h>
+
+#include "cpu_impl.h"
+
+#define CHUNK_ALIGN 16          /* rows: 64 bytes of y */
+#define L2_BLOCK_BYTES (192 << 10) /* weight bytes per row block when n_tok > 1 */
+
+/* Bytes between activation rows in scratch (64-byte multiple). */
+static size_t act_stride(uint32_t at, int64_t n_in)
+{
+	return (ntx_act_bytes(at, n_in) + 63) & ~(size_t)63;
+}
+
+size_t ntx_matmul_scratch_bytes(const struct ntx_wmat *w, int64_t n_tok)
+{
+	uint32_t at = ntx_act_type(w->type);
+
+	if (at == NTX_TYPE_F32 || n_tok <= 0)
+		return 0;
+	return act_stride(at, w->n_in) * (size_t)n_tok;
+}
+
+/* ---- activation quantization ---- */
+
+struct quant_job {
+	uint32_t at;
+	const float *x; /* (n_tok, n_in) */
+	int64_t n_in, n_tok;
+	char *xq;       /* n_tok rows, stride bytes apart */
+	size_t stride;
+};
+
+static void quant_worker(void *p, int ith, int nth)
+{
+	const struct quant_job *j = p;
+
+	for (int64_t t = ith; t < j->n_tok; t += nth)
+		ntx_quantize_act(j->at, j->x + t * j->n_in, j->xq + (size_t)t * j->stride, j->n_in);
+}
+
+/* ---- the product ---- */
+
+struct mm_job {
+	ntx_tile_fn tile;
+	const struct ntx_wmat *w;
+	const char *xq; /* n_tok activation rows, xs bytes apart */
+	size_t xs;
+	int64_t n_tok;
+	float *y;        /* (n_tok, n_out) */
+	int64_t chunk;   /* rows per chunk */
+	int64_t n_chunks;
+	int64_t rblock;  /* rows per cache block */
+	atomic_llong next;
+};
+
+static void mm_rows(const struct mm_job *j, int64_t r0, int64_t r1)
+{
+	const struct ntx_wmat *w = j->w;
+	size_t rb = (size_t)w->row_bytes;
+
+	for (int64_t b0 = r0; b0 < r1; b0 += j->rblock) {
+		int64_t b1 = b0 + j->rblock < r1 ? b0 + j->rblock : r1;
+
+		for (int64_t t0 = 0; t0 < j->n_tok; t0 += NTX_TILE_T) {
+			int nt = (int)(j->n_tok - t0 < NTX_TILE_T ? j->n_tok - t0 : NTX_TILE_T);
+
+			for (int64_t r = b0; r < b1; r += NTX_TILE_R) {
+				int nr = (int)(b1 - r < NTX_TILE_R ? b1 - r : NTX_TILE_R);
+
+				j->tile(w->n_in, (const char *)w->data + (size_t)r * rb, rb, nr,
+					j->xq + (size_t)t0 * j->xs, j->xs, nt, j->y + t0 * w->n_out + r,
+					w->n_out);
+			}
+		}
+	}
+}
+
+static void mm_worker(void *p, int ith, int nth)
+{
+	struct mm_job *j = p;
+	int64_t c;
+
+	(void)ith;
+	(void)nth;
+	while ((c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_chunks) {
+		int64_t r0 = c * j->chunk;
+		int64_t r1 = r0 + j->chunk < j->w->n_out ? r0 + j->chunk : j->w->n_out;
+
+		mm_rows(j, r0, r1);
+	}
+}
+
+void ntx_cpu_matmul(struct ntx_pool *pool, const struct ntx_wmat *w, const float *x,
+		    int64_t n_tok, float *y, void *scratch)
+{
+	const struct ntx_cpu_isa *isa = ntx_cpu_isa();
+	uint32_t at = ntx_act_type(w->type);
+	int nth = ntx_pool_threads(pool);
+	struct mm_job j;
+	int64_t per;
+
+	if (n_tok <= 0 || w->n_out <= 0)
+		return;
+	j.tile = isa->tile(w->type);
+	if (!j.tile) {
+		for (int64_t i = 0; i < n_tok * w->n_out; i++)
+			y[i] = ntx_vec_dot_ref(w->type, 0, NULL, NULL); /* NaN: unsupported */
+		return;
+	}
+	if (at == NTX_TYPE_F32) {
+		j.xq = (const char *)x;
+		j.xs = (size_t)w->n_in * sizeof(float);
+	} else {
+		struct quant_job q = { at, x, w->n_in, n_tok, scratch, act_stride(at, w->n_in) };
+
+		if (n_tok > 1)
+			ntx_pool_run(pool, quant_worker, &q);
+		else
+			quant_worker(&q, 0, 1);
+		j.xq = scratch;
+		j.xs = q.stride;
+	}
+	j.w = w;
+	j.n_tok = n_tok;
+	j.y = y;
+	/* about 4 chunks per thread for balance, CHUNK_ALIGN-row multiples */
+	per = (w->n_out + 4 * nth - 1) / (4 * nth);
+	j.chunk = (per + CHUNK_ALIGN - 1) / CHUNK_ALIGN * CHUNK_ALIGN;
+	j.n_chunks = (w->n_out + j.chunk - 1) / j.chunk;
+	j.rblock = j.chunk;
+	if (n_tok > NTX_TILE_T) {
+		int64_t rows = (int64_t)(L2_BLOCK_BYTES / (w->row_bytes ? w->row_bytes : 1));
+
+		rows = rows < NTX_TILE_R ? NTX_TILE_R : rows / NTX_TILE_R * NTX_TILE_R;
+		j.rblock = rows < j.chunk ? rows : j.chunk;
+	}
+	atomic_init(&j.next, 0);
+	if (j.n_chunks == 1 || nth == 1)
+		mm_worker(&j, 0, 1);
+	else
+		ntx_pool_run(pool, mm_worker, &j);
+}
