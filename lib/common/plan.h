@@ -9,6 +9,7 @@
 
 #include "err.h"
 #include "model.h"
+#include "types.h"
 
 enum ntx_tier { NTX_TIER_VRAM = 0, NTX_TIER_RAM = 1, NTX_TIER_DISK = 2 };
 enum ntx_exec { NTX_EXEC_GPU = 0, NTX_EXEC_CPU = 1 };
@@ -16,6 +17,29 @@ enum ntx_kv_type { NTX_KV_F16 = 0, NTX_KV_F32 = 1 };
 
 const char *ntx_tier_name(enum ntx_tier t); /* "vram", "ram", "disk" */
 const char *ntx_exec_name(enum ntx_exec e); /* "gpu", "cpu" */
+
+/* Where a hardware value or budget came from. */
+enum ntx_src { NTX_SRC_DEFAULT = 0, NTX_SRC_DETECTED = 1, NTX_SRC_OVERRIDE = 2, NTX_SRC_PROBE = 3 };
+const char *ntx_src_name(enum ntx_src s); /* "default", "detected", "override", "probe" */
+
+/* Executor policy (ntx-plan --executor). */
+enum ntx_policy { NTX_POLICY_AUTO = 0, NTX_POLICY_GPU = 1, NTX_POLICY_CPU = 2 };
+const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
+
+/* Engine-model constants the planner uses (doc/plan-json.md). */
+#define NTX_PLAN_DEFAULT_MARGIN (512ull << 20)   /* --reserve */
+#define NTX_PLAN_RAM_HEADROOM (2ull << 30)       /* MemAvailable minus this */
+#define NTX_PLAN_DEFAULT_RING_SLOTS 3
+#define NTX_PLAN_DEFAULT_UBATCH 512
+#define NTX_PLAN_PACK_ALIGN 4096ull
+#define NTX_PLAN_PACK_HEADER (1ull << 20)        /* pack header estimate */
+#define NTX_PLAN_LAYER_OVERHEAD_S 20e-6          /* per computed layer */
+#define NTX_PLAN_CPU_LAYER_OVERHEAD_S 50e-6      /* per CPU-executed layer (hand-off) */
+#define NTX_PLAN_DEFAULT_H2D_GBPS 25.0
+#define NTX_PLAN_DEFAULT_DISK_GBPS 2.0
+#define NTX_PLAN_DEFAULT_GPU_GBPS 2000.0
+#define NTX_PLAN_CPU_GBPS_PER_CORE 4.0
+#define NTX_PLAN_CPU_GBPS_MAX 80.0
 
 /* What the planner needs to know about a model: filled from a GGUF
  * (ntx_plan_model_from_gguf) or from ntx-inspect's JSON. */
@@ -30,6 +54,9 @@ struct ntx_plan_model {
 	uint64_t output_bytes;   /* 0 when tied (the head then reads tok_embd) */
 	int output_tied;
 	uint64_t other_bytes;    /* norms, rope_freqs, anything else non-layer */
+	/* bytes of layer tensors per ggml type (weights the CPU GEMV rate
+	 * applies to); informational, used to weigh per-type probe rates */
+	uint64_t layer_type_bytes[NTX_TYPE_COUNT];
 };
 
 /* Hardware as detected and as overridden. Bandwidths in GB/s (1e9 B/s). */
@@ -46,14 +73,23 @@ struct ntx_plan_hw {
 	double cpu_gbps;                   /* CPU GEMV weight bytes per second */
 	double gpu_gbps;                   /* device memory bandwidth for resident GEMV */
 	int probed;                        /* bandwidths measured by --probe */
+	/* added: */
+	int gpu_count;                     /* devices seen (0 without GPU) */
+	unsigned detected;                 /* NTX_HW_* bits: what was detected */
+	enum ntx_src h2d_src, disk_src, cpu_src, gpu_src;
+	double cpu_type_gbps[NTX_TYPE_COUNT]; /* probed GEMV rate per weight type (0 = not measured) */
 };
+
+/* What ntx_hw_detect_some looks at (and hw->detected reports). */
+enum { NTX_HW_GPU = 1, NTX_HW_RAM = 2, NTX_HW_CPU = 4, NTX_HW_DISK = 8, NTX_HW_ALL = 15 };
 
 struct ntx_plan_layer {
 	int index;
 	enum ntx_tier home;
 	enum ntx_exec exec;
 	uint64_t bytes;
-	int skip;        /* in the skip set: in no tier, never computed */
+	int skip;        /* in the skip set: in no tier, never computed (home and
+			  * exec are then meaningless; JSON writes null) */
 };
 
 struct ntx_plan {
@@ -82,8 +118,25 @@ struct ntx_plan {
 	struct ntx_plan_layer *layers; /* n_layer entries, in model order */
 	char *pack_path;               /* NULL when no layer is on disk */
 	/* estimate for one decoded token (batch of n_seq) */
-	uint64_t bytes_vram, bytes_h2d_ram, bytes_disk, bytes_cpu;
-	double predicted_tok_per_s;
+	uint64_t bytes_vram;       /* read in place by resident GEMV (layers + head) */
+	uint64_t bytes_h2d_ram;    /* copied H2D from ram-home layers (exec gpu) */
+	uint64_t bytes_disk;       /* read from the pack file (every disk-home layer) */
+	uint64_t bytes_cpu;        /* read by CPU GEMV (cpu layers + head on the CPU) */
+	double predicted_tok_per_s; /* all n_seq sequences together */
+	/* ---- added ---- */
+	enum ntx_src vram_budget_src, ram_budget_src, disk_budget_src;
+	int executor;              /* enum ntx_policy the plan was made with */
+	int by_scores;             /* resident layers chosen by importance scores */
+	uint64_t kv_layer_bytes;   /* KV cache of one layer */
+	uint64_t bytes_h2d_disk;   /* copied H2D from disk-home layers (exec gpu) */
+	uint64_t bytes_cpu_disk;   /* part of bytes_cpu computed from disk staging */
+	/* accounting: every byte of each budget */
+	uint64_t vram_layers_bytes, ram_layers_bytes, disk_layers_bytes;
+	uint64_t vram_used_bytes;  /* layers + head + other + kv_vram + workspace + ring + margin */
+	uint64_t ram_used_bytes;   /* layers + tok_embd + head + other + kv_ram + staging */
+	uint64_t pack_bytes;       /* pack file size estimate (disk budget use) */
+	/* predicted time per token, ms */
+	double t_resident_ms, t_link_ms, t_disk_ms, t_cpu_ms, t_overhead_ms, t_total_ms;
 };
 
 /* Options of ntx-plan (overrides). Zero / negative values mean "detect". */
@@ -97,16 +150,34 @@ struct ntx_plan_opts {
 	int gpu_index;
 	const char *pack_path;
 	double h2d_gbps, disk_gbps, cpu_gbps, gpu_gbps; /* 0 = default/probe */
-	enum { NTX_POLICY_AUTO, NTX_POLICY_GPU, NTX_POLICY_CPU } executor;
+	int executor;                         /* enum ntx_policy */
 	const int *skip; int n_skip;          /* layers removed from every tier */
-	const double *scores;                 /* per-layer importance or NULL */
+	const double *scores;                 /* per-layer importance or NULL: n_layer
+					       * entries, LOWER = MORE important
+					       * (cosine in/out); NAN = unscored */
 	int probe;
+	/* added: */
+	int64_t disk_budget;  /* -1 = detect (free space at the pack path) */
+	int n_ubatch;         /* 0 = NTX_PLAN_DEFAULT_UBATCH */
+	int ring_slots;       /* 0 = NTX_PLAN_DEFAULT_RING_SLOTS; >= 2 */
 };
+
+/* Options with every override unset ("detect"/defaults). */
+void ntx_plan_opts_init(struct ntx_plan_opts *o);
 
 /* Fill a plan model from a GGUF model view (path copied). */
 int ntx_plan_model_from_model(const struct ntx_model *m, struct ntx_plan_model *pm,
 			      struct ntx_err *err);
 void ntx_plan_model_free(struct ntx_plan_model *pm);
+
+/* Fill a plan model from ntx-inspect's JSON ("format": "ntx.inspect"); name
+ * is used in messages ("inspect.json:3:14: ..."). */
+int ntx_plan_model_from_inspect(const char *text, size_t len, const char *name,
+				struct ntx_plan_model *pm, struct ntx_err *err);
+
+/* The default pack path for a model: MODEL.gguf -> MODEL.ntxp (caller frees;
+ * NULL on allocation failure). */
+char *ntx_plan_default_pack_path(const char *model_path);
 
 /* Device memory the engine needs besides weights, KV and ring for a given
  * config (activations, attention partials, dequantization tiles for batched
@@ -124,6 +195,18 @@ uint64_t ntx_plan_kv_layer_bytes(const struct ntx_plan_model *pm, int n_ctx,
 int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
 		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err);
 
+/* Recompute the reserves, the accounting and the estimate of a plan from its
+ * layers' homes and executors (after a hand edit, say), with ring_slots ring
+ * buffers when any layer streams to the GPU. Checks that homes and executors
+ * are consistent (vram => gpu; no GPU use with a zero VRAM budget; pack_path
+ * when a layer is on disk). Returns 0; -1 with NTX_ENOFIT when a budget is
+ * exceeded (the message says which and by how much), NTX_EINVAL otherwise. */
+int ntx_plan_account(struct ntx_plan *p, int ring_slots, struct ntx_err *err);
+
+/* A human summary of a plan (several lines, each ending in '\n'). Caller
+ * frees. */
+char *ntx_plan_explain(const struct ntx_plan *p);
+
 /* Serialize as JSON text (one document, indent 2, fixed key order, trailing
  * newline). Caller frees. */
 char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err);
@@ -134,12 +217,32 @@ struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *na
 				    struct ntx_err *err);
 struct ntx_plan *ntx_plan_load(const char *path, struct ntx_err *err);
 
+/* Read a whole text file ("-" = stdin) into a NUL-terminated buffer (caller
+ * frees); *len excludes the NUL. For plans, inspect and skip JSON. */
+char *ntx_plan_read_file(const char *path, size_t *len, struct ntx_err *err);
+
 /* Refuse a plan made for another model: compares fingerprint and layer
  * count/bytes. Returns 0 or -1 (NTX_EMISMATCH). */
 int ntx_plan_check_model(const struct ntx_plan *p, const struct ntx_model *m,
 			 struct ntx_err *err);
 
 void ntx_plan_free(struct ntx_plan *p);
+
+/* ---- skip sets and importance scores (from ntx-skip-calib) ---- */
+
+/* The layers of a --skip argument: a layer list ("3,5,10-12") or the path of
+ * an "ntx.skip" JSON document, whose top-level "skip" array is the set, or,
+ * with set_index >= 0, its "sets"[set_index]."layers". When the document has
+ * "model": {"fingerprint"} and fingerprint is not NULL they must match.
+ * *layers: sorted, unique, caller frees. Returns 0 or -1. */
+int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
+			int **layers, int *n, struct ntx_err *err);
+
+/* Per-layer importance from an "ntx.skip" document's "layers":
+ * [{"index": i, "cos_mean": x}, ...] into a new array of n_layer doubles
+ * (caller frees); unlisted layers get NAN (least important). */
+int ntx_plan_scores_load(const char *path, int n_layer, const char *fingerprint,
+			 double **scores, struct ntx_err *err);
 
 /* ---- hardware detection (hw.c) ---- */
 
@@ -148,9 +251,17 @@ void ntx_plan_free(struct ntx_plan *p);
  * cannot detect is left 0. Default bandwidths are filled in when not probed. */
 void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir);
 
-/* --probe: measure pinned H2D bandwidth, O_DIRECT read rate (of a file in
- * probe_dir) and the CPU GEMV rate; fills the *_gbps fields, sets probed. */
+/* --probe: measure pinned H2D bandwidth (GPU only), O_DIRECT read rate (of a
+ * temporary file of up to 1 GiB written in probe_dir and unlinked at once)
+ * and the CPU GEMV rate; fills the *_gbps fields it measured (their *_src set
+ * to NTX_SRC_PROBE) and sets probed. Returns 0, or -1 when a measurement
+ * failed: the others are still filled in, err says which failed and why. */
 int ntx_hw_probe(struct ntx_plan_hw *hw, const char *probe_dir, int n_threads,
 		 struct ntx_err *err);
+
+/* Detect only what the NTX_HW_* bits in what ask for (the rest is left 0 and
+ * its bit clear in hw->detected); ntx_hw_detect is what = NTX_HW_ALL. */
+void ntx_hw_detect_some(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir,
+			unsigned what);
 
 #endif

@@ -1,0 +1,447 @@
+/* hw.c - hardware detection for the planner (GPU through the CUDA runtime
+ * when built with CUDA, RAM, cores, free disk) and the --probe measurements
+ * (pinned H2D bandwidth, O_DIRECT read rate, CPU GEMV rate). See plan.h. */
+#include "plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef NTX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "ntx_cpu.h"
+#include "plan_int.h"
+#include "types.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- detection ---- */
+
+static void detect_gpu(struct ntx_plan_hw *hw, int gpu_index)
+{
+	hw->detected |= NTX_HW_GPU;
+#ifdef NTX_HAVE_CUDA
+	{
+		int n = 0;
+		size_t fr = 0, tot = 0;
+		struct cudaDeviceProp prop;
+
+		/* no driver, no device, too old a driver: all mean "no GPU" */
+		if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+			cudaGetLastError();
+			return;
+		}
+		hw->gpu_count = n;
+		if (gpu_index < 0 || gpu_index >= n)
+			return;
+		if (cudaGetDeviceProperties(&prop, gpu_index) != cudaSuccess ||
+		    cudaSetDevice(gpu_index) != cudaSuccess ||
+		    cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+			cudaGetLastError();
+			return;
+		}
+		hw->gpu_present = 1;
+		snprintf(hw->gpu_name, sizeof hw->gpu_name, "%s", prop.name);
+		hw->vram_total = tot;
+		hw->vram_free = fr;
+	}
+#else
+	(void)gpu_index;
+#endif
+}
+
+static void detect_ram(struct ntx_plan_hw *hw)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long long kb;
+
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+			hw->ram_available = (uint64_t)kb * 1024;
+			hw->detected |= NTX_HW_RAM;
+			break;
+		}
+	}
+	fclose(f);
+}
+
+static void detect_cpu(struct ntx_plan_hw *hw)
+{
+	cpu_set_t set;
+	long n = 0;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n > 0) {
+		hw->cpu_cores = (int)n;
+		hw->detected |= NTX_HW_CPU;
+	}
+}
+
+static void detect_disk(struct ntx_plan_hw *hw, const char *dir)
+{
+	struct statvfs st;
+
+	if (statvfs(dir && *dir ? dir : ".", &st) != 0)
+		return;
+	hw->disk_free = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+	hw->detected |= NTX_HW_DISK;
+}
+
+void ntx_hw_detect_some(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir,
+			unsigned what)
+{
+	double cpu;
+
+	memset(hw, 0, sizeof *hw);
+	hw->gpu_index = gpu_index;
+	if (what & NTX_HW_GPU)
+		detect_gpu(hw, gpu_index);
+	if (what & NTX_HW_RAM)
+		detect_ram(hw);
+	if (what & NTX_HW_CPU)
+		detect_cpu(hw);
+	if (what & NTX_HW_DISK)
+		detect_disk(hw, pack_dir);
+	cpu = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+	hw->h2d_gbps = NTX_PLAN_DEFAULT_H2D_GBPS;
+	hw->disk_gbps = NTX_PLAN_DEFAULT_DISK_GBPS;
+	hw->cpu_gbps = cpu > NTX_PLAN_CPU_GBPS_MAX ? NTX_PLAN_CPU_GBPS_MAX : cpu;
+	hw->gpu_gbps = NTX_PLAN_DEFAULT_GPU_GBPS;
+	hw->h2d_src = hw->disk_src = hw->cpu_src = hw->gpu_src = NTX_SRC_DEFAULT;
+}
+
+void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir)
+{
+	ntx_hw_detect_some(hw, gpu_index, pack_dir, NTX_HW_ALL);
+}
+
+/* ---- probe: pinned H2D ---- */
+
+static int probe_h2d(struct ntx_plan_hw *hw, struct ntx_err *err)
+{
+#ifdef NTX_HAVE_CUDA
+	const size_t sz = 256u << 20;
+	const int reps = 8;
+	void *host = NULL, *dev = NULL;
+	cudaStream_t st = NULL;
+	cudaEvent_t e0 = NULL, e1 = NULL;
+	float ms = 0;
+	int i, rc = -1;
+
+	if (!hw->gpu_present)
+		return 0;
+	if (cudaSetDevice(hw->gpu_index) != cudaSuccess ||
+	    cudaHostAlloc(&host, sz, cudaHostAllocDefault) != cudaSuccess ||
+	    cudaMalloc(&dev, sz) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess ||
+	    cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+		ntx_err_set(err, NTX_EDEVICE, "probe: H2D: %s", cudaGetErrorString(cudaGetLastError()));
+		goto out;
+	}
+	memset(host, 0x5a, sz);
+	if (cudaMemcpyAsync(dev, host, sz, cudaMemcpyHostToDevice, st) != cudaSuccess ||
+	    cudaEventRecord(e0, st) != cudaSuccess)
+		goto cuda_fail;
+	for (i = 0; i < reps; i++)
+		if (cudaMemcpyAsync(dev, host, sz, cudaMemcpyHostToDevice, st) != cudaSuccess)
+			goto cuda_fail;
+	if (cudaEventRecord(e1, st) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+	    cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess || ms <= 0)
+		goto cuda_fail;
+	hw->h2d_gbps = ntx_plan_round6((double)sz * reps / (ms * 1e-3) / 1e9);
+	hw->h2d_src = NTX_SRC_PROBE;
+	rc = 0;
+	goto out;
+cuda_fail:
+	ntx_err_set(err, NTX_EDEVICE, "probe: H2D copy: %s", cudaGetErrorString(cudaGetLastError()));
+out:
+	if (e0)
+		cudaEventDestroy(e0);
+	if (e1)
+		cudaEventDestroy(e1);
+	if (st)
+		cudaStreamDestroy(st);
+	if (dev)
+		cudaFree(dev);
+	if (host)
+		cudaFreeHost(host);
+	return rc;
+#else
+	(void)hw;
+	(void)err;
+	return 0;
+#endif
+}
+
+/* ---- probe: O_DIRECT reads ---- */
+
+#define PROBE_CHUNK (16u << 20)
+#define PROBE_THREADS 4
+
+struct rd_job {
+	int fd;
+	void *buf;
+	uint64_t size;
+	int ith, nth;
+	int err;
+};
+
+static void *read_worker(void *arg)
+{
+	struct rd_job *j = arg;
+	uint64_t off;
+
+	for (off = (uint64_t)j->ith * PROBE_CHUNK; off < j->size;
+	     off += (uint64_t)j->nth * PROBE_CHUNK) {
+		size_t done = 0;
+
+		while (done < PROBE_CHUNK) {
+			ssize_t n = pread(j->fd, (char *)j->buf + done, PROBE_CHUNK - done,
+					  (off_t)(off + done));
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				j->err = n < 0 ? errno : EIO;
+				return NULL;
+			}
+			done += (size_t)n;
+		}
+	}
+	return NULL;
+}
+
+/* Write a temporary file of up to 1 GiB in dir with O_DIRECT (so the page
+ * cache does not hold it), then read it back with O_DIRECT, 16 MiB reads,
+ * PROBE_THREADS in flight: the rate the engine's disk tier will see. */
+static int probe_disk(struct ntx_plan_hw *hw, const char *dir, struct ntx_err *err)
+{
+	struct rd_job jobs[PROBE_THREADS];
+	pthread_t th[PROBE_THREADS];
+	uint64_t size = 1ull << 30, off;
+	struct statvfs st;
+	char path[4096];
+	unsigned char *buf = NULL;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	double t0, t;
+	int fd = -1, i, started = 0, rc = -1;
+	size_t k;
+
+	if (!dir || !*dir)
+		dir = ".";
+	if (statvfs(dir, &st) == 0) {
+		uint64_t avail = (uint64_t)st.f_bavail * st.f_frsize / 4;
+
+		if (avail < size)
+			size = avail / PROBE_CHUNK * PROBE_CHUNK;
+	}
+	if (size < 4 * (uint64_t)PROBE_CHUNK)
+		return ntx_err_set(err, NTX_EIO, "probe: disk: not enough free space in %s", dir);
+	fd = open(dir, O_TMPFILE | O_RDWR | O_DIRECT, 0600);
+	if (fd < 0) {
+		snprintf(path, sizeof path, "%s/.ntx-probe-%ld.tmp", dir, (long)getpid());
+		fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_DIRECT, 0600);
+		if (fd >= 0)
+			unlink(path);
+	}
+	if (fd < 0)
+		return ntx_err_errno(err, errno, "probe: disk: O_DIRECT file in %s", dir);
+	for (i = 0; i < PROBE_THREADS; i++)
+		jobs[i].buf = NULL;
+	if (posix_memalign((void **)&buf, 4096, PROBE_CHUNK)) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (k = 0; k < PROBE_CHUNK; k += 8) { /* incompressible */
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(buf + k, &x, 8);
+	}
+	for (off = 0; off < size; off += PROBE_CHUNK) {
+		ssize_t n = pwrite(fd, buf, PROBE_CHUNK, (off_t)off);
+
+		if (n != (ssize_t)PROBE_CHUNK) {
+			ntx_err_errno(err, n < 0 ? errno : ENOSPC, "probe: disk: writing %s", dir);
+			goto out;
+		}
+	}
+	if (fdatasync(fd)) {
+		ntx_err_errno(err, errno, "probe: disk: fdatasync in %s", dir);
+		goto out;
+	}
+	for (i = 0; i < PROBE_THREADS; i++) {
+		jobs[i] = (struct rd_job){ fd, NULL, size, i, PROBE_THREADS, 0 };
+		if (posix_memalign(&jobs[i].buf, 4096, PROBE_CHUNK)) {
+			ntx_err_set(err, NTX_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	t0 = now_s();
+	for (i = 0; i < PROBE_THREADS; i++) {
+		if (pthread_create(&th[i], NULL, read_worker, &jobs[i]))
+			break;
+		started++;
+	}
+	for (i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	t = now_s() - t0;
+	if (started < PROBE_THREADS) {
+		ntx_err_set(err, NTX_EIO, "probe: disk: cannot start reader threads");
+		goto out;
+	}
+	for (i = 0; i < PROBE_THREADS; i++)
+		if (jobs[i].err) {
+			ntx_err_errno(err, jobs[i].err, "probe: disk: O_DIRECT read in %s", dir);
+			goto out;
+		}
+	if (t > 0) {
+		hw->disk_gbps = ntx_plan_round6((double)size / t / 1e9);
+		hw->disk_src = NTX_SRC_PROBE;
+		rc = 0;
+	}
+out:
+	for (i = 0; i < PROBE_THREADS; i++)
+		free(jobs[i].buf);
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* ---- probe: CPU GEMV ---- */
+
+#define PROBE_CPU_BYTES (256u << 20) /* matrices cycled: more than any LLC */
+#define PROBE_CPU_SECONDS 0.25
+
+/* Decode-style GEMV (one token) with ntx_cpu_matmul on 4096 x 4096 matrices
+ * of each weight type the CPU kernels support, cycling through enough of
+ * them (>= 256 MiB) that the weights stream from DRAM as they do in a real
+ * layer. The rate is weight bytes per second. */
+static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
+{
+	static const uint32_t types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q8_0,
+					  NTX_TYPE_Q4_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
+	const int64_t n = 4096;
+	struct ntx_pool *pool = ntx_pool_new(n_threads > 0 ? n_threads : 1, err);
+	float *x = NULL, *y = NULL;
+	double inv_sum = 0;
+	int n_rates = 0, rc = -1;
+	size_t i;
+
+	if (!pool)
+		return -1;
+	x = malloc((size_t)n * sizeof *x);
+	y = malloc((size_t)n * sizeof *y);
+	if (!x || !y) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < (size_t)n; i++)
+		x[i] = (float)((int)(i * 2654435761u % 2001) - 1000) / 1000.0f;
+	for (i = 0; i < sizeof types / sizeof types[0]; i++) {
+		struct ntx_wmat w = { types[i], n, n, 0, NULL };
+		uint64_t row, mat;
+		size_t n_mats, k, scratch_sz;
+		unsigned char *buf = NULL;
+		void *scratch = NULL;
+		double t0, t;
+		long calls = 0;
+
+		if (!ntx_cpu_supports(types[i]) || ntx_type_row_bytes(types[i], n, &row, NULL))
+			continue;
+		mat = row * (uint64_t)n;
+		n_mats = (size_t)((PROBE_CPU_BYTES + mat - 1) / mat);
+		scratch_sz = ntx_matmul_scratch_bytes(&w, 1);
+		if (posix_memalign((void **)&buf, 64, n_mats * mat) ||
+		    (scratch_sz && posix_memalign(&scratch, 64, scratch_sz))) {
+			free(buf);
+			ntx_err_set(err, NTX_ENOMEM, "probe: CPU: out of memory");
+			goto out;
+		}
+		/* 0x11 bytes: small normal fp16/bf16/f32 scales and weights, no NaN */
+		memset(buf, 0x11, n_mats * mat);
+		w.row_bytes = row;
+		w.data = buf;
+		ntx_cpu_matmul(pool, &w, x, 1, y, scratch); /* warm-up */
+		t0 = now_s();
+		do {
+			for (k = 0; k < n_mats; k++) {
+				w.data = buf + k * mat;
+				ntx_cpu_matmul(pool, &w, x, 1, y, scratch);
+				calls++;
+			}
+			t = now_s() - t0;
+		} while (t < PROBE_CPU_SECONDS);
+		hw->cpu_type_gbps[types[i]] = ntx_plan_round6((double)mat * (double)calls / t / 1e9);
+		inv_sum += 1.0 / hw->cpu_type_gbps[types[i]];
+		n_rates++;
+		free(buf);
+		free(scratch);
+	}
+	if (n_rates) {
+		hw->cpu_gbps = ntx_plan_round6(n_rates / inv_sum);
+		hw->cpu_src = NTX_SRC_PROBE;
+		rc = 0;
+	} else {
+		ntx_err_set(err, NTX_EUNSUP, "probe: CPU: no weight type is supported by the CPU kernels");
+	}
+out:
+	free(x);
+	free(y);
+	ntx_pool_free(pool);
+	return rc;
+}
+
+/* ---- probe: all ---- */
+
+int ntx_hw_probe(struct ntx_plan_hw *hw, const char *probe_dir, int n_threads,
+		 struct ntx_err *err)
+{
+	struct ntx_err e[3] = { { 0, "" }, { 0, "" }, { 0, "" } };
+	int rc = 0, i;
+
+	hw->probed = 1;
+	if (probe_h2d(hw, &e[0]))
+		rc = -1;
+	if (probe_disk(hw, probe_dir, &e[1]))
+		rc = -1;
+	if (probe_cpu(hw, n_threads > 0 ? n_threads : hw->cpu_cores, &e[2]))
+		rc = -1;
+	if (rc) {
+		char msg[NTX_ERR_MAX] = "";
+		int code = 0;
+
+		for (i = 0; i < 3; i++) {
+			if (!e[i].code)
+				continue;
+			if (!code)
+				code = e[i].code;
+			snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s%s",
+				 msg[0] ? "; " : "", e[i].msg);
+		}
+		ntx_err_set(err, code, "%s", msg);
+	}
+	return rc;
+}

@@ -1,0 +1,862 @@
+/* plan.c - the placement planner: reserves, accounting, the search for the
+ * split that minimises predicted time per token, and the human summary.
+ * JSON reading and writing live in plan_json.c. The engine model and every
+ * formula are documented in doc/plan-json.md. */
+#include "plan.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout.h"
+#include "parse.h"
+#include "plan_int.h"
+
+/* ---- names ---- */
+
+const char *ntx_tier_name(enum ntx_tier t)
+{
+	switch (t) {
+	case NTX_TIER_VRAM: return "vram";
+	case NTX_TIER_RAM: return "ram";
+	case NTX_TIER_DISK: return "disk";
+	}
+	return "?";
+}
+
+const char *ntx_exec_name(enum ntx_exec e)
+{
+	switch (e) {
+	case NTX_EXEC_GPU: return "gpu";
+	case NTX_EXEC_CPU: return "cpu";
+	}
+	return "?";
+}
+
+const char *ntx_src_name(enum ntx_src s)
+{
+	switch (s) {
+	case NTX_SRC_DEFAULT: return "default";
+	case NTX_SRC_DETECTED: return "detected";
+	case NTX_SRC_OVERRIDE: return "override";
+	case NTX_SRC_PROBE: return "probe";
+	}
+	return "?";
+}
+
+const char *ntx_policy_name(int policy)
+{
+	switch (policy) {
+	case NTX_POLICY_AUTO: return "auto";
+	case NTX_POLICY_GPU: return "gpu";
+	case NTX_POLICY_CPU: return "cpu";
+	}
+	return "?";
+}
+
+/* ---- small helpers ---- */
+
+uint64_t ntx_plan_sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t ntx_plan_sat_mul(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+double ntx_plan_round6(double x)
+{
+	char buf[64];
+
+	if (!isfinite(x))
+		return x;
+	snprintf(buf, sizeof buf, "%.6g", x);
+	return strtod(buf, NULL);
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return ntx_plan_sat_add(v, a - 1) / a * a;
+}
+
+uint64_t ntx_plan_layer_buf_bytes(uint64_t layer_bytes)
+{
+	return ntx_plan_sat_add(layer_bytes, NTX_PLAN_LAYER_PAD);
+}
+
+static uint64_t head_bytes(const struct ntx_plan_model *pm)
+{
+	return pm->output_tied ? pm->tok_embd_bytes : pm->output_bytes;
+}
+
+/* ---- options, model ---- */
+
+void ntx_plan_opts_init(struct ntx_plan_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->vram_budget = -1;
+	o->ram_budget = -1;
+	o->disk_budget = -1;
+	o->reserve = -1;
+	o->kv_type = NTX_KV_F16;
+	o->executor = NTX_POLICY_AUTO;
+}
+
+void ntx_plan_model_free(struct ntx_plan_model *pm)
+{
+	if (!pm)
+		return;
+	free(pm->path);
+	free(pm->layer_bytes);
+	pm->path = NULL;
+	pm->layer_bytes = NULL;
+}
+
+int ntx_plan_model_copy(struct ntx_plan_model *dst, const struct ntx_plan_model *src,
+			struct ntx_err *err)
+{
+	*dst = *src;
+	dst->path = NULL;
+	dst->layer_bytes = NULL;
+	if (src->path && !(dst->path = strdup(src->path)))
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (src->n_layer > 0) {
+		dst->layer_bytes = malloc((size_t)src->n_layer * sizeof *dst->layer_bytes);
+		if (!dst->layer_bytes) {
+			ntx_plan_model_free(dst);
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		}
+		memcpy(dst->layer_bytes, src->layer_bytes,
+		       (size_t)src->n_layer * sizeof *dst->layer_bytes);
+	}
+	return 0;
+}
+
+int ntx_plan_model_from_model(const struct ntx_model *m, struct ntx_plan_model *pm,
+			      struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &m->cfg;
+	uint64_t i;
+	int l;
+
+	memset(pm, 0, sizeof *pm);
+	if (!m->layers || c->n_layer < 1)
+		return ntx_err_set(err, NTX_EFORMAT, "model has no layers");
+	pm->path = strdup(m->gguf->path ? m->gguf->path : "");
+	pm->layer_bytes = calloc((size_t)c->n_layer, sizeof *pm->layer_bytes);
+	if (!pm->path || !pm->layer_bytes) {
+		ntx_plan_model_free(pm);
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	}
+	pm->file_size = m->gguf->file_size;
+	memcpy(pm->fingerprint, m->fingerprint_hex, sizeof pm->fingerprint);
+	pm->n_layer = c->n_layer;
+	pm->n_embd = c->n_embd;
+	pm->n_ff = c->n_ff;
+	pm->n_head = c->n_head;
+	pm->n_head_kv = c->n_head_kv;
+	pm->head_dim = c->head_dim;
+	pm->n_ctx_train = c->n_ctx_train;
+	pm->n_vocab = c->n_vocab;
+	for (l = 0; l < c->n_layer; l++)
+		pm->layer_bytes[l] = m->layers[l].bytes;
+	pm->tok_embd_bytes = m->tok_embd->nbytes;
+	pm->output_tied = m->output_tied;
+	pm->output_bytes = m->output_tied ? 0 : m->output->nbytes;
+	pm->other_bytes = m->nonlayer_bytes - pm->tok_embd_bytes - pm->output_bytes;
+	for (i = 0; i < m->gguf->n_tensors; i++) {
+		const struct ntx_gguf_tensor *t = &m->gguf->tensors[i];
+		int li = ntx_tensor_layer(t->name);
+
+		if (li >= 0 && li < c->n_layer && t->type < NTX_TYPE_COUNT)
+			pm->layer_type_bytes[t->type] += t->nbytes;
+	}
+	return 0;
+}
+
+char *ntx_plan_default_pack_path(const char *model_path)
+{
+	const char *base, *dot;
+	size_t n;
+	char *s;
+
+	if (!model_path || !*model_path)
+		model_path = "model.gguf";
+	base = strrchr(model_path, '/');
+	base = base ? base + 1 : model_path;
+	dot = strrchr(base, '.');
+	n = dot && dot != base ? (size_t)(dot - model_path) : strlen(model_path);
+	s = malloc(n + 6);
+	if (!s)
+		return NULL;
+	memcpy(s, model_path, n);
+	memcpy(s + n, ".ntxp", 6);
+	return s;
+}
+
+/* ---- reserves ---- */
+
+uint64_t ntx_plan_kv_layer_bytes(const struct ntx_plan_model *pm, int n_ctx,
+				 enum ntx_kv_type kv, int n_seq)
+{
+	uint64_t b = 2;
+
+	b = ntx_plan_sat_mul(b, (uint64_t)(n_ctx > 0 ? n_ctx : 0));
+	b = ntx_plan_sat_mul(b, (uint64_t)(pm->n_head_kv > 0 ? pm->n_head_kv : 0));
+	b = ntx_plan_sat_mul(b, (uint64_t)(pm->head_dim > 0 ? pm->head_dim : 0));
+	b = ntx_plan_sat_mul(b, kv == NTX_KV_F32 ? 4 : 2);
+	return ntx_plan_sat_mul(b, (uint64_t)(n_seq > 0 ? n_seq : 1));
+}
+
+uint64_t ntx_plan_workspace_bytes(const struct ntx_plan_model *pm, int n_ctx, int n_ubatch,
+				  int n_seq)
+{
+	uint64_t ub = (uint64_t)(n_ubatch > 0 ? n_ubatch : NTX_PLAN_DEFAULT_UBATCH);
+	uint64_t embd = (uint64_t)pm->n_embd, ff = (uint64_t)pm->n_ff;
+	uint64_t q = (uint64_t)pm->n_head * (uint64_t)pm->head_dim;
+	uint64_t kv = (uint64_t)pm->n_head_kv * (uint64_t)pm->head_dim;
+	uint64_t act, logits, attn, deq, w;
+
+	(void)n_ctx; /* attention is tiled: partials do not grow with the context */
+	(void)n_seq; /* a decode step of n_seq tokens is one ubatch (or several) */
+	act = ntx_plan_sat_mul(ub * 4, 4 * embd + q + 2 * kv + 2 * ff);
+	logits = ntx_plan_sat_mul(ub * 4, (uint64_t)(pm->n_vocab > 0 ? pm->n_vocab : 0));
+	attn = ntx_plan_sat_mul(ub * (uint64_t)pm->n_head * 32 * 4, (uint64_t)pm->head_dim + 2);
+	deq = 2ull * 4096 * (ff > embd ? ff : embd) * 2;
+	w = ntx_plan_sat_add(act, logits);
+	w = ntx_plan_sat_add(w, attn);
+	w = ntx_plan_sat_add(w, deq);
+	return ntx_plan_sat_add(w, 64ull << 20);
+}
+
+/* ---- accounting ---- */
+
+static const char *sz(uint64_t b, char *buf)
+{
+	return ntx_fmt_size(b, buf, 32);
+}
+
+int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail *f,
+			struct ntx_err *err)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	int gpu = p->vram_budget > 0;
+	uint64_t head = head_bytes(pm), max_stream = 0, max_disk = 0;
+	uint64_t ram_gpu = 0, ram_cpu = 0, disk_gpu = 0, disk_cpu = 0, vram_gpu = 0;
+	int n_gpu = 0, n_cpu = 0, n_disk = 0, n_vram = 0, n_ram = 0, l;
+	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t;
+	char a[32], b[32], c[32], d[32], e[32], g[32], h[32], k[32], x[32];
+
+	if (f)
+		memset(f, 0, sizeof *f);
+	p->vram_layers_bytes = p->ram_layers_bytes = p->disk_layers_bytes = 0;
+	for (l = 0; l < pm->n_layer; l++) {
+		const struct ntx_plan_layer *L = &p->layers[l];
+		uint64_t lb = L->bytes;
+
+		if (L->skip)
+			continue;
+		if (L->home == NTX_TIER_VRAM && L->exec != NTX_EXEC_GPU)
+			return ntx_err_set(err, NTX_EINVAL,
+					   "layer %d: home \"vram\" needs exec \"gpu\"", l);
+		if (!gpu && (L->home == NTX_TIER_VRAM || L->exec == NTX_EXEC_GPU))
+			return ntx_err_set(err, NTX_EINVAL,
+					   "layer %d: home \"%s\", exec \"%s\" with a VRAM budget of 0 (no GPU)",
+					   l, ntx_tier_name(L->home), ntx_exec_name(L->exec));
+		if (L->exec == NTX_EXEC_GPU)
+			n_gpu++;
+		else
+			n_cpu++;
+		switch (L->home) {
+		case NTX_TIER_VRAM:
+			n_vram++;
+			p->vram_layers_bytes = ntx_plan_sat_add(p->vram_layers_bytes, lb);
+			vram_gpu = ntx_plan_sat_add(vram_gpu, lb);
+			break;
+		case NTX_TIER_RAM:
+			n_ram++;
+			p->ram_layers_bytes = ntx_plan_sat_add(p->ram_layers_bytes, lb);
+			if (L->exec == NTX_EXEC_GPU)
+				ram_gpu = ntx_plan_sat_add(ram_gpu, lb);
+			else
+				ram_cpu = ntx_plan_sat_add(ram_cpu, lb);
+			break;
+		case NTX_TIER_DISK:
+			n_disk++;
+			p->disk_layers_bytes = ntx_plan_sat_add(p->disk_layers_bytes, lb);
+			if (lb > max_disk)
+				max_disk = lb;
+			if (L->exec == NTX_EXEC_GPU)
+				disk_gpu = ntx_plan_sat_add(disk_gpu, lb);
+			else
+				disk_cpu = ntx_plan_sat_add(disk_cpu, lb);
+			break;
+		}
+		if (L->home != NTX_TIER_VRAM && L->exec == NTX_EXEC_GPU && lb > max_stream)
+			max_stream = lb;
+	}
+	if (!((p->output_home == NTX_TIER_VRAM && p->output_exec == NTX_EXEC_GPU && gpu) ||
+	      (p->output_home == NTX_TIER_RAM && p->output_exec == NTX_EXEC_CPU)))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "output: home \"%s\" with exec \"%s\" is not supported (vram/gpu%s or ram/cpu)",
+				   ntx_tier_name(p->output_home), ntx_exec_name(p->output_exec),
+				   gpu ? "" : ", which needs a GPU,");
+	if (p->tok_embd_home != NTX_TIER_RAM)
+		return ntx_err_set(err, NTX_EINVAL, "tok_embd: home must be \"ram\"");
+	if (n_disk && (!p->pack_path || !*p->pack_path))
+		return ntx_err_set(err, NTX_EINVAL, "%d layers are on disk but pack_path is not set",
+				   n_disk);
+	if (p->output_home == NTX_TIER_VRAM)
+		vram_gpu = ntx_plan_sat_add(vram_gpu, head);
+	else
+		ram_cpu = ntx_plan_sat_add(ram_cpu, head);
+
+	/* reserves */
+	p->kv_layer_bytes = ntx_plan_kv_layer_bytes(pm, p->n_ctx, p->kv_type, p->n_seq);
+	p->kv_vram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_gpu);
+	p->kv_ram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_cpu);
+	p->workspace_bytes = gpu ? ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq) : 0;
+	if (!gpu)
+		p->margin_bytes = 0;
+	p->ring_slots = max_stream ? ring_slots : 0;
+	p->ring_bytes = max_stream ? ntx_plan_sat_mul((uint64_t)p->ring_slots,
+						      ntx_plan_layer_buf_bytes(max_stream)) : 0;
+	p->staging_bytes = max_disk ? ntx_plan_sat_mul(2, ntx_plan_layer_buf_bytes(max_disk)) : 0;
+
+	/* every byte of each budget */
+	p->vram_used_bytes = 0;
+	if (gpu) {
+		uint64_t v = ntx_plan_sat_add(p->vram_layers_bytes,
+					      (uint64_t)n_vram * NTX_PLAN_LAYER_PAD);
+
+		if (p->output_home == NTX_TIER_VRAM)
+			v = ntx_plan_sat_add(v, head);
+		v = ntx_plan_sat_add(v, pm->other_bytes);
+		v = ntx_plan_sat_add(v, p->kv_vram_bytes);
+		v = ntx_plan_sat_add(v, p->workspace_bytes);
+		v = ntx_plan_sat_add(v, p->ring_bytes);
+		p->vram_used_bytes = ntx_plan_sat_add(v, p->margin_bytes);
+	}
+	{
+		uint64_t r = ntx_plan_sat_add(p->ram_layers_bytes, pm->tok_embd_bytes);
+
+		r = ntx_plan_sat_add(r, (uint64_t)n_ram * NTX_PLAN_LAYER_PAD);
+
+		if (p->output_home == NTX_TIER_RAM && !pm->output_tied)
+			r = ntx_plan_sat_add(r, head);
+		r = ntx_plan_sat_add(r, pm->other_bytes);
+		r = ntx_plan_sat_add(r, p->kv_ram_bytes);
+		p->ram_used_bytes = ntx_plan_sat_add(r, p->staging_bytes);
+	}
+	p->pack_bytes = 0;
+	if (n_disk) {
+		p->pack_bytes = NTX_PLAN_PACK_HEADER;
+		for (l = 0; l < pm->n_layer; l++)
+			if (!p->layers[l].skip && p->layers[l].home == NTX_TIER_DISK)
+				p->pack_bytes = ntx_plan_sat_add(
+					p->pack_bytes,
+					align_up(p->layers[l].bytes, NTX_PLAN_PACK_ALIGN) +
+						NTX_PLAN_PACK_ALIGN);
+	}
+
+	/* estimate */
+	p->bytes_vram = vram_gpu;
+	p->bytes_h2d_ram = ram_gpu;
+	p->bytes_h2d_disk = disk_gpu;
+	p->bytes_disk = ntx_plan_sat_add(disk_gpu, disk_cpu);
+	p->bytes_cpu = ntx_plan_sat_add(ram_cpu, disk_cpu);
+	p->bytes_cpu_disk = disk_cpu;
+	t_res = gpu ? (double)vram_gpu / (p->hw.gpu_gbps * 1e9) : 0;
+	t_link = (double)(ram_gpu + disk_gpu) / (p->hw.h2d_gbps * 1e9);
+	t_disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
+	t_cpu = (double)p->bytes_cpu / (p->hw.cpu_gbps * 1e9) * (p->n_seq > 0 ? p->n_seq : 1);
+	t_ovh = (n_gpu + n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S + n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
+	t_comp = t_res + t_cpu + t_ovh;
+	t = t_comp;
+	if (t_link > t)
+		t = t_link;
+	if (t_disk > t)
+		t = t_disk;
+	p->t_resident_ms = ntx_plan_round6(t_res * 1e3);
+	p->t_link_ms = ntx_plan_round6(t_link * 1e3);
+	p->t_disk_ms = ntx_plan_round6(t_disk * 1e3);
+	p->t_cpu_ms = ntx_plan_round6(t_cpu * 1e3);
+	p->t_overhead_ms = ntx_plan_round6(t_ovh * 1e3);
+	p->t_total_ms = ntx_plan_round6(t * 1e3);
+	p->predicted_tok_per_s = t > 0 ? ntx_plan_round6((p->n_seq > 0 ? p->n_seq : 1) / t) : 0;
+	if (f) {
+		f->t = t;
+		f->t_nondisk = t_comp > t_link ? t_comp : t_link;
+	}
+
+	/* budgets */
+	if (gpu && p->vram_used_bytes > p->vram_budget) {
+		uint64_t s = p->vram_used_bytes - p->vram_budget;
+
+		if (f) {
+			f->what = NTX_PLAN_SHORT_VRAM;
+			f->short_bytes = s;
+		}
+		return ntx_err_set(err, NTX_ENOFIT,
+				   "does not fit: VRAM needs %s (layers %s + output and norms %s + KV cache %s + workspace %s + ring %s + margin %s) but the VRAM budget is %s: short by %s",
+				   sz(p->vram_used_bytes, a), sz(p->vram_layers_bytes, b),
+				   sz((p->output_home == NTX_TIER_VRAM ? head : 0) + pm->other_bytes, c),
+				   sz(p->kv_vram_bytes, d), sz(p->workspace_bytes, e),
+				   sz(p->ring_bytes, g), sz(p->margin_bytes, h), sz(p->vram_budget, k),
+				   sz(s, x));
+	}
+	if (p->ram_used_bytes > p->ram_budget) {
+		uint64_t s = p->ram_used_bytes - p->ram_budget;
+
+		if (f) {
+			f->what = NTX_PLAN_SHORT_RAM;
+			f->short_bytes = s;
+		}
+		return ntx_err_set(err, NTX_ENOFIT,
+				   "does not fit: RAM needs %s (layers %s + token embeddings, output and norms %s + KV cache %s + disk staging %s) but the RAM budget is %s: short by %s",
+				   sz(p->ram_used_bytes, a), sz(p->ram_layers_bytes, b),
+				   sz(p->ram_used_bytes - p->ram_layers_bytes - p->kv_ram_bytes -
+					      p->staging_bytes, c),
+				   sz(p->kv_ram_bytes, d), sz(p->staging_bytes, e), sz(p->ram_budget, g),
+				   sz(s, h));
+	}
+	if (p->pack_bytes > p->disk_budget) {
+		uint64_t s = p->pack_bytes - p->disk_budget;
+
+		if (f) {
+			f->what = NTX_PLAN_SHORT_DISK;
+			f->short_bytes = s;
+		}
+		return ntx_err_set(err, NTX_ENOFIT,
+				   "does not fit: the model is larger than the VRAM, RAM and disk budgets: %d layers (%s) go to disk and the pack needs %s, but the disk budget at %s is %s: short by %s",
+				   n_disk, sz(p->disk_layers_bytes, a), sz(p->pack_bytes, b),
+				   p->pack_path, sz(p->disk_budget, c), sz(s, d));
+	}
+	return 0;
+}
+
+int ntx_plan_account(struct ntx_plan *p, int ring_slots, struct ntx_err *err)
+{
+	if (ring_slots < 2)
+		ring_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
+	return ntx_plan_account_ex(p, ring_slots, NULL, err);
+}
+
+/* ---- the search ---- */
+
+struct search {
+	struct ntx_plan *p;
+	const int *prio;      /* active layers, most important first */
+	int n_act;
+	int gpu;
+	int slots;
+	unsigned char *res;   /* per layer: resident */
+	int *nr;              /* non-resident active layers, model order */
+};
+
+/* Build the candidate with the first r items of [head, prio...] resident and
+ * kcpu (or, kcpu < 0, every) non-resident layers on the CPU. Returns the
+ * number of non-resident layers, or -1 when kcpu exceeds it. */
+static int build(struct search *s, int r, int kcpu)
+{
+	struct ntx_plan *p = s->p;
+	const struct ntx_plan_model *pm = &p->model;
+	int head_res = s->gpu && r > 0, rl = r - head_res, m = 0, j, l;
+	uint64_t head = head_bytes(pm), fixed, sum = 0, maxb = 0, avail;
+
+	memset(s->res, 0, (size_t)pm->n_layer);
+	for (j = 0; j < rl; j++)
+		s->res[s->prio[j]] = 1;
+	for (l = 0; l < pm->n_layer; l++) {
+		struct ntx_plan_layer *L = &p->layers[l];
+
+		if (L->skip)
+			continue;
+		if (s->res[l]) {
+			L->home = NTX_TIER_VRAM;
+			L->exec = NTX_EXEC_GPU;
+		} else {
+			s->nr[m++] = l;
+			sum = ntx_plan_sat_add(sum, L->bytes);
+			if (L->bytes > maxb)
+				maxb = L->bytes;
+		}
+	}
+	if (kcpu < 0)
+		kcpu = m;
+	if (kcpu > m)
+		return -1;
+	/* CPU layers spread evenly through the non-resident ones */
+	for (j = 0; j < m; j++) {
+		int cpu = m && (long)(j + 1) * kcpu / m > (long)j * kcpu / m;
+
+		p->layers[s->nr[j]].exec = cpu ? NTX_EXEC_CPU : NTX_EXEC_GPU;
+	}
+	p->output_home = head_res ? NTX_TIER_VRAM : NTX_TIER_RAM;
+	p->output_exec = head_res ? NTX_EXEC_GPU : NTX_EXEC_CPU;
+	/* homes: RAM first-fit in model order, the rest on disk */
+	fixed = ntx_plan_sat_add(pm->tok_embd_bytes, pm->other_bytes);
+	if (!head_res && !pm->output_tied)
+		fixed = ntx_plan_sat_add(fixed, head);
+	fixed = ntx_plan_sat_add(fixed, ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)kcpu));
+	avail = p->ram_budget > fixed ? p->ram_budget - fixed : 0;
+	sum = ntx_plan_sat_add(sum, (uint64_t)m * NTX_PLAN_LAYER_PAD);
+	if (sum > avail) {
+		uint64_t staging = 2 * ntx_plan_layer_buf_bytes(maxb);
+
+		avail = avail > staging ? avail - staging : 0;
+	}
+	for (j = 0; j < m; j++) {
+		struct ntx_plan_layer *L = &p->layers[s->nr[j]];
+		uint64_t need = ntx_plan_layer_buf_bytes(L->bytes);
+
+		if (sum <= avail || need <= avail) {
+			L->home = NTX_TIER_RAM;
+			if (sum > avail)
+				avail -= need;
+		} else {
+			L->home = NTX_TIER_DISK;
+		}
+	}
+	return m;
+}
+
+struct cand {
+	int ok, r, kcpu;
+	double t, t_nondisk;
+};
+
+static int better(const struct cand *a, const struct cand *b)
+{
+	double eps = 1e-9;
+
+	if (!b->ok)
+		return 1;
+	if (a->t < b->t * (1 - eps))
+		return 1;
+	if (a->t > b->t * (1 + eps))
+		return 0;
+	if (a->t_nondisk < b->t_nondisk * (1 - eps))
+		return 1;
+	if (a->t_nondisk > b->t_nondisk * (1 + eps))
+		return 0;
+	return a->kcpu < b->kcpu;
+}
+
+/* Evaluate kcpu (< 0: all non-resident on the CPU) at the largest r whose
+ * VRAM use fits. Returns the candidate; on failure *fail/ferr hold why. */
+static struct cand evaluate(struct search *s, int kcpu, struct ntx_plan_fail *fail,
+			    struct ntx_err *ferr)
+{
+	struct cand c = { 0, 0, kcpu, 0, 0 };
+	int r;
+
+	for (r = s->gpu ? s->n_act + 1 : 0; r >= 0; r--) {
+		struct ntx_plan_fail f;
+		struct ntx_err e = { 0, "" };
+		int m = build(s, r, kcpu);
+
+		if (m < 0)
+			continue;
+		if (ntx_plan_account_ex(s->p, s->slots, &f, &e) == 0) {
+			c.ok = 1;
+			c.r = r;
+			c.kcpu = kcpu < 0 ? m : kcpu;
+			c.t = f.t;
+			c.t_nondisk = f.t_nondisk;
+			return c;
+		}
+		/* VRAM short: fewer resident layers; RAM or disk short: fewer
+		 * resident layers only makes it worse */
+		if (f.what == NTX_PLAN_SHORT_VRAM && r > 0)
+			continue;
+		if (!ferr->code || (e.code == NTX_ENOFIT && ferr->code == NTX_ENOFIT &&
+				    f.short_bytes < fail->short_bytes)) {
+			*fail = f;
+			*ferr = e;
+		}
+		return c;
+	}
+	return c;
+}
+
+static const double *g_scores; /* qsort has no context argument */
+
+static int cmp_prio(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	double sx = g_scores[x], sy = g_scores[y];
+	int nx = isnan(sx), ny = isnan(sy);
+
+	if (nx != ny)
+		return nx - ny;
+	if (!nx && sx != sy)
+		return sx < sy ? -1 : 1;
+	return x - y;
+}
+
+static double resolve_bw(double given, double detected, enum ntx_src dsrc, double def,
+			 enum ntx_src *src)
+{
+	if (given > 0) {
+		*src = NTX_SRC_OVERRIDE;
+		return ntx_plan_round6(given);
+	}
+	if (detected > 0) {
+		*src = dsrc == NTX_SRC_PROBE ? NTX_SRC_PROBE : NTX_SRC_DEFAULT;
+		return ntx_plan_round6(detected);
+	}
+	*src = NTX_SRC_DEFAULT;
+	return def;
+}
+
+/* The CPU rate for this model from per-type probe rates: bytes-weighted
+ * harmonic mean over the layers' types (0 when nothing applies). */
+static double cpu_rate_for_model(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw)
+{
+	double bytes = 0, secs = 0;
+	int t;
+
+	for (t = 0; t < NTX_TYPE_COUNT; t++) {
+		if (!pm->layer_type_bytes[t] || hw->cpu_type_gbps[t] <= 0)
+			continue;
+		bytes += (double)pm->layer_type_bytes[t];
+		secs += (double)pm->layer_type_bytes[t] / hw->cpu_type_gbps[t];
+	}
+	return secs > 0 ? bytes / secs : 0;
+}
+
+static int validate_inputs(const struct ntx_plan_model *pm, const struct ntx_plan_opts *o,
+			   struct ntx_err *err)
+{
+	int i;
+
+	if (pm->n_layer < 1 || !pm->layer_bytes)
+		return ntx_err_set(err, NTX_EINVAL, "model has no layers");
+	if (pm->n_embd < 1 || pm->n_head < 1 || pm->n_head_kv < 1 || pm->head_dim < 1 ||
+	    pm->n_ff < 1 || pm->n_vocab < 1)
+		return ntx_err_set(err, NTX_EINVAL, "model has invalid hyperparameters");
+	if (o->n_ctx < 0 || o->n_seq < 0 || o->n_ubatch < 0)
+		return ntx_err_set(err, NTX_EINVAL, "negative context, batch or ubatch size");
+	if (o->ring_slots && (o->ring_slots < 2 || o->ring_slots > 64))
+		return ntx_err_set(err, NTX_EINVAL, "ring slots %d out of range [2, 64]",
+				   o->ring_slots);
+	if (o->executor < NTX_POLICY_AUTO || o->executor > NTX_POLICY_CPU)
+		return ntx_err_set(err, NTX_EINVAL, "unknown executor policy %d", o->executor);
+	if (o->kv_type != NTX_KV_F16 && o->kv_type != NTX_KV_F32)
+		return ntx_err_set(err, NTX_EINVAL, "unknown KV type %d", (int)o->kv_type);
+	for (i = 0; i < o->n_skip; i++)
+		if (o->skip[i] < 0 || o->skip[i] >= pm->n_layer)
+			return ntx_err_set(err, NTX_EINVAL,
+					   "skip layer %d is out of range (model has %d layers)",
+					   o->skip[i], pm->n_layer);
+	return 0;
+}
+
+int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
+		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
+{
+	struct ntx_plan *p;
+	struct search s = { 0 };
+	struct ntx_plan_fail fail = { 0 };
+	struct ntx_err ferr = { 0, "" };
+	struct cand best = { 0 };
+	uint64_t kv_all, fixed;
+	int l, k, kmin, kmax, n_act = 0, *prio = NULL;
+	char a[32], b[32], c[32], d[32], e[32];
+
+	*out = NULL;
+	if (validate_inputs(pm, o, err))
+		return -1;
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (ntx_plan_model_copy(&p->model, pm, err)) {
+		free(p);
+		return -1;
+	}
+	p->layers = calloc((size_t)pm->n_layer, sizeof *p->layers);
+	prio = malloc((size_t)pm->n_layer * sizeof *prio);
+	s.res = malloc((size_t)pm->n_layer);
+	s.nr = malloc((size_t)pm->n_layer * sizeof *s.nr);
+	if (!p->layers || !prio || !s.res || !s.nr) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+
+	/* hardware and bandwidths */
+	p->hw = *hw;
+	p->hw.h2d_gbps = resolve_bw(o->h2d_gbps, hw->h2d_gbps, hw->h2d_src,
+				    NTX_PLAN_DEFAULT_H2D_GBPS, &p->hw.h2d_src);
+	p->hw.disk_gbps = resolve_bw(o->disk_gbps, hw->disk_gbps, hw->disk_src,
+				     NTX_PLAN_DEFAULT_DISK_GBPS, &p->hw.disk_src);
+	p->hw.gpu_gbps = resolve_bw(o->gpu_gbps, hw->gpu_gbps, hw->gpu_src,
+				    NTX_PLAN_DEFAULT_GPU_GBPS, &p->hw.gpu_src);
+	{
+		double def = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+		double det = hw->cpu_src == NTX_SRC_PROBE ? cpu_rate_for_model(pm, hw) : 0;
+
+		if (def > NTX_PLAN_CPU_GBPS_MAX)
+			def = NTX_PLAN_CPU_GBPS_MAX;
+		if (det <= 0)
+			det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
+		p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
+	}
+
+	/* budgets */
+	if (o->vram_budget >= 0) {
+		p->vram_budget = (uint64_t)o->vram_budget;
+		p->vram_budget_src = NTX_SRC_OVERRIDE;
+	} else {
+		p->vram_budget = hw->gpu_present ? hw->vram_free : 0;
+		p->vram_budget_src = NTX_SRC_DETECTED;
+	}
+	if (o->ram_budget >= 0) {
+		p->ram_budget = (uint64_t)o->ram_budget;
+		p->ram_budget_src = NTX_SRC_OVERRIDE;
+	} else {
+		p->ram_budget = hw->ram_available > NTX_PLAN_RAM_HEADROOM ?
+					hw->ram_available - NTX_PLAN_RAM_HEADROOM : 0;
+		p->ram_budget_src = NTX_SRC_DETECTED;
+	}
+	if (o->disk_budget >= 0) {
+		p->disk_budget = (uint64_t)o->disk_budget;
+		p->disk_budget_src = NTX_SRC_OVERRIDE;
+	} else {
+		p->disk_budget = hw->disk_free;
+		p->disk_budget_src = NTX_SRC_DETECTED;
+	}
+	s.gpu = p->vram_budget > 0;
+	p->margin_bytes = s.gpu ? (o->reserve >= 0 ? (uint64_t)o->reserve : NTX_PLAN_DEFAULT_MARGIN) : 0;
+
+	/* run parameters */
+	p->n_ctx = o->n_ctx > 0 ? o->n_ctx : (pm->n_ctx_train > 0 && pm->n_ctx_train < 4096 ?
+						       pm->n_ctx_train : 4096);
+	p->kv_type = o->kv_type;
+	p->n_seq = o->n_seq > 0 ? o->n_seq : 1;
+	p->n_ubatch = o->n_ubatch > 0 ? o->n_ubatch : NTX_PLAN_DEFAULT_UBATCH;
+	p->executor = o->executor;
+	p->by_scores = o->scores != NULL;
+	p->tok_embd_home = NTX_TIER_RAM;
+	s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS;
+	p->pack_path = o->pack_path ? strdup(o->pack_path) : ntx_plan_default_pack_path(pm->path);
+	if (!p->pack_path) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	p->kv_layer_bytes = ntx_plan_kv_layer_bytes(pm, p->n_ctx, p->kv_type, p->n_seq);
+
+	/* layers, skip set, priority */
+	for (l = 0; l < pm->n_layer; l++) {
+		p->layers[l].index = l;
+		p->layers[l].bytes = pm->layer_bytes[l];
+		p->layers[l].home = NTX_TIER_RAM;
+		p->layers[l].exec = NTX_EXEC_CPU;
+	}
+	for (k = 0; k < o->n_skip; k++)
+		p->layers[o->skip[k]].skip = 1;
+	for (l = 0; l < pm->n_layer; l++)
+		if (!p->layers[l].skip)
+			prio[n_act++] = l;
+	if (o->scores) {
+		g_scores = o->scores;
+		qsort(prio, (size_t)n_act, sizeof *prio, cmp_prio);
+		g_scores = NULL;
+	}
+	s.p = p;
+	s.prio = prio;
+	s.n_act = n_act;
+
+	/* what must fit in VRAM whatever the split */
+	kv_all = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_act);
+	if (o->executor == NTX_POLICY_GPU && !s.gpu) {
+		ntx_err_set(err, NTX_ENOFIT,
+			    "does not fit: --executor gpu needs a GPU, but the VRAM budget is 0 (%s)",
+			    p->vram_budget_src == NTX_SRC_OVERRIDE ? "--vram-budget 0" : "no GPU detected");
+		goto fail;
+	}
+	if (s.gpu) {
+		uint64_t ws = ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq);
+		uint64_t res = ntx_plan_sat_add(ntx_plan_sat_add(ws, p->margin_bytes), pm->other_bytes);
+		uint64_t kv = o->executor == NTX_POLICY_CPU ? 0 : kv_all;
+
+		fixed = ntx_plan_sat_add(kv, res);
+		if (fixed > p->vram_budget) {
+			if (kv)
+				ntx_err_set(err, NTX_ENOFIT,
+					    "does not fit: KV cache (%s for %d layers, ctx %d, %s, %d seq) + reserves (%s) exceed the VRAM budget (%s) by %s; lower --ctx%s or use --executor cpu",
+					    sz(kv, a), n_act, p->n_ctx, p->kv_type == NTX_KV_F32 ? "f32" : "f16",
+					    p->n_seq, sz(res, b), sz(p->vram_budget, c),
+					    sz(fixed - p->vram_budget, d),
+					    p->kv_type == NTX_KV_F32 ? ", use --kv-type f16" : "");
+			else
+				ntx_err_set(err, NTX_ENOFIT,
+					    "does not fit: reserves (workspace %s + margin %s) exceed the VRAM budget (%s) by %s; lower --ubatch or --reserve",
+					    sz(ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq), a),
+					    sz(p->margin_bytes, b), sz(p->vram_budget, c),
+					    sz(fixed - p->vram_budget, e));
+			goto fail;
+		}
+	}
+
+	/* the search: for each number of CPU-executed layers, the most resident
+	 * layers that fit; keep the fastest */
+	if (!s.gpu || o->executor == NTX_POLICY_CPU) {
+		kmin = kmax = -1;
+	} else if (o->executor == NTX_POLICY_GPU) {
+		kmin = kmax = 0;
+	} else {
+		kmin = 0;
+		kmax = n_act;
+	}
+	for (k = kmin; k <= kmax; k++) {
+		struct cand c1 = evaluate(&s, k, &fail, &ferr);
+
+		if (c1.ok && better(&c1, &best))
+			best = c1;
+	}
+	if (!best.ok) {
+		if (ferr.code)
+			*err = ferr;
+		else
+			ntx_err_set(err, NTX_ENOFIT, "does not fit: no placement fits the budgets");
+		goto fail;
+	}
+	build(&s, best.r, kmin < 0 ? -1 : best.kcpu);
+	if (ntx_plan_account_ex(p, s.slots, NULL, err))
+		goto fail;
+	if (!p->disk_layers_bytes) {
+		free(p->pack_path);
+		p->pack_path = NULL;
+	}
+	free(prio);
+	free(s.res);
+	free(s.nr);
+	*out = p;
+	return 0;
+fail:
+	free(prio);
+	free(s.res);
+	free(s.nr);
+	ntx_plan_free(p);
+	return -1;
+}
+
+void ntx_plan_free(struct ntx_plan *p)
+{
+	if (!p)
+		return;
+	ntx_plan_model_free(&p->model);
+	free(p->layers);
+	free(p->pack_path);
+	free(p);
+}

@@ -1,0 +1,391 @@
+/* plan_inputs.c - what ntx-plan reads besides plans: ntx-inspect's JSON (to
+ * plan without the GGUF at hand), skip sets and importance scores from
+ * ntx-skip-calib. Every error names file:line:col (jsonpos). */
+#include "plan.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonpos.h"
+#include "parse.h"
+#include "plan_int.h"
+
+/* The fingerprint is 16 lowercase hex digits. */
+static int check_fingerprint(struct ntx_jrd *r, const char *path, const char *fp)
+{
+	size_t i;
+
+	if (strlen(fp) != 16)
+		return ntx_jrd_error(r, path, "\"fingerprint\" must be 16 hexadecimal digits");
+	for (i = 0; i < 16; i++)
+		if (!((fp[i] >= '0' && fp[i] <= '9') || (fp[i] >= 'a' && fp[i] <= 'f')))
+			return ntx_jrd_error(r, path,
+					     "\"fingerprint\" must be 16 lowercase hexadecimal digits");
+	return 0;
+}
+
+/* ---- ntx-inspect JSON ---- */
+
+int ntx_plan_model_from_inspect(const char *text, size_t len, const char *name,
+				struct ntx_plan_model *pm, struct ntx_err *err)
+{
+	struct ntx_jrd r = { text, len, name ? name : "<inspect>", err };
+	json_t *root, *m, *ls, *nl, *e;
+	char kp[NTX_JRD_PATH], ep[64];
+	const char *s;
+	int64_t v;
+	size_t i;
+	int *seen = NULL;
+
+	memset(pm, 0, sizeof *pm);
+	root = ntx_jrd_parse(text, len, r.name, err);
+	if (!root)
+		return -1;
+	if (ntx_jrd_format(&r, root, "ntx.inspect") || ntx_jrd_str(&r, root, "", "path", 0, &s))
+		goto fail;
+	if (!(pm->path = strdup(s))) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (ntx_jrd_bytes(&r, root, "", "file_size_bytes", &pm->file_size) ||
+	    ntx_jrd_str(&r, root, "", "fingerprint", 0, &s) || check_fingerprint(&r, "fingerprint", s))
+		goto fail;
+	memcpy(pm->fingerprint, s, 17);
+	m = ntx_jrd_member(&r, root, "", "model", 1, kp);
+	if (!m)
+		goto fail;
+	if (json_is_null(m)) {
+		ntx_jrd_error(&r, "model", "not a Llama model (\"model\" is null): nothing to plan");
+		goto fail;
+	}
+	if (ntx_jrd_want(&r, m, "model", "model", JSON_OBJECT, "an object") ||
+	    ntx_jrd_int(&r, m, "model", "n_layer", 1, 10000, &pm->n_layer) ||
+	    ntx_jrd_int(&r, m, "model", "n_embd", 1, 1 << 20, &pm->n_embd) ||
+	    ntx_jrd_int(&r, m, "model", "n_ff", 1, 1 << 22, &pm->n_ff) ||
+	    ntx_jrd_int(&r, m, "model", "n_head", 1, 1 << 14, &pm->n_head) ||
+	    ntx_jrd_int(&r, m, "model", "n_head_kv", 1, 1 << 14, &pm->n_head_kv) ||
+	    ntx_jrd_int(&r, m, "model", "head_dim", 1, 1 << 14, &pm->head_dim) ||
+	    ntx_jrd_int(&r, m, "model", "n_ctx_train", 1, 1 << 24, &pm->n_ctx_train) ||
+	    ntx_jrd_i64(&r, m, "model", "n_vocab", 1, INT32_MAX, &v, NULL) ||
+	    ntx_jrd_bool(&r, m, "model", "output_tied", &pm->output_tied, NULL))
+		goto fail;
+	pm->n_vocab = v;
+	pm->layer_bytes = calloc((size_t)pm->n_layer, sizeof *pm->layer_bytes);
+	seen = calloc((size_t)pm->n_layer, sizeof *seen);
+	if (!pm->layer_bytes || !seen) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	ls = ntx_jrd_member(&r, root, "", "layers", 1, kp);
+	if (!ls || ntx_jrd_want(&r, ls, "layers", "layers", JSON_ARRAY, "an array"))
+		goto fail;
+	json_array_foreach(ls, i, e) {
+		json_t *ty;
+		const char *key;
+		json_t *val;
+		int idx;
+
+		snprintf(ep, sizeof ep, "layers[%zu]", i);
+		if (!json_is_object(e)) {
+			ntx_jrd_error(&r, ep, "expected an object for %s (found %s)", ep, ntx_json_type_name(e));
+			goto fail;
+		}
+		if (ntx_jrd_int(&r, e, ep, "index", INT32_MIN, INT32_MAX, &idx))
+			goto fail;
+		ntx_jrd_path(kp, ep, "index");
+		if (idx < 0 || idx >= pm->n_layer) {
+			ntx_jrd_error(&r, kp, "layer index %d is out of range [0, %d]", idx, pm->n_layer - 1);
+			goto fail;
+		}
+		if (seen[idx]) {
+			ntx_jrd_error(&r, kp, "duplicate layer %d", idx);
+			goto fail;
+		}
+		seen[idx] = 1;
+		if (ntx_jrd_bytes(&r, e, ep, "bytes", &pm->layer_bytes[idx]) ||
+		    ntx_jrd_obj(&r, e, ep, "types", &ty, kp))
+			goto fail;
+		json_object_foreach(ty, key, val) {
+			int t = ntx_type_from_name(key);
+			uint64_t b;
+
+			if (t < 0) {
+				ntx_jrd_error(&r, kp, "unknown tensor type \"%.40s\"", key);
+				goto fail;
+			}
+			if (ntx_jrd_bytes(&r, ty, kp, key, &b))
+				goto fail;
+			pm->layer_type_bytes[t] += b;
+		}
+	}
+	for (i = 0; i < (size_t)pm->n_layer; i++)
+		if (!seen[i]) {
+			ntx_jrd_error(&r, "layers", "layer %zu is missing (the model has %d layers)", i,
+			     pm->n_layer);
+			goto fail;
+		}
+	nl = ntx_jrd_member(&r, root, "", "nonlayer", 1, kp);
+	if (!nl || ntx_jrd_want(&r, nl, "nonlayer", "nonlayer", JSON_ARRAY, "an array"))
+		goto fail;
+	json_array_foreach(nl, i, e) {
+		uint64_t b;
+
+		snprintf(ep, sizeof ep, "nonlayer[%zu]", i);
+		if (!json_is_object(e)) {
+			ntx_jrd_error(&r, ep, "expected an object for %s (found %s)", ep, ntx_json_type_name(e));
+			goto fail;
+		}
+		if (ntx_jrd_str(&r, e, ep, "name", 0, &s) || ntx_jrd_bytes(&r, e, ep, "bytes", &b))
+			goto fail;
+		if (strcmp(s, "token_embd.weight") == 0)
+			pm->tok_embd_bytes = b;
+		else if (strcmp(s, "output.weight") == 0 && !pm->output_tied)
+			pm->output_bytes = b;
+		else
+			pm->other_bytes += b;
+	}
+	if (!pm->tok_embd_bytes) {
+		ntx_jrd_error(&r, "nonlayer", "no \"token_embd.weight\" among the non-layer tensors");
+		goto fail;
+	}
+	if (!pm->output_tied && !pm->output_bytes) {
+		ntx_jrd_error(&r, "nonlayer", "no \"output.weight\" among the non-layer tensors and the output is not tied");
+		goto fail;
+	}
+	free(seen);
+	json_decref(root);
+	return 0;
+fail:
+	free(seen);
+	json_decref(root);
+	ntx_plan_model_free(pm);
+	return -1;
+}
+
+/* ---- skip sets and scores ---- */
+
+static int is_layer_list(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || *s == ',' || *s == '-' || *s == ' '))
+			return 0;
+	return 1;
+}
+
+/* Parse a skip/scores document: format, version, optional fingerprint. */
+static json_t *load_skip_doc(struct ntx_jrd *r, const char *path, char **text, size_t *len,
+			     const char *fingerprint)
+{
+	json_t *root, *m, *fp;
+
+	*text = ntx_plan_read_file(path, len, r->err);
+	if (!*text)
+		return NULL;
+	r->text = *text;
+	r->len = *len;
+	root = ntx_jrd_parse(*text, *len, r->name, r->err);
+	if (!root)
+		return NULL;
+	if (ntx_jrd_format(r, root, "ntx.skip")) {
+		json_decref(root);
+		return NULL;
+	}
+	m = json_object_get(root, "model");
+	fp = json_object_get(m, "fingerprint");
+	if (fingerprint && fp) {
+		if (!json_is_string(fp)) {
+			ntx_jrd_error(r, "model.fingerprint", "expected a string for \"fingerprint\" (found %s)",
+			     ntx_json_type_name(fp));
+			json_decref(root);
+			return NULL;
+		}
+		if (strcmp(json_string_value(fp), fingerprint) != 0) {
+			ntx_jsonpos_error(r->err, NTX_EMISMATCH, r->text, r->len, r->name,
+					  "model.fingerprint",
+					  "made for another model (fingerprint %.16s, this model has %s)",
+					  json_string_value(fp), fingerprint);
+			json_decref(root);
+			return NULL;
+		}
+	}
+	return root;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
+			int **layers, int *n, struct ntx_err *err)
+{
+	struct ntx_jrd r = { NULL, 0, arg, err };
+	char *text = NULL, path[NTX_JRD_PATH];
+	json_t *root, *arr, *e;
+	size_t len, i;
+	int *out = NULL, k = 0;
+
+	*layers = NULL;
+	*n = 0;
+	if (is_layer_list(arg)) {
+		if (set_index >= 0)
+			return ntx_err_set(err, NTX_EINVAL,
+					   "--skip-set needs a skip file, not a layer list");
+		return ntx_parse_range_list(arg, n_layer, layers, n, err);
+	}
+	root = load_skip_doc(&r, arg, &text, &len, fingerprint);
+	if (!root) {
+		free(text);
+		return -1;
+	}
+	if (set_index >= 0) {
+		json_t *sets = json_object_get(root, "sets"), *set;
+
+		if (!json_is_array(sets)) {
+			ntx_jrd_error(&r, "", "--skip-set %d: the file has no \"sets\" array", set_index);
+			goto fail;
+		}
+		if ((size_t)set_index >= json_array_size(sets)) {
+			ntx_jrd_error(&r, "sets", "--skip-set %d: the file has %zu sets", set_index,
+			     json_array_size(sets));
+			goto fail;
+		}
+		set = json_array_get(sets, (size_t)set_index);
+		snprintf(path, sizeof path, "sets[%d]", set_index);
+		if (!json_is_object(set)) {
+			ntx_jrd_error(&r, path, "expected an object for %s (found %s)", path, ntx_json_type_name(set));
+			goto fail;
+		}
+		arr = ntx_jrd_member(&r, set, path, "layers", 1, path);
+		if (!arr)
+			goto fail;
+	} else {
+		arr = ntx_jrd_member(&r, root, "", "skip", 0, path);
+		if (!arr) {
+			json_t *sets = json_object_get(root, "sets");
+
+			if (json_is_array(sets))
+				ntx_jrd_error(&r, "", "no top-level \"skip\" array: choose one of the %zu sets with --skip-set N",
+				     json_array_size(sets));
+			else
+				ntx_jrd_error(&r, "", "missing \"skip\"");
+			goto fail;
+		}
+	}
+	if (!json_is_array(arr)) {
+		ntx_jrd_error(&r, path, "expected an array of layer indices (found %s)", ntx_json_type_name(arr));
+		goto fail;
+	}
+	out = malloc((json_array_size(arr) + 1) * sizeof *out);
+	if (!out) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	json_array_foreach(arr, i, e) {
+		char ep[NTX_JRD_PATH + 32];
+		json_int_t v;
+
+		snprintf(ep, sizeof ep, "%s[%zu]", path, i);
+		if (!json_is_integer(e)) {
+			ntx_jrd_error(&r, ep, "expected a layer index (integer) (found %s)", ntx_json_type_name(e));
+			goto fail;
+		}
+		v = json_integer_value(e);
+		if (v < 0 || v >= n_layer) {
+			ntx_jrd_error(&r, ep, "layer %lld is out of range [0, %d]", (long long)v, n_layer - 1);
+			goto fail;
+		}
+		out[k++] = (int)v;
+	}
+	qsort(out, (size_t)k, sizeof *out, cmp_int);
+	{
+		int j, u = 0;
+
+		for (j = 0; j < k; j++)
+			if (!u || out[u - 1] != out[j])
+				out[u++] = out[j];
+		k = u;
+	}
+	json_decref(root);
+	free(text);
+	*layers = out;
+	*n = k;
+	return 0;
+fail:
+	free(out);
+	json_decref(root);
+	free(text);
+	return -1;
+}
+
+int ntx_plan_scores_load(const char *path, int n_layer, const char *fingerprint,
+			 double **scores, struct ntx_err *err)
+{
+	struct ntx_jrd r = { NULL, 0, path, err };
+	char *text = NULL, kp[NTX_JRD_PATH], ep[64];
+	json_t *root, *ls, *e;
+	double *sc = NULL;
+	unsigned char *seen = NULL;
+	size_t len, i;
+
+	*scores = NULL;
+	root = load_skip_doc(&r, path, &text, &len, fingerprint);
+	if (!root) {
+		free(text);
+		return -1;
+	}
+	sc = malloc((size_t)n_layer * sizeof *sc);
+	seen = calloc((size_t)n_layer, 1);
+	if (!sc || !seen) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < (size_t)n_layer; i++)
+		sc[i] = NAN;
+	ls = ntx_jrd_member(&r, root, "", "layers", 1, kp);
+	if (!ls || ntx_jrd_want(&r, ls, "layers", "layers", JSON_ARRAY, "an array"))
+		goto fail;
+	json_array_foreach(ls, i, e) {
+		int idx;
+		double c;
+
+		snprintf(ep, sizeof ep, "layers[%zu]", i);
+		if (!json_is_object(e)) {
+			ntx_jrd_error(&r, ep, "expected an object for %s (found %s)", ep, ntx_json_type_name(e));
+			goto fail;
+		}
+		if (ntx_jrd_int(&r, e, ep, "index", INT32_MIN, INT32_MAX, &idx) ||
+		    ntx_jrd_dbl(&r, e, ep, "cos_mean", -1.0001, 1.0001, 0, &c))
+			goto fail;
+		ntx_jrd_path(kp, ep, "index");
+		if (idx < 0 || idx >= n_layer) {
+			ntx_jrd_error(&r, kp, "layer index %d is out of range [0, %d]", idx, n_layer - 1);
+			goto fail;
+		}
+		if (seen[idx]) {
+			ntx_jrd_error(&r, kp, "duplicate layer %d", idx);
+			goto fail;
+		}
+		seen[idx] = 1;
+		sc[idx] = c;
+	}
+	free(seen);
+	json_decref(root);
+	free(text);
+	*scores = sc;
+	return 0;
+fail:
+	free(seen);
+	free(sc);
+	json_decref(root);
+	free(text);
+	return -1;
+}
+

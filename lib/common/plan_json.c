@@ -1,0 +1,775 @@
+/* plan_json.c - the plan as JSON ("format": "ntx.plan", "version": 1; spec in
+ * doc/plan-json.md): writer, validating reader, and the model check. */
+#include "plan.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonpos.h"
+#include "plan_int.h"
+
+/* ---- writer ---- */
+
+struct wr {
+	int ok;
+};
+
+static void put(struct wr *w, json_t *obj, const char *key, json_t *v)
+{
+	if (!v || json_object_set_new(obj, key, v))
+		w->ok = 0;
+}
+
+static json_t *jbytes(uint64_t v)
+{
+	return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+static json_t *jstr_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static const char *kv_name(enum ntx_kv_type k)
+{
+	return k == NTX_KV_F32 ? "f32" : "f16";
+}
+
+static json_t *hw_json(struct wr *w, const struct ntx_plan_hw *hw)
+{
+	json_t *o = json_object(), *t = json_object();
+	int gpu = (hw->detected & NTX_HW_GPU) != 0, i;
+
+	if (!o || !t) {
+		json_decref(o);
+		json_decref(t);
+		w->ok = 0;
+		return NULL;
+	}
+	put(w, o, "gpu_present", gpu ? json_boolean(hw->gpu_present) : json_null());
+	put(w, o, "gpu_count", gpu ? json_integer(hw->gpu_count) : json_null());
+	put(w, o, "gpu_index", json_integer(hw->gpu_index));
+	put(w, o, "gpu_name", gpu && hw->gpu_present ? json_string(hw->gpu_name) : json_null());
+	put(w, o, "vram_total_bytes", gpu && hw->gpu_present ? jbytes(hw->vram_total) : json_null());
+	put(w, o, "vram_free_bytes", gpu && hw->gpu_present ? jbytes(hw->vram_free) : json_null());
+	put(w, o, "ram_available_bytes",
+	    hw->detected & NTX_HW_RAM ? jbytes(hw->ram_available) : json_null());
+	put(w, o, "cpu_cores", hw->detected & NTX_HW_CPU ? json_integer(hw->cpu_cores) : json_null());
+	put(w, o, "disk_free_bytes", hw->detected & NTX_HW_DISK ? jbytes(hw->disk_free) : json_null());
+	put(w, o, "probed", json_boolean(hw->probed));
+	put(w, o, "h2d_gbps", json_real(hw->h2d_gbps));
+	put(w, o, "h2d_source", json_string(ntx_src_name(hw->h2d_src)));
+	put(w, o, "disk_gbps", json_real(hw->disk_gbps));
+	put(w, o, "disk_source", json_string(ntx_src_name(hw->disk_src)));
+	put(w, o, "cpu_gbps", json_real(hw->cpu_gbps));
+	put(w, o, "cpu_source", json_string(ntx_src_name(hw->cpu_src)));
+	put(w, o, "gpu_gbps", json_real(hw->gpu_gbps));
+	put(w, o, "gpu_source", json_string(ntx_src_name(hw->gpu_src)));
+	for (i = 0; i < NTX_TYPE_COUNT; i++)
+		if (hw->cpu_type_gbps[i] > 0)
+			put(w, t, ntx_type_name((uint32_t)i), json_real(hw->cpu_type_gbps[i]));
+	put(w, o, "cpu_type_gbps", t);
+	return o;
+}
+
+char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	struct wr w = { 1 };
+	json_t *root = json_object(), *m, *o, *ls, *x;
+	uint64_t total = 0;
+	char *text = NULL;
+	int l;
+
+	if (!root)
+		goto oom;
+	put(&w, root, "format", json_string("ntx.plan"));
+	put(&w, root, "version", json_integer(1));
+
+	m = json_object();
+	put(&w, root, "model", m);
+	if (m) {
+		put(&w, m, "path", json_string(pm->path ? pm->path : ""));
+		put(&w, m, "file_size_bytes", jbytes(pm->file_size));
+		put(&w, m, "fingerprint", json_string(pm->fingerprint));
+		put(&w, m, "n_layer", json_integer(pm->n_layer));
+		put(&w, m, "n_embd", json_integer(pm->n_embd));
+		put(&w, m, "n_ff", json_integer(pm->n_ff));
+		put(&w, m, "n_head", json_integer(pm->n_head));
+		put(&w, m, "n_head_kv", json_integer(pm->n_head_kv));
+		put(&w, m, "head_dim", json_integer(pm->head_dim));
+		put(&w, m, "n_ctx_train", json_integer(pm->n_ctx_train));
+		put(&w, m, "n_vocab", json_integer(pm->n_vocab));
+		put(&w, m, "output_tied", json_boolean(pm->output_tied));
+		put(&w, m, "tok_embd_bytes", jbytes(pm->tok_embd_bytes));
+		put(&w, m, "output_bytes", jbytes(pm->output_bytes));
+		put(&w, m, "other_bytes", jbytes(pm->other_bytes));
+		for (l = 0; l < pm->n_layer; l++)
+			total = ntx_plan_sat_add(total, pm->layer_bytes[l]);
+		put(&w, m, "layer_bytes", jbytes(total));
+		x = json_object();
+		put(&w, m, "layer_type_bytes", x);
+		for (l = 0; x && l < NTX_TYPE_COUNT; l++)
+			if (pm->layer_type_bytes[l])
+				put(&w, x, ntx_type_name((uint32_t)l), jbytes(pm->layer_type_bytes[l]));
+	}
+
+	put(&w, root, "hardware", hw_json(&w, &p->hw));
+
+	o = json_object();
+	put(&w, root, "budgets", o);
+	if (o) {
+		put(&w, o, "vram_bytes", jbytes(p->vram_budget));
+		put(&w, o, "vram_source", json_string(ntx_src_name(p->vram_budget_src)));
+		put(&w, o, "ram_bytes", jbytes(p->ram_budget));
+		put(&w, o, "ram_source", json_string(ntx_src_name(p->ram_budget_src)));
+		put(&w, o, "disk_bytes", jbytes(p->disk_budget));
+		put(&w, o, "disk_source", json_string(ntx_src_name(p->disk_budget_src)));
+	}
+
+	o = json_object();
+	put(&w, root, "run", o);
+	if (o) {
+		put(&w, o, "n_ctx", json_integer(p->n_ctx));
+		put(&w, o, "kv_type", json_string(kv_name(p->kv_type)));
+		put(&w, o, "n_seq", json_integer(p->n_seq));
+		put(&w, o, "n_ubatch", json_integer(p->n_ubatch));
+		put(&w, o, "executor", json_string(ntx_policy_name(p->executor)));
+		put(&w, o, "placement", json_string(p->by_scores ? "scores" : "model_order"));
+	}
+
+	o = json_object();
+	put(&w, root, "reserves", o);
+	if (o) {
+		put(&w, o, "kv_layer_bytes", jbytes(p->kv_layer_bytes));
+		put(&w, o, "kv_vram_bytes", jbytes(p->kv_vram_bytes));
+		put(&w, o, "kv_ram_bytes", jbytes(p->kv_ram_bytes));
+		put(&w, o, "workspace_bytes", jbytes(p->workspace_bytes));
+		put(&w, o, "ring_slots", json_integer(p->ring_slots));
+		put(&w, o, "ring_bytes", jbytes(p->ring_bytes));
+		put(&w, o, "staging_bytes", jbytes(p->staging_bytes));
+		put(&w, o, "margin_bytes", jbytes(p->margin_bytes));
+	}
+
+	o = json_object();
+	put(&w, root, "nonlayer", o);
+	if (o) {
+		x = json_object();
+		put(&w, o, "tok_embd", x);
+		if (x) {
+			put(&w, x, "home", json_string(ntx_tier_name(p->tok_embd_home)));
+			put(&w, x, "bytes", jbytes(pm->tok_embd_bytes));
+		}
+		x = json_object();
+		put(&w, o, "output", x);
+		if (x) {
+			put(&w, x, "home", json_string(ntx_tier_name(p->output_home)));
+			put(&w, x, "exec", json_string(ntx_exec_name(p->output_exec)));
+			put(&w, x, "bytes", jbytes(pm->output_tied ? pm->tok_embd_bytes : pm->output_bytes));
+			put(&w, x, "tied", json_boolean(pm->output_tied));
+		}
+		x = json_object();
+		put(&w, o, "other", x);
+		if (x)
+			put(&w, x, "bytes", jbytes(pm->other_bytes));
+	}
+
+	ls = json_array();
+	put(&w, root, "layers", ls);
+	for (l = 0; ls && l < pm->n_layer; l++) {
+		const struct ntx_plan_layer *L = &p->layers[l];
+		json_t *e = json_object();
+
+		if (!e || json_array_append_new(ls, e)) {
+			w.ok = 0;
+			break;
+		}
+		put(&w, e, "index", json_integer(L->index));
+		put(&w, e, "home", L->skip ? json_null() : json_string(ntx_tier_name(L->home)));
+		put(&w, e, "exec", L->skip ? json_null() : json_string(ntx_exec_name(L->exec)));
+		put(&w, e, "bytes", jbytes(L->bytes));
+		put(&w, e, "skip", json_boolean(L->skip));
+	}
+	put(&w, root, "pack_path", jstr_or_null(p->pack_path));
+
+	o = json_object();
+	put(&w, root, "usage", o);
+	if (o) {
+		put(&w, o, "vram_layers_bytes", jbytes(p->vram_layers_bytes));
+		put(&w, o, "vram_used_bytes", jbytes(p->vram_used_bytes));
+		put(&w, o, "ram_layers_bytes", jbytes(p->ram_layers_bytes));
+		put(&w, o, "ram_used_bytes", jbytes(p->ram_used_bytes));
+		put(&w, o, "disk_layers_bytes", jbytes(p->disk_layers_bytes));
+		put(&w, o, "pack_bytes", jbytes(p->pack_bytes));
+	}
+
+	o = json_object();
+	put(&w, root, "estimate", o);
+	if (o) {
+		put(&w, o, "vram_read_bytes", jbytes(p->bytes_vram));
+		put(&w, o, "h2d_from_ram_bytes", jbytes(p->bytes_h2d_ram));
+		put(&w, o, "h2d_from_disk_bytes", jbytes(p->bytes_h2d_disk));
+		put(&w, o, "disk_read_bytes", jbytes(p->bytes_disk));
+		put(&w, o, "cpu_read_bytes", jbytes(p->bytes_cpu));
+		put(&w, o, "cpu_from_disk_bytes", jbytes(p->bytes_cpu_disk));
+		put(&w, o, "resident_ms", json_real(p->t_resident_ms));
+		put(&w, o, "link_ms", json_real(p->t_link_ms));
+		put(&w, o, "disk_ms", json_real(p->t_disk_ms));
+		put(&w, o, "cpu_ms", json_real(p->t_cpu_ms));
+		put(&w, o, "overhead_ms", json_real(p->t_overhead_ms));
+		put(&w, o, "total_ms", json_real(p->t_total_ms));
+		put(&w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
+	}
+	if (!w.ok)
+		goto oom;
+	text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+	json_decref(root);
+	if (!text)
+		goto oom2;
+	{
+		size_t n = strlen(text);
+		char *t = realloc(text, n + 2);
+
+		if (!t) {
+			free(text);
+			goto oom2;
+		}
+		t[n] = '\n';
+		t[n + 1] = '\0';
+		return t;
+	}
+oom:
+	json_decref(root);
+oom2:
+	ntx_err_set(err, NTX_ENOMEM, "out of memory writing the plan");
+	return NULL;
+}
+
+static const char *const src_names[] = { "default", "detected", "override", "probe" };
+static const char *const tier_names[] = { "vram", "ram", "disk" };
+static const char *const exec_names[] = { "gpu", "cpu" };
+static const char *const policy_names[] = { "auto", "gpu", "cpu" };
+static const char *const kv_names[] = { "f16", "f32" };
+static const char *const placement_names[] = { "model_order", "scores" };
+
+static int get_src(struct ntx_jrd *r, json_t *obj, const char *opath, const char *key,
+		   enum ntx_src *out)
+{
+	int v;
+
+	if (ntx_jrd_enum(r, obj, opath, key, src_names, 4, &v))
+		return -1;
+	*out = (enum ntx_src)v;
+	return 0;
+}
+
+static int check_fingerprint(struct ntx_jrd *r, const char *path, const char *fp)
+{
+	size_t i;
+
+	if (strlen(fp) != 16)
+		return ntx_jrd_error(r, path, "\"fingerprint\" must be 16 hexadecimal digits");
+	for (i = 0; i < 16; i++)
+		if (!((fp[i] >= '0' && fp[i] <= '9') || (fp[i] >= 'a' && fp[i] <= 'f')))
+			return ntx_jrd_error(r, path, "\"fingerprint\" must be 16 lowercase hexadecimal digits");
+	return 0;
+}
+
+/* ---- plan reader ---- */
+
+static int read_model(struct ntx_jrd *r, json_t *root, struct ntx_plan_model *pm)
+{
+	json_t *m, *tb;
+	char kp[NTX_JRD_PATH];
+	const char *s;
+	int64_t v;
+	uint64_t total;
+	const char *key;
+	json_t *val;
+
+	if (ntx_jrd_obj(r, root, "", "model", &m, kp) || ntx_jrd_str(r, m, "model", "path", 0, &s))
+		return -1;
+	if (!(pm->path = strdup(s)))
+		return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
+	if (ntx_jrd_bytes(r, m, "model", "file_size_bytes", &pm->file_size) ||
+	    ntx_jrd_str(r, m, "model", "fingerprint", 0, &s) ||
+	    check_fingerprint(r, "model.fingerprint", s))
+		return -1;
+	memcpy(pm->fingerprint, s, 17);
+	if (ntx_jrd_int(r, m, "model", "n_layer", 1, 10000, &pm->n_layer) ||
+	    ntx_jrd_int(r, m, "model", "n_embd", 1, 1 << 20, &pm->n_embd) ||
+	    ntx_jrd_int(r, m, "model", "n_ff", 1, 1 << 22, &pm->n_ff) ||
+	    ntx_jrd_int(r, m, "model", "n_head", 1, 1 << 14, &pm->n_head) ||
+	    ntx_jrd_int(r, m, "model", "n_head_kv", 1, 1 << 14, &pm->n_head_kv) ||
+	    ntx_jrd_int(r, m, "model", "head_dim", 1, 1 << 14, &pm->head_dim) ||
+	    ntx_jrd_int(r, m, "model", "n_ctx_train", 1, 1 << 24, &pm->n_ctx_train) ||
+	    ntx_jrd_i64(r, m, "model", "n_vocab", 1, INT32_MAX, &v, NULL) ||
+	    ntx_jrd_bool(r, m, "model", "output_tied", &pm->output_tied, NULL) ||
+	    ntx_jrd_bytes(r, m, "model", "tok_embd_bytes", &pm->tok_embd_bytes) ||
+	    ntx_jrd_bytes(r, m, "model", "output_bytes", &pm->output_bytes) ||
+	    ntx_jrd_bytes(r, m, "model", "other_bytes", &pm->other_bytes) ||
+	    ntx_jrd_bytes(r, m, "model", "layer_bytes", &total) ||
+	    ntx_jrd_obj(r, m, "model", "layer_type_bytes", &tb, kp))
+		return -1;
+	pm->n_vocab = v;
+	if (pm->output_tied && pm->output_bytes)
+		return ntx_jrd_error(r, "model.output_bytes", "\"output_bytes\" must be 0 when the output is tied");
+	json_object_foreach(tb, key, val) {
+		int t = ntx_type_from_name(key);
+
+		if (t < 0)
+			return ntx_jrd_error(r, "model.layer_type_bytes", "unknown tensor type \"%.40s\"", key);
+		if (ntx_jrd_bytes(r, tb, "model.layer_type_bytes", key, &pm->layer_type_bytes[t]))
+			return -1;
+	}
+	pm->layer_bytes = calloc((size_t)pm->n_layer, sizeof *pm->layer_bytes);
+	if (!pm->layer_bytes)
+		return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
+	/* the total is checked against the layers once they are read */
+	pm->layer_bytes[0] = total;
+	return 0;
+}
+
+static int read_hw(struct ntx_jrd *r, json_t *root, struct ntx_plan_hw *hw)
+{
+	json_t *h, *t;
+	char kp[NTX_JRD_PATH];
+	const char *s, *key;
+	json_t *val;
+	int isnull, b;
+	int64_t v;
+
+	memset(hw, 0, sizeof *hw);
+	if (ntx_jrd_obj(r, root, "", "hardware", &h, kp))
+		return -1;
+	if (ntx_jrd_bool(r, h, "hardware", "gpu_present", &b, &isnull))
+		return -1;
+	if (!isnull) {
+		hw->detected |= NTX_HW_GPU;
+		hw->gpu_present = b;
+	}
+	if (ntx_jrd_i64(r, h, "hardware", "gpu_count", 0, 1024, &v, &isnull))
+		return -1;
+	hw->gpu_count = (int)v;
+	if (ntx_jrd_int(r, h, "hardware", "gpu_index", 0, 1023, &hw->gpu_index) ||
+	    ntx_jrd_str(r, h, "hardware", "gpu_name", 1, &s))
+		return -1;
+	if (s)
+		snprintf(hw->gpu_name, sizeof hw->gpu_name, "%s", s);
+	if (ntx_jrd_bytes_null(r, h, "hardware", "vram_total_bytes", &hw->vram_total, &isnull) ||
+	    ntx_jrd_bytes_null(r, h, "hardware", "vram_free_bytes", &hw->vram_free, &isnull) ||
+	    ntx_jrd_bytes_null(r, h, "hardware", "ram_available_bytes", &hw->ram_available, &isnull))
+		return -1;
+	if (!isnull)
+		hw->detected |= NTX_HW_RAM;
+	if (ntx_jrd_i64(r, h, "hardware", "cpu_cores", 0, 1 << 20, &v, &isnull))
+		return -1;
+	hw->cpu_cores = (int)v;
+	if (!isnull)
+		hw->detected |= NTX_HW_CPU;
+	if (ntx_jrd_bytes_null(r, h, "hardware", "disk_free_bytes", &hw->disk_free, &isnull))
+		return -1;
+	if (!isnull)
+		hw->detected |= NTX_HW_DISK;
+	if (ntx_jrd_bool(r, h, "hardware", "probed", &hw->probed, NULL) ||
+	    ntx_jrd_dbl(r, h, "hardware", "h2d_gbps", 0, 1e6, 1, &hw->h2d_gbps) ||
+	    get_src(r, h, "hardware", "h2d_source", &hw->h2d_src) ||
+	    ntx_jrd_dbl(r, h, "hardware", "disk_gbps", 0, 1e6, 1, &hw->disk_gbps) ||
+	    get_src(r, h, "hardware", "disk_source", &hw->disk_src) ||
+	    ntx_jrd_dbl(r, h, "hardware", "cpu_gbps", 0, 1e6, 1, &hw->cpu_gbps) ||
+	    get_src(r, h, "hardware", "cpu_source", &hw->cpu_src) ||
+	    ntx_jrd_dbl(r, h, "hardware", "gpu_gbps", 0, 1e6, 1, &hw->gpu_gbps) ||
+	    get_src(r, h, "hardware", "gpu_source", &hw->gpu_src) ||
+	    ntx_jrd_obj(r, h, "hardware", "cpu_type_gbps", &t, kp))
+		return -1;
+	json_object_foreach(t, key, val) {
+		int ty = ntx_type_from_name(key);
+
+		if (ty < 0)
+			return ntx_jrd_error(r, "hardware.cpu_type_gbps", "unknown tensor type \"%.40s\"", key);
+		if (ntx_jrd_dbl(r, t, "hardware.cpu_type_gbps", key, 0, 1e6, 1, &hw->cpu_type_gbps[ty]))
+			return -1;
+	}
+	return 0;
+}
+
+static int read_layers(struct ntx_jrd *r, json_t *root, struct ntx_plan *p, uint64_t total)
+{
+	json_t *ls;
+	char kp[NTX_JRD_PATH], ep[64];
+	int *seen, n = p->model.n_layer, i, any_disk = 0;
+	uint64_t sum = 0;
+
+	ls = ntx_jrd_member(r, root, "", "layers", 1, kp);
+	if (!ls || ntx_jrd_want(r, ls, "layers", "layers", JSON_ARRAY, "an array"))
+		return -1;
+	if ((int)json_array_size(ls) != n) {
+		if (json_array_size(ls) > (size_t)n)
+			return ntx_jrd_error(r, "layers", "%zu layers listed but the model has %d",
+				    json_array_size(ls), n);
+	}
+	seen = calloc((size_t)n, sizeof *seen);
+	if (!seen)
+		return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
+	for (i = 0; i < (int)json_array_size(ls); i++) {
+		json_t *e = json_array_get(ls, (size_t)i);
+		struct ntx_plan_layer *L;
+		int idx, skip, hn, en, v;
+		uint64_t b;
+		json_t *hv, *xv;
+
+		snprintf(ep, sizeof ep, "layers[%d]", i);
+		if (!json_is_object(e)) {
+			ntx_jrd_error(r, ep, "expected an object for layers[%d] (found %s)", i, ntx_json_type_name(e));
+			goto fail;
+		}
+		if (ntx_jrd_int(r, e, ep, "index", INT32_MIN, INT32_MAX, &idx))
+			goto fail;
+		if (idx < 0 || idx >= n) {
+			ntx_jrd_path(kp, ep, "index");
+			ntx_jrd_error(r, kp, "layer index %d is out of range [0, %d]", idx, n - 1);
+			goto fail;
+		}
+		if (seen[idx]) {
+			ntx_jrd_path(kp, ep, "index");
+			ntx_jrd_error(r, kp, "duplicate layer %d (also layers[%d])", idx, seen[idx] - 1);
+			goto fail;
+		}
+		seen[idx] = i + 1;
+		L = &p->layers[idx];
+		L->index = idx;
+		if (ntx_jrd_bytes(r, e, ep, "bytes", &b) || ntx_jrd_bool(r, e, ep, "skip", &skip, NULL))
+			goto fail;
+		L->bytes = b;
+		L->skip = skip;
+		p->model.layer_bytes[idx] = b;
+		sum += b;
+		hv = ntx_jrd_member(r, e, ep, "home", 1, kp);
+		xv = hv ? ntx_jrd_member(r, e, ep, "exec", 1, kp) : NULL;
+		if (!hv || !xv)
+			goto fail;
+		hn = json_is_null(hv);
+		en = json_is_null(xv);
+		if (skip) {
+			if (!hn || !en) {
+				ntx_jrd_path(kp, ep, hn ? "exec" : "home");
+				ntx_jrd_error(r, kp, "layer %d is skipped: \"home\" and \"exec\" must be null", idx);
+				goto fail;
+			}
+			L->home = NTX_TIER_RAM;
+			L->exec = NTX_EXEC_CPU;
+			continue;
+		}
+		if (ntx_jrd_enum(r, e, ep, "home", tier_names, 3, &v))
+			goto fail;
+		L->home = (enum ntx_tier)v;
+		if (ntx_jrd_enum(r, e, ep, "exec", exec_names, 2, &v))
+			goto fail;
+		L->exec = (enum ntx_exec)v;
+		if (L->home == NTX_TIER_VRAM && L->exec != NTX_EXEC_GPU) {
+			ntx_jrd_path(kp, ep, "exec");
+			ntx_jrd_error(r, kp, "layer %d has home \"vram\", which needs exec \"gpu\"", idx);
+			goto fail;
+		}
+		any_disk |= L->home == NTX_TIER_DISK;
+	}
+	for (i = 0; i < n; i++) {
+		if (!seen[i]) {
+			ntx_jrd_error(r, "layers", "layer %d is missing (the model has %d layers)", i, n);
+			goto fail;
+		}
+	}
+	free(seen);
+	if (sum != total)
+		return ntx_jrd_error(r, "model.layer_bytes",
+			    "\"layer_bytes\" = %" PRIu64 " but the layers add up to %" PRIu64, total, sum);
+	if (any_disk && !p->pack_path)
+		return ntx_jrd_error(r, "pack_path", "\"pack_path\" is required: some layers are on disk");
+	return 0;
+fail:
+	free(seen);
+	return -1;
+}
+
+/* Position in the "layers" array of the entry for layer l. */
+static int seen_pos(json_t *root, int l)
+{
+	json_t *ls = json_object_get(root, "layers"), *e;
+	size_t i;
+
+	json_array_foreach(ls, i, e) {
+		json_t *x = json_object_get(e, "index");
+
+		if (json_is_integer(x) && json_integer_value(x) == l)
+			return (int)i;
+	}
+	return l;
+}
+
+struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *name,
+				    struct ntx_err *err)
+{
+	struct ntx_jrd r = { text, len, name ? name : "<plan>", err };
+	struct ntx_plan *p = calloc(1, sizeof *p);
+	json_t *root = NULL, *o, *nl, *x;
+	char kp[NTX_JRD_PATH];
+	const char *s;
+	uint64_t total, u, tb, ob, xb;
+	int v, ring;
+
+	if (!p) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		return NULL;
+	}
+	root = ntx_jrd_parse(text, len, r.name, err);
+	if (!root || ntx_jrd_format(&r, root, "ntx.plan") || read_model(&r, root, &p->model))
+		goto fail;
+	total = p->model.layer_bytes[0];
+	p->model.layer_bytes[0] = 0;
+	if (read_hw(&r, root, &p->hw))
+		goto fail;
+
+	if (ntx_jrd_obj(&r, root, "", "budgets", &o, kp) ||
+	    ntx_jrd_bytes(&r, o, "budgets", "vram_bytes", &p->vram_budget) ||
+	    get_src(&r, o, "budgets", "vram_source", &p->vram_budget_src) ||
+	    ntx_jrd_bytes(&r, o, "budgets", "ram_bytes", &p->ram_budget) ||
+	    get_src(&r, o, "budgets", "ram_source", &p->ram_budget_src) ||
+	    ntx_jrd_bytes(&r, o, "budgets", "disk_bytes", &p->disk_budget) ||
+	    get_src(&r, o, "budgets", "disk_source", &p->disk_budget_src))
+		goto fail;
+
+	if (ntx_jrd_obj(&r, root, "", "run", &o, kp) ||
+	    ntx_jrd_int(&r, o, "run", "n_ctx", 1, 1 << 24, &p->n_ctx) ||
+	    ntx_jrd_enum(&r, o, "run", "kv_type", kv_names, 2, &v))
+		goto fail;
+	p->kv_type = (enum ntx_kv_type)v;
+	if (ntx_jrd_int(&r, o, "run", "n_seq", 1, 4096, &p->n_seq) ||
+	    ntx_jrd_int(&r, o, "run", "n_ubatch", 1, 1 << 16, &p->n_ubatch) ||
+	    ntx_jrd_enum(&r, o, "run", "executor", policy_names, 3, &p->executor) ||
+	    ntx_jrd_enum(&r, o, "run", "placement", placement_names, 2, &p->by_scores))
+		goto fail;
+
+	/* reserves: validated here, recomputed from the layers below */
+	if (ntx_jrd_obj(&r, root, "", "reserves", &o, kp) ||
+	    ntx_jrd_bytes(&r, o, "reserves", "kv_layer_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "reserves", "kv_vram_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "reserves", "kv_ram_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "reserves", "workspace_bytes", &u) ||
+	    ntx_jrd_int(&r, o, "reserves", "ring_slots", 0, 64, &ring) ||
+	    ntx_jrd_bytes(&r, o, "reserves", "ring_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "reserves", "staging_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "reserves", "margin_bytes", &p->margin_bytes))
+		goto fail;
+	if (ring == 1) {
+		ntx_jrd_error(&r, "reserves.ring_slots", "\"ring_slots\" must be 0 or at least 2");
+		goto fail;
+	}
+
+	if (ntx_jrd_obj(&r, root, "", "nonlayer", &nl, kp) ||
+	    ntx_jrd_obj(&r, nl, "nonlayer", "tok_embd", &x, kp) ||
+	    ntx_jrd_enum(&r, x, "nonlayer.tok_embd", "home", tier_names, 3, &v) ||
+	    ntx_jrd_bytes(&r, x, "nonlayer.tok_embd", "bytes", &tb))
+		goto fail;
+	p->tok_embd_home = (enum ntx_tier)v;
+	if (p->tok_embd_home != NTX_TIER_RAM) {
+		ntx_jrd_error(&r, "nonlayer.tok_embd.home", "\"home\" of tok_embd must be \"ram\"");
+		goto fail;
+	}
+	if (ntx_jrd_obj(&r, nl, "nonlayer", "output", &x, kp) ||
+	    ntx_jrd_enum(&r, x, "nonlayer.output", "home", tier_names, 2, &v))
+		goto fail;
+	p->output_home = (enum ntx_tier)v;
+	if (ntx_jrd_enum(&r, x, "nonlayer.output", "exec", exec_names, 2, &v))
+		goto fail;
+	p->output_exec = (enum ntx_exec)v;
+	if ((p->output_home == NTX_TIER_VRAM) != (p->output_exec == NTX_EXEC_GPU)) {
+		ntx_jrd_error(&r, "nonlayer.output.exec", "output: home \"%s\" needs exec \"%s\"",
+		     ntx_tier_name(p->output_home),
+		     p->output_home == NTX_TIER_VRAM ? "gpu" : "cpu");
+		goto fail;
+	}
+	if (ntx_jrd_bytes(&r, x, "nonlayer.output", "bytes", &ob) ||
+	    ntx_jrd_bool(&r, x, "nonlayer.output", "tied", &v, NULL) ||
+	    ntx_jrd_obj(&r, nl, "nonlayer", "other", &x, kp) ||
+	    ntx_jrd_bytes(&r, x, "nonlayer.other", "bytes", &xb))
+		goto fail;
+	if (tb != p->model.tok_embd_bytes || xb != p->model.other_bytes || v != p->model.output_tied ||
+	    ob != (p->model.output_tied ? p->model.tok_embd_bytes : p->model.output_bytes)) {
+		ntx_jrd_error(&r, "nonlayer", "\"nonlayer\" does not match \"model\" (bytes or tied flag)");
+		goto fail;
+	}
+
+	if (ntx_jrd_str(&r, root, "", "pack_path", 1, &s))
+		goto fail;
+	if (s && !*s) {
+		ntx_jrd_error(&r, "pack_path", "\"pack_path\" must not be empty (use null)");
+		goto fail;
+	}
+	if (s && !(p->pack_path = strdup(s))) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	p->layers = calloc((size_t)p->model.n_layer, sizeof *p->layers);
+	if (!p->layers) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (read_layers(&r, root, p, total))
+		goto fail;
+
+	/* usage and estimate: validated, then recomputed */
+	if (ntx_jrd_obj(&r, root, "", "usage", &o, kp) ||
+	    ntx_jrd_bytes(&r, o, "usage", "vram_layers_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "usage", "vram_used_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "usage", "ram_layers_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "usage", "ram_used_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "usage", "disk_layers_bytes", &u) ||
+	    ntx_jrd_bytes(&r, o, "usage", "pack_bytes", &u))
+		goto fail;
+	{
+		static const char *const tkeys[] = { "resident_ms", "link_ms", "disk_ms", "cpu_ms",
+						     "overhead_ms", "total_ms", "predicted_tok_per_s" };
+		static const char *const bkeys[] = { "vram_read_bytes", "h2d_from_ram_bytes",
+						     "h2d_from_disk_bytes", "disk_read_bytes",
+						     "cpu_read_bytes", "cpu_from_disk_bytes" };
+		double d;
+		size_t i;
+
+		if (ntx_jrd_obj(&r, root, "", "estimate", &o, kp))
+			goto fail;
+		for (i = 0; i < sizeof bkeys / sizeof bkeys[0]; i++)
+			if (ntx_jrd_bytes(&r, o, "estimate", bkeys[i], &u))
+				goto fail;
+		for (i = 0; i < sizeof tkeys / sizeof tkeys[0]; i++)
+			if (ntx_jrd_dbl(&r, o, "estimate", tkeys[i], 0, 1e30, 0, &d))
+				goto fail;
+	}
+	if (p->vram_budget == 0) {
+		int l;
+
+		for (l = 0; l < p->model.n_layer; l++)
+			if (!p->layers[l].skip && p->layers[l].exec == NTX_EXEC_GPU) {
+				snprintf(kp, sizeof kp, "layers[%d].exec", seen_pos(root, l));
+				ntx_jrd_error(&r, kp, "layer %d is executed on the GPU but the VRAM budget is 0", l);
+				goto fail;
+			}
+	}
+	if (ntx_plan_account(p, ring ? ring : NTX_PLAN_DEFAULT_RING_SLOTS, err)) {
+		char msg[NTX_ERR_MAX];
+
+		memcpy(msg, err->msg, sizeof msg);
+		ntx_jsonpos_error(err, err->code, text, len, r.name, "layers", "%s", msg);
+		goto fail;
+	}
+	json_decref(root);
+	return p;
+fail:
+	json_decref(root);
+	ntx_plan_free(p);
+	return NULL;
+}
+
+static char *read_all(const char *path, size_t *len, struct ntx_err *err)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!f) {
+		ntx_err_errno(err, errno, "%s", path);
+		return NULL;
+	}
+	for (;;) {
+		size_t got;
+
+		if (cap - n < 65536) {
+			char *t;
+
+			if (cap > ((size_t)1 << 32)) {
+				ntx_err_set(err, NTX_EFORMAT, "%s: larger than 4 GiB: not a JSON document",
+					    path);
+				goto fail;
+			}
+			cap = cap ? cap * 2 : 65536 * 2;
+			t = realloc(buf, cap + 1);
+			if (!t) {
+				ntx_err_set(err, NTX_ENOMEM, "out of memory");
+				goto fail;
+			}
+			buf = t;
+		}
+		got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		ntx_err_errno(err, errno ? errno : EIO, "%s", path);
+		goto fail;
+	}
+	if (f != stdin)
+		fclose(f);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+fail:
+	if (f != stdin)
+		fclose(f);
+	free(buf);
+	return NULL;
+}
+
+char *ntx_plan_read_file(const char *path, size_t *len, struct ntx_err *err)
+{
+	return read_all(path, len, err);
+}
+
+struct ntx_plan *ntx_plan_load(const char *path, struct ntx_err *err)
+{
+	size_t len;
+	char *text = read_all(path, &len, err);
+	struct ntx_plan *p;
+
+	if (!text)
+		return NULL;
+	p = ntx_plan_from_json(text, len, strcmp(path, "-") == 0 ? "<stdin>" : path, err);
+	free(text);
+	return p;
+}
+
+int ntx_plan_check_model(const struct ntx_plan *p, const struct ntx_model *m,
+			 struct ntx_err *err)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	const char *path = m->gguf && m->gguf->path ? m->gguf->path : "the model";
+	int l;
+
+	if (strcmp(pm->fingerprint, m->fingerprint_hex) != 0)
+		return ntx_err_set(err, NTX_EMISMATCH,
+				   "the plan was made for another model: fingerprint %s (%s), but %s has %s",
+				   pm->fingerprint, pm->path ? pm->path : "?", path,
+				   m->fingerprint_hex);
+	if (pm->n_layer != m->cfg.n_layer)
+		return ntx_err_set(err, NTX_EMISMATCH,
+				   "the plan has %d layers but %s has %d", pm->n_layer, path,
+				   m->cfg.n_layer);
+	if (!m->layers)
+		return ntx_err_set(err, NTX_EMISMATCH, "%s has no layer tensors", path);
+	for (l = 0; l < pm->n_layer; l++)
+		if (pm->layer_bytes[l] != m->layers[l].bytes)
+			return ntx_err_set(err, NTX_EMISMATCH,
+					   "layer %d has %" PRIu64 " bytes in the plan but %" PRIu64 " in %s",
+					   l, pm->layer_bytes[l], m->layers[l].bytes, path);
+	if (pm->file_size != m->gguf->file_size)
+		return ntx_err_set(err, NTX_EMISMATCH,
+				   "the plan's model has %" PRIu64 " bytes but %s has %" PRIu64,
+				   pm->file_size, path, m->gguf->file_size);
+	return 0;
+}
+

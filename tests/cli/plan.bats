@@ -1,0 +1,303 @@
+#!/usr/bin/env bats
+# ntx-plan: placement plans driven by overrides (no GPU needed), on 70B-shaped
+# sparse GGUFs from ntx-gguf-gen and on the small fixture models.
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	export PLAN="$NTX_BIN/ntx-plan"
+	export GEN="$NTX_BIN/ntx-gguf-gen"
+	export D="$BATS_FILE_TMPDIR"
+	# 70B shapes, data region a hole: a few MB of disk for 40-58 GB files
+	"$GEN" --shape 70b --mix q6_k --sparse -q -o "$D/q6.gguf"
+	"$GEN" --shape 70b --mix q4_k_m --sparse -q -o "$D/q4.gguf"
+	# everything overridden: the same plan on every machine
+	export FIX="--disk-budget 500G --cpu-gbps 40 --h2d-gbps 25 --disk-gbps 2"
+}
+
+# count_layers FILE HOME EXEC: layers with that home and executor
+count_layers() {
+	awk -v h="\"home\": \"$2\"," -v e="\"exec\": \"$3\"," '
+		/^  "layers": \[/ { in_l = 1; next }
+		in_l && /^  \]/ { in_l = 0 }
+		in_l && index($0, h) { hm = 1; next }
+		in_l && index($0, e) { if (hm) n++; hm = 0; next }
+		in_l && /"exec"/ { hm = 0 }
+		END { print n + 0 }' "$1"
+}
+
+# num FILE KEY: the (first) integer value of "KEY" in the plan
+num() {
+	grep -m1 "\"$2\": " "$1" | sed 's/.*: //; s/,$//'
+}
+
+# sum of layer bytes by home ("null" for skipped layers)
+home_bytes() {
+	awk -v h="\"home\": $2," '
+		/^  "layers": \[/ { in_l = 1; next }
+		in_l && /^  \]/ { in_l = 0 }
+		in_l && /"home": / { hm = index($0, h) > 0 }
+		in_l && /"bytes": / { if (hm) { v = $2; sub(",", "", v); s += v } }
+		END { printf "%.0f\n", s }' "$1"
+}
+
+@test "ntx-plan --help prints usage on stdout, exit 0" {
+	run --separate-stderr "$PLAN" --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == usage:* ]]
+	[[ "$output" == *"--vram-budget"* ]]
+	[ -z "$stderr" ]
+}
+
+@test "ntx-plan: usage errors exit 2" {
+	run "$PLAN" --bogus "$D/q4.gguf"
+	[ "$status" -eq 2 ]
+	run "$PLAN"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"missing input"* ]]
+	run "$PLAN" --vram-budget 24X "$D/q4.gguf"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--vram-budget"* ]]
+	run "$PLAN" --kv-type q8 "$D/q4.gguf"
+	[ "$status" -eq 2 ]
+	run "$PLAN" --executor tpu "$D/q4.gguf"
+	[ "$status" -eq 2 ]
+	run "$PLAN" --ctx 0 "$D/q4.gguf"
+	[ "$status" -eq 2 ]
+	run "$PLAN" --skip 3,200 --vram-budget 0 "$D/q4.gguf"
+	[ "$status" -eq 2 ]
+}
+
+@test "ntx-plan: a missing input file is a runtime error (exit 1)" {
+	run "$PLAN" "$D/nope.gguf"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ntx-plan: $D/nope.gguf: No such file or directory" ]]
+}
+
+@test "70B Q6_K, 24G VRAM, 24G RAM, ctx 4096: three-way split, every byte accounted for" {
+	run --separate-stderr "$PLAN" $FIX --vram-budget 24G --ram-budget 24G --ctx 4096 "$D/q6.gguf"
+	[ "$status" -eq 0 ]
+	echo "$output" > "$D/q6.json"
+	v=$(( $(count_layers "$D/q6.json" vram gpu) ))
+	r=$(( $(count_layers "$D/q6.json" ram gpu) + $(count_layers "$D/q6.json" ram cpu) ))
+	k=$(( $(count_layers "$D/q6.json" disk gpu) + $(count_layers "$D/q6.json" disk cpu) ))
+	echo "vram $v ram $r disk $k"
+	[ "$v" -gt 0 ] && [ "$r" -gt 0 ] && [ "$k" -gt 0 ]
+	[ $((v + r + k)) -eq 80 ]
+	# sum of tiers + reserves <= budgets
+	[ "$(num "$D/q6.json" vram_used_bytes)" -le "$(num "$D/q6.json" vram_bytes)" ]
+	[ "$(num "$D/q6.json" ram_used_bytes)" -le "$(num "$D/q6.json" ram_bytes)" ]
+	[ "$(num "$D/q6.json" pack_bytes)" -le "$(num "$D/q6.json" disk_bytes)" ]
+	# the VRAM total is its parts (layers + 2304 B per layer buffer + head + other + reserves)
+	want=$(( $(num "$D/q6.json" vram_layers_bytes) + 2304 * v + $(num "$D/q6.json" output_bytes) \
+		+ $(num "$D/q6.json" other_bytes) + $(num "$D/q6.json" kv_vram_bytes) \
+		+ $(num "$D/q6.json" workspace_bytes) + $(num "$D/q6.json" ring_bytes) \
+		+ $(num "$D/q6.json" margin_bytes) ))
+	[ "$want" -eq "$(num "$D/q6.json" vram_used_bytes)" ]
+	# the tiers hold every layer byte exactly once
+	[ $(( $(home_bytes "$D/q6.json" '"vram"') + $(home_bytes "$D/q6.json" '"ram"') \
+		+ $(home_bytes "$D/q6.json" '"disk"') )) -eq "$(num "$D/q6.json" layer_bytes)" ]
+	grep -q "\"pack_path\": \"$D/q6.ntxp\"" "$D/q6.json"
+	grep -q '"format": "ntx.plan"' "$D/q6.json"
+	[ "$(tail -c 2 "$D/q6.json")" = "}" ]
+}
+
+@test "70B Q4_K_M puts more layers in VRAM than Q6_K" {
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G --ctx 4096 "$D/q6.gguf" > "$D/a6.json"
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G --ctx 4096 "$D/q4.gguf" > "$D/a4.json"
+	v6=$(count_layers "$D/a6.json" vram gpu)
+	v4=$(count_layers "$D/a4.json" vram gpu)
+	echo "Q6_K $v6, Q4_K_M $v4"
+	[ "$v4" -gt "$v6" ]
+}
+
+@test "--vram-budget 0 gives a valid CPU-only plan" {
+	run --separate-stderr "$PLAN" $FIX --vram-budget 0 --ram-budget 32G "$D/q4.gguf"
+	[ "$status" -eq 0 ]
+	echo "$output" > "$D/cpu.json"
+	[ "$(count_layers "$D/cpu.json" vram gpu)" -eq 0 ]
+	[ "$(count_layers "$D/cpu.json" ram gpu)" -eq 0 ]
+	[ "$(count_layers "$D/cpu.json" disk gpu)" -eq 0 ]
+	[ $(( $(count_layers "$D/cpu.json" ram cpu) + $(count_layers "$D/cpu.json" disk cpu) )) -eq 80 ]
+	[ "$(num "$D/cpu.json" vram_used_bytes)" -eq 0 ]
+	[ "$(num "$D/cpu.json" ring_slots)" -eq 0 ]
+	[ "$(num "$D/cpu.json" workspace_bytes)" -eq 0 ]
+	# and it reads back
+	run "$PLAN" --check "$D/cpu.json" "$D/q4.gguf"
+	[ "$status" -eq 0 ]
+}
+
+@test "Gen3 x8 bandwidth: most RAM layers go to the CPU; Gen5: more are streamed" {
+	"$PLAN" --disk-budget 500G --cpu-gbps 40 --vram-budget 24G --ram-budget 24G \
+		--h2d-gbps 6.5 "$D/q4.gguf" > "$D/g3.json"
+	"$PLAN" --disk-budget 500G --cpu-gbps 40 --vram-budget 24G --ram-budget 24G \
+		--h2d-gbps 55 "$D/q4.gguf" > "$D/g5.json"
+	c3=$(count_layers "$D/g3.json" ram cpu); s3=$(count_layers "$D/g3.json" ram gpu)
+	c5=$(count_layers "$D/g5.json" ram cpu); s5=$(count_layers "$D/g5.json" ram gpu)
+	echo "Gen3: $c3 cpu, $s3 streamed; Gen5: $c5 cpu, $s5 streamed"
+	[ "$c3" -gt "$s3" ]
+	[ "$s5" -gt "$s3" ]
+}
+
+@test "same inputs give a byte-identical plan" {
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G "$D/q6.gguf" > "$D/d1.json"
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G "$D/q6.gguf" > "$D/d2.json"
+	cmp "$D/d1.json" "$D/d2.json"
+}
+
+@test "a plan read back equals the plan written (--check)" {
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G --skip 7,9 "$D/q6.gguf" -o "$D/rt.json"
+	run --separate-stderr "$PLAN" --check "$D/rt.json" "$D/q6.gguf"
+	[ "$status" -eq 0 ]
+	echo "$output" > "$D/rt2.json"
+	cmp "$D/rt.json" "$D/rt2.json"
+}
+
+@test "ntx-inspect JSON on stdin gives the same plan as the GGUF" {
+	[ -x "$NTX_BIN/ntx-inspect" ] || skip "ntx-inspect not built"
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G "$D/q4.gguf" > "$D/g.json"
+	"$NTX_BIN/ntx-inspect" "$D/q4.gguf" | "$PLAN" $FIX --vram-budget 24G --ram-budget 24G - > "$D/i.json"
+	cmp "$D/g.json" "$D/i.json"
+}
+
+@test "a plan whose fingerprint does not match the model is refused" {
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G "$D/q6.gguf" > "$D/f6.json"
+	run "$PLAN" --check "$D/f6.json" "$D/q4.gguf"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"made for another model: fingerprint"* ]]
+}
+
+# bad_plan SED-EXPR MESSAGE [STATUS]: the edited plan is refused with
+# file:line:col and MESSAGE, exit STATUS (default 1)
+bad_plan() {
+	sed "$1" "$D/good.json" > "$D/bad.json"
+	! cmp -s "$D/good.json" "$D/bad.json"
+	run "$PLAN" --check "$D/bad.json"
+	echo "$output"
+	[ "$status" -eq "${3:-1}" ]
+	[[ "$output" =~ ^ntx-plan:\ $D/bad.json:[0-9]+:[0-9]+:\  ]]
+	[[ "$output" == *"$2"* ]]
+}
+
+@test "malformed plans each give a clear error" {
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G "$D/q6.gguf" > "$D/good.json"
+	bad_plan 's/"n_ctx": 4096/"n_ctx": "4096"/' 'expected integer for "n_ctx" (found string)'
+	bad_plan '0,/"skip": false/s//"skjp": false/' 'missing "skip" in layers[0]'
+	bad_plan 's/"staging_bytes": \([0-9]*\)/"staging_bytes": -\1/' '"staging_bytes" must not be negative'
+	bad_plan 's/"index": 5,/"index": 80,/' 'layer index 80 is out of range [0, 79]'
+	bad_plan 's/"index": 5,/"index": 4,/' 'duplicate layer 4'
+	bad_plan 's/"index": 5,/"index": -2,/' 'layer index -2 is out of range'
+	bad_plan '/"index": 1,/{n;s/"home": "vram"/"home": "gpu"/}' 'is not one of "vram", "ram" or "disk"'
+	bad_plan 's/"format": "ntx.plan"/"format": "ntx.pack"/' 'expected "ntx.plan"'
+	bad_plan 's/"version": 1,/"version": 1,,/' "'}' expected"
+	bad_plan 's/"pack_path": ".*"/"pack_path": null/' '"pack_path" is required'
+	# edited so that it no longer fits: re-accounted and refused with exit 3
+	bad_plan 's/"vram_bytes": [0-9]*/"vram_bytes": 1000/' 'does not fit: VRAM needs' 3
+}
+
+@test "a plan with a layer missing is refused" {
+	"$PLAN" $FIX --vram-budget 0 --ram-budget 64G "$D/q4.gguf" > "$D/good2.json"
+	# drop layer 79: its object ("{" .. "}") and the comma after layer 78
+	l=$(grep -n '"index": 79,' "$D/good2.json" | cut -d: -f1)
+	sed -e "$((l - 2))s/},/}/" -e "$((l - 1)),$((l + 5))d" "$D/good2.json" > "$D/miss.json"
+	run "$PLAN" --check "$D/miss.json"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"layer 79 is missing"* ]]
+}
+
+@test "infeasible: KV cache larger than VRAM exits 3 and says by how much" {
+	run --separate-stderr "$PLAN" $FIX --vram-budget 8G --ram-budget 64G --ctx 32768 --kv-type f32 "$D/q4.gguf"
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	[[ "$stderr" == "ntx-plan: does not fit: KV cache ("*") + reserves ("*") exceed the VRAM budget (8.00 GiB) by "*"; lower --ctx, use --kv-type f16 or use --executor cpu" ]]
+}
+
+@test "infeasible: model larger than RAM + disk budget exits 3" {
+	run "$PLAN" --cpu-gbps 40 --vram-budget 0 --ram-budget 16G --disk-budget 10G "$D/q6.gguf"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"larger than the VRAM, RAM and disk budgets"*"short by"* ]]
+}
+
+@test "--executor gpu streams every non-resident layer; cpu computes them all on the CPU" {
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 64G --executor gpu "$D/q4.gguf" > "$D/eg.json"
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 64G --executor cpu "$D/q4.gguf" > "$D/ec.json"
+	[ "$(count_layers "$D/eg.json" ram cpu)" -eq 0 ]
+	[ "$(count_layers "$D/eg.json" ram gpu)" -gt 0 ]
+	[ "$(count_layers "$D/ec.json" ram gpu)" -eq 0 ]
+	[ "$(count_layers "$D/ec.json" ram cpu)" -gt 0 ]
+	[ "$(num "$D/ec.json" ring_slots)" -eq 0 ]
+	[ "$(num "$D/eg.json" ring_slots)" -eq 3 ]
+}
+
+@test "--skip removes layers from every tier" {
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G --skip 0,40-42 "$D/q4.gguf" > "$D/sk.json"
+	[ "$(grep -c '"skip": true' "$D/sk.json")" -eq 4 ]
+	[ "$(grep -c '"home": null' "$D/sk.json")" -eq 4 ]
+	[ "$(( $(home_bytes "$D/sk.json" '"vram"') + $(home_bytes "$D/sk.json" '"ram"') \
+		+ $(home_bytes "$D/sk.json" '"disk"') + $(home_bytes "$D/sk.json" null) ))" \
+		-eq "$(num "$D/sk.json" layer_bytes)" ]
+	# a skip file, with sets
+	printf '{"format": "ntx.skip", "version": 1, "sets": [{"layers": [1]}, {"layers": [2, 3]}]}\n' > "$D/skip.json"
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G --skip "$D/skip.json" --skip-set 1 "$D/q4.gguf" > "$D/sk2.json"
+	[ "$(grep -c '"skip": true' "$D/sk2.json")" -eq 2 ]
+	run "$PLAN" $FIX --vram-budget 24G --ram-budget 24G --skip "$D/skip.json" "$D/q4.gguf"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--skip-set N"* ]]
+}
+
+@test "--scores keeps the most important layers in VRAM" {
+	{
+		printf '{"format": "ntx.skip", "version": 1, "layers": ['
+		for i in $(seq 0 79); do
+			# layers 60..79 matter most (lowest cosine)
+			if [ "$i" -ge 60 ]; then c=0.5; else c=0.99; fi
+			printf '%s{"index": %d, "cos_mean": %s}' "$([ "$i" -gt 0 ] && echo ,)" "$i" "$c"
+		done
+		printf ']}\n'
+	} > "$D/scores.json"
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G --scores "$D/scores.json" "$D/q4.gguf" > "$D/sc.json"
+	grep -q '"placement": "scores"' "$D/sc.json"
+	for i in 60 70 79; do
+		grep -A1 "\"index\": $i," "$D/sc.json" | grep -q '"home": "vram"'
+	done
+	grep -A1 '"index": 59,' "$D/sc.json" | grep -vq '"home": "vram"'
+}
+
+@test "--explain prints a summary on stderr, the plan on stdout" {
+	run --separate-stderr "$PLAN" --vram-budget 24G --ram-budget 100G --disk-budget 500G \
+		--h2d-gbps 55 --cpu-gbps 47 --disk-gbps 1.9 --explain "$D/q4.gguf"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "{"* ]]
+	[[ "$stderr" == *"layers vram/gpu (resident)"* ]]
+	[[ "$stderr" == *"tok/s predicted"* ]]
+}
+
+@test "fixture models plan; a tied output head is placed like a layer" {
+	for m in ref-a-q4_k_m ref-a-f16 stories260K; do
+		run --separate-stderr "$PLAN" --vram-budget 1G --ram-budget 1G --disk-budget 1G \
+			--cpu-gbps 10 "$NTX_FIXTURES/models/$m.gguf"
+		[ "$status" -eq 0 ]
+		echo "$output" > "$D/$m.json"
+		[ "$(count_layers "$D/$m.json" ram gpu)" -eq 0 ]
+		grep -q '"pack_path": null' "$D/$m.json"
+		run "$PLAN" --check "$D/$m.json" "$NTX_FIXTURES/models/$m.gguf"
+		[ "$status" -eq 0 ]
+	done
+	"$GEN" --tied -q -o "$D/tied.gguf"
+	"$PLAN" --vram-budget 1G --ram-budget 1G --disk-budget 1G --cpu-gbps 10 "$D/tied.gguf" > "$D/tied.json"
+	grep -A4 '"output": {' "$D/tied.json" | grep -q '"tied": true'
+	grep -A4 '"output": {' "$D/tied.json" | grep -q '"home": "vram"'
+	"$PLAN" --vram-budget 0 --ram-budget 1G --disk-budget 1G --cpu-gbps 10 "$D/tied.gguf" > "$D/tied0.json"
+	grep -A4 '"output": {' "$D/tied0.json" | grep -q '"home": "ram"'
+}
+
+@test "-o writes the plan to a file; a full stdout fails" {
+	run "$PLAN" $FIX --vram-budget 0 --ram-budget 1G "$NTX_FIXTURES/models/ref-a-q8_0.gguf" -o "$D/out.json"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	grep -q '"format": "ntx.plan"' "$D/out.json"
+	[ -e /dev/full ] || skip "no /dev/full"
+	run bash -c "'$PLAN' $FIX --vram-budget 0 --ram-budget 1G '$NTX_FIXTURES/models/ref-a-q8_0.gguf' > /dev/full"
+	[ "$status" -eq 1 ]
+}

@@ -1,0 +1,517 @@
+/* ntx-plan - decide where every layer of a model lives (vram, ram, disk) and
+ * where it is computed (gpu, cpu); write the plan as JSON.
+ *
+ *   ntx-plan [options] MODEL.gguf | INSPECT.json | -
+ *   ntx-plan --check PLAN.json [MODEL.gguf]
+ *
+ * Exit status: 0 ok, 1 runtime error, 2 usage, 3 the model does not fit. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "model.h"
+#include "parse.h"
+#include "plan.h"
+
+#ifndef NTX_VERSION
+#define NTX_VERSION "0.1.0"
+#endif
+
+static const char *prog = "ntx-plan";
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s [options] MODEL.gguf | INSPECT.json | -\n"
+		"       %s --check PLAN.json [MODEL.gguf]\n"
+		"\n"
+		"Decide where every layer lives (vram, ram, disk) and where it is computed\n"
+		"(gpu, cpu); print the plan as JSON (doc/plan-json.md). '-' reads ntx-inspect\n"
+		"JSON from stdin.\n"
+		"\n"
+		"Budgets (default: detected):\n"
+		"      --vram-budget SIZE  device memory the plan may use, margin included\n"
+		"                          (default: free VRAM; 0 = no GPU: a CPU-only plan)\n"
+		"      --ram-budget SIZE   host memory (default: MemAvailable - 2 GiB)\n"
+		"      --disk-budget SIZE  space for the pack file (default: free space there)\n"
+		"      --reserve SIZE      VRAM safety margin (default 512M)\n"
+		"      --gpu N             GPU index (default 0)\n"
+		"      --pack PATH         pack file for disk layers (default MODEL.ntxp)\n"
+		"Run parameters:\n"
+		"  -c, --ctx N             context length (default min(n_ctx_train, 4096))\n"
+		"      --kv-type f16|f32   KV cache type (default f16)\n"
+		"      --parallel N        sequences decoded together (default 1)\n"
+		"      --ubatch N          max tokens per step (default 512)\n"
+		"      --ring-slots N      device buffers for streamed layers (default 3)\n"
+		"Bandwidths in GB/s (default: measured with --probe, else assumed):\n"
+		"      --h2d-gbps X        pinned host-to-device copy (default 25)\n"
+		"      --disk-gbps X       O_DIRECT reads (default 2)\n"
+		"      --cpu-gbps X        CPU GEMV weight bytes (default 4 per core, max 80)\n"
+		"      --gpu-gbps X        GPU GEMV on resident weights (default 2000)\n"
+		"      --probe             measure H2D, disk and CPU rates on this machine\n"
+		"Placement:\n"
+		"      --executor P        auto (default), gpu (stream every non-resident\n"
+		"                          layer) or cpu (compute them all on the CPU)\n"
+		"      --skip LIST|FILE    remove layers (\"3,5,10-12\" or an ntx.skip file)\n"
+		"      --skip-set N        use set N of the skip file's \"sets\"\n"
+		"      --scores FILE       keep the most important layers (ntx.skip \"layers\"\n"
+		"                          cos_mean, lower = more important) in VRAM\n"
+		"Output:\n"
+		"  -o, --output FILE       write the plan to FILE (default stdout)\n"
+		"      --explain           print a human summary on stderr\n"
+		"      --check             validate (and re-account) a plan; with MODEL, check\n"
+		"                          that the plan was made for it\n"
+		"  -q, --quiet             no warnings\n"
+		"  -v, --verbose           say what was detected\n"
+		"  -h, --help              this help\n"
+		"  -V, --version           version\n"
+		"\n"
+		"Exit status: 0 ok, 1 error, 2 usage, 3 the model does not fit the budgets.\n",
+		prog, prog);
+}
+
+static int die_usage(const char *fmt, const char *arg, const char *msg)
+{
+	fprintf(stderr, "%s: ", prog);
+	fprintf(stderr, fmt, arg, msg);
+	fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
+	return 2;
+}
+
+static int exit_code(const struct ntx_err *err)
+{
+	return err->code == NTX_ENOFIT ? 3 : 1;
+}
+
+enum {
+	O_VRAM = 256, O_RAM, O_DISK, O_RESERVE, O_GPU, O_PACK, O_KV, O_PARALLEL, O_UBATCH,
+	O_RING, O_H2D, O_DISKBW, O_CPU, O_GPUBW, O_PROBE, O_EXECUTOR, O_SKIP, O_SKIPSET,
+	O_SCORES, O_EXPLAIN, O_CHECK
+};
+
+static const struct option longopts[] = {
+	{ "vram-budget", required_argument, NULL, O_VRAM },
+	{ "ram-budget", required_argument, NULL, O_RAM },
+	{ "disk-budget", required_argument, NULL, O_DISK },
+	{ "reserve", required_argument, NULL, O_RESERVE },
+	{ "gpu", required_argument, NULL, O_GPU },
+	{ "pack", required_argument, NULL, O_PACK },
+	{ "ctx", required_argument, NULL, 'c' },
+	{ "kv-type", required_argument, NULL, O_KV },
+	{ "parallel", required_argument, NULL, O_PARALLEL },
+	{ "ubatch", required_argument, NULL, O_UBATCH },
+	{ "ring-slots", required_argument, NULL, O_RING },
+	{ "h2d-gbps", required_argument, NULL, O_H2D },
+	{ "disk-gbps", required_argument, NULL, O_DISKBW },
+	{ "cpu-gbps", required_argument, NULL, O_CPU },
+	{ "gpu-gbps", required_argument, NULL, O_GPUBW },
+	{ "probe", no_argument, NULL, O_PROBE },
+	{ "executor", required_argument, NULL, O_EXECUTOR },
+	{ "skip", required_argument, NULL, O_SKIP },
+	{ "skip-set", required_argument, NULL, O_SKIPSET },
+	{ "scores", required_argument, NULL, O_SCORES },
+	{ "output", required_argument, NULL, 'o' },
+	{ "explain", no_argument, NULL, O_EXPLAIN },
+	{ "check", no_argument, NULL, O_CHECK },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const char *optname(int val)
+{
+	const struct option *lo;
+
+	for (lo = longopts; lo->name; lo++)
+		if (lo->val == val)
+			return lo->name;
+	return "?";
+}
+
+/* Is path a GGUF file (by its magic)? -1 when it cannot be opened. */
+static int is_gguf(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char magic[4];
+	int r;
+
+	if (!f)
+		return -1;
+	r = fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
+	fclose(f);
+	return r;
+}
+
+/* Load the model description from a GGUF or ntx-inspect JSON. */
+static int load_model(const char *in, struct ntx_plan_model *pm, struct ntx_model **mout,
+		      struct ntx_err *err)
+{
+	int g = strcmp(in, "-") == 0 ? 0 : is_gguf(in);
+	char *text;
+	size_t len;
+	int rc;
+
+	*mout = NULL;
+	if (g < 0)
+		return ntx_err_errno(err, errno, "%s", in);
+	if (g) {
+		struct ntx_model *m = ntx_model_open(in, 0, err);
+
+		if (!m) {
+			ntx_err_prefix(err, "%s", in);
+			return -1;
+		}
+		if (ntx_plan_model_from_model(m, pm, err)) {
+			ntx_err_prefix(err, "%s", in);
+			ntx_model_close(m);
+			return -1;
+		}
+		*mout = m;
+		return 0;
+	}
+	text = ntx_plan_read_file(in, &len, err);
+	if (!text)
+		return -1;
+	rc = ntx_plan_model_from_inspect(text, len, strcmp(in, "-") == 0 ? "<stdin>" : in, pm, err);
+	free(text);
+	return rc;
+}
+
+/* Write text to path ("-" or NULL = stdout) through a temporary name. */
+static int write_out(const char *path, const char *text, struct ntx_err *err)
+{
+	size_t n = strlen(text);
+	char *tmp;
+	FILE *f;
+
+	if (!path || strcmp(path, "-") == 0) {
+		if (fwrite(text, 1, n, stdout) != n)
+			return ntx_err_errno(err, errno, "stdout");
+		return 0;
+	}
+	tmp = malloc(strlen(path) + 16);
+	if (!tmp)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	sprintf(tmp, "%s.%ld.tmp", path, (long)getpid());
+	f = fopen(tmp, "w");
+	if (!f) {
+		ntx_err_errno(err, errno, "%s", tmp);
+		free(tmp);
+		return -1;
+	}
+	if (fwrite(text, 1, n, f) != n || fflush(f) || ferror(f)) {
+		ntx_err_errno(err, errno ? errno : EIO, "%s", tmp);
+		fclose(f);
+		unlink(tmp);
+		free(tmp);
+		return -1;
+	}
+	if (fclose(f) || rename(tmp, path)) {
+		ntx_err_errno(err, errno, "%s", path);
+		unlink(tmp);
+		free(tmp);
+		return -1;
+	}
+	free(tmp);
+	return 0;
+}
+
+static int emit(const struct ntx_plan *p, const char *out, int explain, struct ntx_err *err)
+{
+	char *json = ntx_plan_to_json(p, err);
+	int rc;
+
+	if (!json)
+		return -1;
+	if (explain) {
+		char *s = ntx_plan_explain(p);
+
+		if (s)
+			fputs(s, stderr);
+		free(s);
+	}
+	rc = write_out(out, json, err);
+	free(json);
+	return rc;
+}
+
+static char *dir_of(const char *path)
+{
+	const char *sl = strrchr(path, '/');
+	char *d;
+
+	if (!sl)
+		return strdup(".");
+	if (sl == path)
+		return strdup("/");
+	d = strndup(path, (size_t)(sl - path));
+	return d;
+}
+
+int main(int argc, char **argv)
+{
+	struct ntx_plan_opts o;
+	struct ntx_plan_hw hw;
+	struct ntx_plan_model pm;
+	struct ntx_plan *p = NULL;
+	struct ntx_model *m = NULL;
+	struct ntx_err err = { 0, "" };
+	const char *out = NULL, *skip_arg = NULL, *scores_path = NULL;
+	int explain = 0, check = 0, quiet = 0, verbose = 0, skip_set = -1, c, rc = 1;
+	int *skip = NULL, n_skip = 0;
+	double *scores = NULL;
+	char *pack = NULL, *pack_dir = NULL;
+	unsigned what = NTX_HW_ALL;
+
+	ntx_plan_opts_init(&o);
+	memset(&pm, 0, sizeof pm);
+	while ((c = getopt_long(argc, argv, "c:o:qvhV", longopts, NULL)) != -1) {
+		uint64_t sz;
+		double d;
+		int v;
+
+		switch (c) {
+		case O_VRAM:
+		case O_RAM:
+		case O_DISK:
+		case O_RESERVE:
+			if (ntx_parse_size(optarg, &sz, &err) || sz > (1ull << 50))
+				return die_usage("--%s: %s", optname(c),
+						 err.code ? err.msg : "too large");
+			if (c == O_VRAM)
+				o.vram_budget = (int64_t)sz;
+			else if (c == O_RAM)
+				o.ram_budget = (int64_t)sz;
+			else if (c == O_DISK)
+				o.disk_budget = (int64_t)sz;
+			else
+				o.reserve = (int64_t)sz;
+			break;
+		case O_GPU:
+			if (ntx_parse_int(optarg, 0, 1023, &o.gpu_index, &err))
+				return die_usage("--%s: %s", "gpu", err.msg);
+			break;
+		case O_PACK:
+			o.pack_path = optarg;
+			break;
+		case 'c':
+			if (ntx_parse_int(optarg, 1, 1 << 24, &o.n_ctx, &err))
+				return die_usage("--%s: %s", "ctx", err.msg);
+			break;
+		case O_KV:
+			if (strcmp(optarg, "f16") == 0)
+				o.kv_type = NTX_KV_F16;
+			else if (strcmp(optarg, "f32") == 0)
+				o.kv_type = NTX_KV_F32;
+			else
+				return die_usage("--kv-type: '%s'%s", optarg, " is not f16 or f32");
+			break;
+		case O_PARALLEL:
+			if (ntx_parse_int(optarg, 1, 4096, &o.n_seq, &err))
+				return die_usage("--%s: %s", "parallel", err.msg);
+			break;
+		case O_UBATCH:
+			if (ntx_parse_int(optarg, 1, 65536, &o.n_ubatch, &err))
+				return die_usage("--%s: %s", "ubatch", err.msg);
+			break;
+		case O_RING:
+			if (ntx_parse_int(optarg, 2, 64, &o.ring_slots, &err))
+				return die_usage("--%s: %s", "ring-slots", err.msg);
+			break;
+		case O_H2D:
+		case O_DISKBW:
+		case O_CPU:
+		case O_GPUBW:
+			if (ntx_parse_double(optarg, 1e-6, 1e6, &d, &err))
+				return die_usage("--%s: %s", optname(c), err.msg);
+			if (c == O_H2D)
+				o.h2d_gbps = d;
+			else if (c == O_DISKBW)
+				o.disk_gbps = d;
+			else if (c == O_CPU)
+				o.cpu_gbps = d;
+			else
+				o.gpu_gbps = d;
+			break;
+		case O_PROBE:
+			o.probe = 1;
+			break;
+		case O_EXECUTOR:
+			if (strcmp(optarg, "auto") == 0)
+				o.executor = NTX_POLICY_AUTO;
+			else if (strcmp(optarg, "gpu") == 0)
+				o.executor = NTX_POLICY_GPU;
+			else if (strcmp(optarg, "cpu") == 0)
+				o.executor = NTX_POLICY_CPU;
+			else
+				return die_usage("--executor: '%s'%s", optarg,
+						 " is not auto, gpu or cpu");
+			break;
+		case O_SKIP:
+			skip_arg = optarg;
+			break;
+		case O_SKIPSET:
+			if (ntx_parse_int(optarg, 0, 1 << 20, &v, &err))
+				return die_usage("--%s: %s", "skip-set", err.msg);
+			skip_set = v;
+			break;
+		case O_SCORES:
+			scores_path = optarg;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case O_EXPLAIN:
+			explain = 1;
+			break;
+		case O_CHECK:
+			check = 1;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return fclose(stdout) ? 1 : 0;
+		case 'V':
+			printf("%s %s\n", prog, NTX_VERSION);
+			return fclose(stdout) ? 1 : 0;
+		default:
+			fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+			return 2;
+		}
+	}
+
+	/* --check PLAN [MODEL] */
+	if (check) {
+		if (argc - optind < 1 || argc - optind > 2)
+			return die_usage("%s%s", "--check needs PLAN.json [MODEL.gguf]", "");
+		p = ntx_plan_load(argv[optind], &err);
+		if (!p)
+			goto fail;
+		if (argc - optind == 2) {
+			m = ntx_model_open(argv[optind + 1], 0, &err);
+			if (!m) {
+				ntx_err_prefix(&err, "%s", argv[optind + 1]);
+				goto fail;
+			}
+			if (ntx_plan_check_model(p, m, &err)) {
+				ntx_err_prefix(&err, "%s", argv[optind]);
+				goto fail;
+			}
+		}
+		if (emit(p, out, explain, &err))
+			goto fail;
+		rc = 0;
+		goto done;
+	}
+
+	if (argc - optind != 1)
+		return die_usage("%s%s", argc - optind ? "expected one input, got several" :
+				 "missing input (MODEL.gguf, INSPECT.json or -)", "");
+	if (skip_set >= 0 && !skip_arg)
+		return die_usage("%s%s", "--skip-set needs --skip FILE", "");
+	if (load_model(argv[optind], &pm, &m, &err))
+		goto fail;
+	if (skip_arg && ntx_plan_skip_parse(skip_arg, pm.n_layer, skip_set, pm.fingerprint, &skip,
+					    &n_skip, &err)) {
+		if (err.code == NTX_EINVAL) {
+			rc = die_usage("--skip: %s%s", err.msg, "");
+			goto done;
+		}
+		goto fail;
+	}
+	o.skip = skip;
+	o.n_skip = n_skip;
+	if (scores_path) {
+		if (ntx_plan_scores_load(scores_path, pm.n_layer, pm.fingerprint, &scores, &err))
+			goto fail;
+		o.scores = scores;
+	}
+
+	/* detect only what the overrides leave open */
+	pack = o.pack_path ? strdup(o.pack_path) : ntx_plan_default_pack_path(pm.path);
+	pack_dir = pack ? dir_of(pack) : NULL;
+	if (!pack || !pack_dir) {
+		ntx_err_set(&err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (!o.probe) {
+		if (o.vram_budget >= 0)
+			what &= ~(unsigned)NTX_HW_GPU;
+		if (o.ram_budget >= 0)
+			what &= ~(unsigned)NTX_HW_RAM;
+		if (o.disk_budget >= 0)
+			what &= ~(unsigned)NTX_HW_DISK;
+		if (o.cpu_gbps > 0)
+			what &= ~(unsigned)NTX_HW_CPU;
+	}
+	ntx_hw_detect_some(&hw, o.gpu_index, pack_dir, what);
+	if (!quiet && (what & NTX_HW_GPU) && !hw.gpu_present && hw.gpu_count > 0)
+		fprintf(stderr, "%s: warning: GPU %d not found (%d device%s); planning without a GPU\n",
+			prog, o.gpu_index, hw.gpu_count, hw.gpu_count == 1 ? "" : "s");
+	if (!quiet && (what & NTX_HW_DISK) && !(hw.detected & NTX_HW_DISK))
+		fprintf(stderr, "%s: warning: %s: cannot see free space (disk budget 0)\n", prog,
+			pack_dir);
+	if (o.probe) {
+		struct ntx_err perr = { 0, "" };
+
+		if (ntx_hw_probe(&hw, pack_dir, hw.cpu_cores, &perr) && !quiet)
+			fprintf(stderr, "%s: warning: %s\n", prog, perr.msg);
+	}
+	if (verbose) {
+		char a[32], b[32], d[32];
+
+		if (hw.detected & NTX_HW_GPU)
+			fprintf(stderr, "%s: GPU: %s\n", prog,
+				hw.gpu_present ? hw.gpu_name : "none");
+		if (hw.gpu_present)
+			fprintf(stderr, "%s: VRAM: %s free of %s\n", prog,
+				ntx_fmt_size(hw.vram_free, a, 32), ntx_fmt_size(hw.vram_total, b, 32));
+		if (hw.detected & NTX_HW_RAM)
+			fprintf(stderr, "%s: RAM available: %s\n", prog,
+				ntx_fmt_size(hw.ram_available, d, 32));
+		if (hw.detected & NTX_HW_CPU)
+			fprintf(stderr, "%s: CPU cores: %d\n", prog, hw.cpu_cores);
+		if (hw.detected & NTX_HW_DISK)
+			fprintf(stderr, "%s: free at %s: %s\n", prog, pack_dir,
+				ntx_fmt_size(hw.disk_free, a, 32));
+		if (hw.probed)
+			fprintf(stderr, "%s: probed: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s (%s)\n",
+				prog, hw.h2d_gbps, ntx_src_name(hw.h2d_src), hw.disk_gbps,
+				ntx_src_name(hw.disk_src), hw.cpu_gbps, ntx_src_name(hw.cpu_src));
+	}
+	o.pack_path = pack;
+	if (ntx_plan_compute(&pm, &hw, &o, &p, &err))
+		goto fail;
+	if (emit(p, out, explain, &err))
+		goto fail;
+	rc = 0;
+	goto done;
+fail:
+	fprintf(stderr, "%s: %s\n", prog, err.msg);
+	rc = exit_code(&err);
+done:
+	ntx_plan_free(p);
+	ntx_plan_model_free(&pm);
+	ntx_model_close(m);
+	free(skip);
+	free(scores);
+	free(pack);
+	free(pack_dir);
+	if (fclose(stdout) && rc == 0) {
+		fprintf(stderr, "%s: stdout: %s\n", prog, strerror(errno));
+		rc = 1;
+	}
+	return rc;
+}
