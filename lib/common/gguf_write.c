@@ -436,6 +436,8 @@ static int64_t add_tensor(struct ntx_gguf_writer *w, const char *name, uint32_t 
 	}
 	if (ntx_type_row_bytes(type, ne[0], &row_bytes, err)) {
 		ntx_err_prefix(err, "tensor '%s'", name);
+		if (err)
+			err->code = NTX_EINVAL; /* a bad argument here, not a bad file */
 		return -1;
 	}
 	if (rows && row_bytes > UINT64_MAX / rows)

@@ -1,0 +1,34 @@
+# Helpers for the GGUF tool tests (inspect.bats, gguf-gen.bats).
+# Tests use $NTX_BIN and $NTX_FIXTURES (exported by tests/run-tests.sh).
+
+bats_require_minimum_version 1.5.0
+
+gguf_setup() {
+	INSPECT="$NTX_BIN/ntx-inspect"
+	GEN="$NTX_BIN/ntx-gguf-gen"
+	F="$NTX_FIXTURES"
+	T="$BATS_TEST_TMPDIR"
+	[ -x "$INSPECT" ] || { echo "no $INSPECT (make first)" >&2; return 1; }
+	[ -d "$F/models" ] || { echo "no fixtures at '$F' (set NTX_FIXTURES)" >&2; return 1; }
+	command -v python3 >/dev/null || { echo "python3 is needed to read JSON" >&2; return 1; }
+}
+
+# json FILE EXPR: evaluate the Python expression EXPR with d = the JSON
+# document in FILE; print it (JSON for containers, bools and null).
+json() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = eval(sys.argv[2], {"d": d})
+print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)
+PY
+}
+
+# expect ACTUAL WANTED: compare, saying what differed.
+expect() {
+	if [ "$1" != "$2" ]; then
+		echo "got:      $1" >&2
+		echo "expected: $2" >&2
+		return 1
+	fi
+}
