@@ -875,7 +875,10 @@ int ntx_gguf_writer_write_fd(struct ntx_gguf_writer *w, int fd, unsigned flags,
 	}
 	if (sink_close(&s, 1))
 		return -1;
-	if (sparse && ftruncate(fd, start + (off_t)w->file_size) < 0)
+	/* first drop whatever the file held past the header, so that the data
+	 * region reads as zeros, then extend it to its full size */
+	if (sparse && (ftruncate(fd, start + (off_t)w->data_offset) < 0 ||
+		       ftruncate(fd, start + (off_t)w->file_size) < 0))
 		return ntx_err_errno(err, errno, "ftruncate to %llu bytes",
 				     (unsigned long long)w->file_size);
 	return 0;

@@ -242,6 +242,28 @@ static void test_outputs(void)
 	ntx_gguf_close(g);
 	free(b);
 	unlink(path2);
+	/* sparse onto a file that held other data: the hole reads as zeros */
+	fd = open(path2, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	{
+		unsigned char junk[4096];
+		int k, ok = fd >= 0;
+
+		memset(junk, 0xab, sizeof junk);
+		for (k = 0; ok && k < 200; k++)
+			ok = write(fd, junk, sizeof junk) == (ssize_t)sizeof junk;
+		ok = ok && lseek(fd, 0, SEEK_SET) == 0 &&
+		     ntx_gguf_writer_write_fd(w, fd, NTX_GGUF_WRITE_SPARSE, &err) == 0;
+		if (fd >= 0)
+			close(fd);
+		b = read_all(path2, &blen);
+		g = b ? ntx_gguf_open_buffer(b, blen, &err) : NULL;
+		t_ok(ok && g && blen == len &&
+			     ((const unsigned char *)ntx_gguf_find_tensor(g, "big")->data)[1000] == 0,
+		     "sparse over an old, larger file: right size, zero data");
+		ntx_gguf_close(g);
+		free(b);
+		unlink(path2);
+	}
 	fd = open("/dev/null", O_WRONLY);
 	t_ok(ntx_gguf_writer_write_fd(w, fd, NTX_GGUF_WRITE_SPARSE, &err) == -1 &&
 		     strstr(err.msg, "regular"),
