@@ -18,17 +18,33 @@
 /* A tile kernel: for r < nr and t < nt,
  *   y[t * ldy + r] = dot(weight row r, activation row t)
  * w: nr rows of n elements of the kernel's weight type, wstride bytes apart;
- * x: nt activation rows in ntx_act_type(wtype) format, xstride bytes apart;
- * 1 <= nr <= NTX_TILE_R, 1 <= nt <= NTX_TILE_T, n a multiple of the block.
- * Rows and activations may sit at any address (no alignment assumed). */
+ * x: nt activation rows, xstride bytes apart, each either in ntx_act_type
+ * format or, when the ISA prepares activations for this type (prep_bytes >
+ * 0), in the ISA's prepared layout; 1 <= nr <= NTX_TILE_R,
+ * 1 <= nt <= NTX_TILE_T, n a multiple of the block. Weight rows need only
+ * the alignment of their fields (2 bytes; GGUF gives 32), no SIMD alignment;
+ * prepared rows are 64-byte aligned. */
 typedef void (*ntx_tile_fn)(int64_t n, const void *w, size_t wstride, int nr, const void *x,
 			    size_t xstride, int nt, float *y, int64_t ldy);
+
+/* Upper bound of any ISA's prepared row (64-byte multiple), so that scratch
+ * sizes do not depend on the ISA chosen at run time. */
+#define NTX_PREP_MAX(n) ((size_t)(2 * (n) + 256))
+
+/* Elements per chunk when ntx_vec_dot prepares activations on the stack. */
+#define NTX_PREP_CHUNK 2048
 
 /* One instruction-set level: every entry is set for every supported type. */
 struct ntx_cpu_isa {
 	const char *name; /* what ntx_cpu_features() reports */
 	void (*dequant_row)(uint32_t type, const void *src, float *dst, int64_t n);
 	void (*quantize_act)(uint32_t act_type, const float *x, void *xq, int64_t n);
+	/* Bytes of a prepared activation row for weight type wtype, or 0 when
+	 * the tile kernel reads ntx_act_type rows as they are. */
+	size_t (*prep_bytes)(uint32_t wtype, int64_t n);
+	/* Rearrange one row of ntx_act_type(wtype) activations (n elements)
+	 * into the prepared layout at xp (64-byte aligned, prep_bytes long). */
+	void (*prepare)(uint32_t wtype, const void *xq, void *xp, int64_t n);
 	ntx_tile_fn (*tile)(uint32_t wtype); /* NULL for an unsupported type */
 };
 
@@ -53,6 +69,9 @@ void ntx_dequant_row_avx2(uint32_t type, const void *src, float *dst, int64_t n)
 void ntx_quantize_act_avx2(uint32_t act_type, const float *x, void *xq, int64_t n);
 #endif
 
+/* prep_bytes of an ISA that prepares nothing (always 0). */
+size_t ntx_prep_none(uint32_t wtype, int64_t n);
+
 /* ---- shared scalar helpers ---- */
 
 /* Round to nearest, ties to even, for |v| < 2^22 (what cvtps2dq does in the
@@ -67,6 +86,23 @@ static inline int ntx_round_even(float v)
 
 	u.f = v + 12582912.0f;
 	return (u.i & 0x007fffff) - 0x00400000;
+}
+
+/* Element i of an array at any alignment (rows may sit at odd addresses). */
+static inline float ntx_ld_f32(const void *p, int64_t i)
+{
+	float v;
+
+	memcpy(&v, (const char *)p + 4 * i, 4);
+	return v;
+}
+
+static inline uint16_t ntx_ld_u16(const void *p, int64_t i)
+{
+	uint16_t v;
+
+	memcpy(&v, (const char *)p + 2 * i, 2);
+	return v;
 }
 
 /* Unpack the 12 scale bytes of a Q4_K / Q5_K block into 8 scales (byte j of

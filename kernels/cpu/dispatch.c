@@ -108,13 +108,30 @@ void ntx_quantize_act(uint32_t act_type, const float *x, void *xq, int64_t n)
 	ntx_cpu_isa()->quantize_act(act_type, x, xq, n);
 }
 
+/* With prepared activations, one chunk at a time through a stack buffer. */
 float ntx_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *xq)
 {
-	ntx_tile_fn fn = ntx_cpu_isa()->tile(wtype);
-	float y;
+	const struct ntx_cpu_isa *isa = ntx_cpu_isa();
+	ntx_tile_fn fn = isa->tile(wtype);
+	_Alignas(64) unsigned char buf[NTX_PREP_MAX(NTX_PREP_CHUNK)];
+	const struct ntx_type_info *ti;
+	uint32_t at = ntx_act_type(wtype);
+	float y, sum = 0.0f;
 
 	if (!fn)
 		return ntx_vec_dot_ref(wtype, n, w, xq); /* NaN for an unsupported type */
-	fn(n, w, 0, 1, xq, 0, 1, &y, 1);
-	return y;
+	if (isa->prep_bytes(wtype, NTX_PREP_CHUNK) == 0) {
+		fn(n, w, 0, 1, xq, 0, 1, &y, 1);
+		return y;
+	}
+	ti = ntx_type_get(wtype);
+	for (int64_t off = 0; off < n; off += NTX_PREP_CHUNK) {
+		int64_t len = n - off < NTX_PREP_CHUNK ? n - off : NTX_PREP_CHUNK;
+
+		isa->prepare(wtype, (const char *)xq + ntx_act_bytes(at, off), buf, len);
+		fn(len, (const char *)w + (size_t)(off / ti->block_size) * (size_t)ti->type_size, 0, 1,
+		   buf, 0, 1, &y, 1);
+		sum += y;
+	}
+	return sum;
 }

@@ -1,8 +1,9 @@
 /* matmul.c - y = W x for n_tok activation rows, on the thread pool.
  *
  * 1. The n_tok rows of x are quantized once into scratch (in the activation
- *    format the weight type consumes; float weights read x directly), by
- *    the pool when there are several rows.
+ *    format the weight type consumes; float weights read x directly), and
+ *    rearranged into the ISA's prepared layout if it has one, by the pool
+ *    when there are several rows.
  * 2. Output rows are split into chunks (multiples of CHUNK_ALIGN rows, so
  *    that no two threads write the same cache line of y) handed out through
  *    an atomic counter, which keeps threads busy when one core is slowed by
@@ -12,6 +13,7 @@
  *    to NTX_TILE_T tokens per pass and the block is reused from cache for
  *    the next group: a matrix-matrix product, not n_tok GEMVs. */
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "cpu_impl.h"
 
@@ -24,31 +26,41 @@ static size_t act_stride(uint32_t at, int64_t n_in)
 	return (ntx_act_bytes(at, n_in) + 63) & ~(size_t)63;
 }
 
+/* Scratch: n_tok rows of ntx_act_type format, then (64-byte aligned) n_tok
+ * rows of the ISA's prepared layout, sized for any ISA. */
 size_t ntx_matmul_scratch_bytes(const struct ntx_wmat *w, int64_t n_tok)
 {
 	uint32_t at = ntx_act_type(w->type);
 
 	if (at == NTX_TYPE_F32 || n_tok <= 0)
 		return 0;
-	return act_stride(at, w->n_in) * (size_t)n_tok;
+	return (act_stride(at, w->n_in) + NTX_PREP_MAX(w->n_in)) * (size_t)n_tok + 64;
 }
 
 /* ---- activation quantization ---- */
 
 struct quant_job {
-	uint32_t at;
+	const struct ntx_cpu_isa *isa;
+	uint32_t wtype, at;
 	const float *x; /* (n_tok, n_in) */
 	int64_t n_in, n_tok;
 	char *xq;       /* n_tok rows, stride bytes apart */
 	size_t stride;
+	char *xp;       /* prepared rows, pstride bytes apart (pstride 0: none) */
+	size_t pstride;
 };
 
 static void quant_worker(void *p, int ith, int nth)
 {
 	const struct quant_job *j = p;
 
-	for (int64_t t = ith; t < j->n_tok; t += nth)
-		ntx_quantize_act(j->at, j->x + t * j->n_in, j->xq + (size_t)t * j->stride, j->n_in);
+	for (int64_t t = ith; t < j->n_tok; t += nth) {
+		char *xq = j->xq + (size_t)t * j->stride;
+
+		j->isa->quantize_act(j->at, j->x + t * j->n_in, xq, j->n_in);
+		if (j->pstride)
+			j->isa->prepare(j->wtype, xq, j->xp + (size_t)t * j->pstride, j->n_in);
+	}
 }
 
 /* ---- the product ---- */
@@ -124,14 +136,20 @@ void ntx_cpu_matmul(struct ntx_pool *pool, const struct ntx_wmat *w, const float
 		j.xq = (const char *)x;
 		j.xs = (size_t)w->n_in * sizeof(float);
 	} else {
-		struct quant_job q = { at, x, w->n_in, n_tok, scratch, act_stride(at, w->n_in) };
+		struct quant_job q = { isa, w->type, at, x, w->n_in, n_tok, scratch, act_stride(at, w->n_in),
+				       NULL, isa->prep_bytes(w->type, w->n_in) };
 
+		if (q.pstride) {
+			uintptr_t a = (uintptr_t)(q.xq + q.stride * (size_t)n_tok);
+
+			q.xp = (char *)((a + 63) & ~(uintptr_t)63);
+		}
 		if (n_tok > 1)
 			ntx_pool_run(pool, quant_worker, &q);
 		else
 			quant_worker(&q, 0, 1);
-		j.xq = scratch;
-		j.xs = q.stride;
+		j.xq = q.pstride ? q.xp : q.xq;
+		j.xs = q.pstride ? q.pstride : q.stride;
 	}
 	j.w = w;
 	j.n_tok = n_tok;

@@ -22,9 +22,12 @@ struct ntx_pool *ntx_pool_new(int n_threads, struct ntx_err *err);
 void ntx_pool_free(struct ntx_pool *pool);
 int ntx_pool_threads(const struct ntx_pool *pool);
 
-/* Run fn(ctx, ith, nth) for ith = 0..nth-1 on the pool's threads (the caller
- * runs ith 0) and return when all have finished. pool may be NULL (inline,
- * nth = 1). Not reentrant: fn must not call ntx_pool_run. */
+/* Run fn(ctx, ith, nth) for ith = 0..nth-1 on the pool's threads and return
+ * when all have finished. Each ith runs exactly once; the caller runs ith 0
+ * and also any ith that no worker has started by then (so two iths may run
+ * one after the other on one thread: fn must never wait for another ith).
+ * pool may be NULL (inline, nth = 1). Not reentrant: fn must not call
+ * ntx_pool_run. */
 void ntx_pool_run(struct ntx_pool *pool, ntx_pool_fn fn, void *ctx);
 
 /* ---- weight matrices ---- */

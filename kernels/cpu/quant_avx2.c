@@ -177,7 +177,7 @@ void ntx_dequant_row_avx2(uint32_t type, const void *src, float *dst, int64_t n)
 		for (; i + 8 <= n; i += 8)
 			_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(loadu128((const uint16_t *)src + i)));
 		for (; i < n; i++)
-			dst[i] = ntx_fp16_to_fp32(((const uint16_t *)src)[i]);
+			dst[i] = ntx_fp16_to_fp32(ntx_ld_u16(src, i));
 		break;
 	case NTX_TYPE_BF16:
 		for (; i + 8 <= n; i += 8) {
@@ -186,7 +186,7 @@ void ntx_dequant_row_avx2(uint32_t type, const void *src, float *dst, int64_t n)
 			_mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
 		}
 		for (; i < n; i++)
-			dst[i] = ntx_bf16_to_fp32(((const uint16_t *)src)[i]);
+			dst[i] = ntx_bf16_to_fp32(ntx_ld_u16(src, i));
 		break;
 	case NTX_TYPE_Q4_0:
 		for (const struct ntx_block_q4_0 *b = src; i < n / NTX_QK; i++, b++, dst += NTX_QK) {
@@ -333,10 +333,10 @@ INLINE __m256 load8_f(uint32_t type, const void *w, int64_t i)
 INLINE float load1_f(uint32_t type, const void *w, int64_t i)
 {
 	if (type == NTX_TYPE_F16)
-		return ntx_fp16_to_fp32(((const uint16_t *)w)[i]);
+		return ntx_fp16_to_fp32(ntx_ld_u16(w, i));
 	if (type == NTX_TYPE_BF16)
-		return ntx_bf16_to_fp32(((const uint16_t *)w)[i]);
-	return ((const float *)w)[i];
+		return ntx_bf16_to_fp32(ntx_ld_u16(w, i));
+	return ntx_ld_f32(w, i);
 }
 
 INLINE void row_float(uint32_t type, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
@@ -361,7 +361,7 @@ INLINE void row_float(uint32_t type, int64_t n, const void *w, const void *x, si
 		float s = hsum_ps(_mm256_add_ps(a0[t], a1[t]));
 
 		for (int64_t j = i; j < n; j++)
-			s += load1_f(type, w, j) * xt[j];
+			s += load1_f(type, w, j) * ntx_ld_f32(xt, j);
 		out[t] = s;
 	}
 }
@@ -575,8 +575,5 @@ static ntx_tile_fn tile_for(uint32_t wtype)
 }
 
 const struct ntx_cpu_isa ntx_cpu_isa_avx2 = {
-	"avx2 fma f16c",
-	ntx_dequant_row_avx2,
-	ntx_quantize_act_avx2,
-	tile_for,
+	"avx2 fma f16c", ntx_dequant_row_avx2, ntx_quantize_act_avx2, ntx_prep_none, NULL, tile_for,
 };

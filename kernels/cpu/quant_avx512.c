@@ -2,18 +2,39 @@
  * with those flags, called only when the CPU has them). Dequantization and
  * activation quantization are memory-bound and come from quant_avx2.c.
  *
- * Integer dots use vpdpbusd (u8 x s8, 4 products summed into s32) for Q8_0
- * and Q4_0, and for the K-quants maddubs (u8 x s8 -> s16 pairs) followed by
- * vpdpwssd with the int16 sub-block scales, 64 elements per instruction. The
- * nibble layouts are rearranged in registers so that activations are read
- * with plain contiguous loads. */
+ * Activations are "prepared" once per matmul (ntx_vec_dot: per chunk, on the
+ * stack): the quantized values are copied into a 64-byte aligned array in the
+ * order the weight registers come out of the nibble unpacking, next to float
+ * block scales and precomputed integer sums. The inner loops are then plain
+ * aligned loads, integer dots and one float FMA per 64 elements:
+ *   Q8_0: vpdpbusd on |w| and sign(w) * x, 2 blocks per register;
+ *   Q4_0: vpdpbusd on the unsigned nibbles, 4 blocks per register, with the
+ *         -8 * sum(x) offset as the accumulator's starting value;
+ *   Q4_K/Q5_K/Q6_K: maddubs (u8 x s8 -> s16 pairs), then vpdpwssd with the
+ *         int16 sub-block scales; mins and the Q6_K offset through sums of x.
+ * Every integer is exact; only the float accumulation order differs from the
+ * reference. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "cpu_impl.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 4")
 #define XROW(T, x, xs, t) ((const T *)((const char *)(x) + (size_t)(t) * (xs)))
+#define AT(T, x, off) ((T *)((char *)(x) + (off)))
+#define CAT(T, x, off) ((const T *)((const char *)(x) + (off)))
+
+#ifndef PF_DIST
+#define PF_DIST 1024
+#endif
+/* Prefetch the weight stream PF_DIST bytes ahead (rows are read in order, so
+ * this runs into the next row; prefetches past the end are harmless). */
+#define PREFETCH(p, len)                                                                          \
+	do {                                                                                      \
+		for (int pf_ = 0; pf_ < (len); pf_ += 64)                                         \
+			_mm_prefetch((const char *)(p) + PF_DIST + pf_, _MM_HINT_T0);             \
+	} while (0)
 
 /* ---- helpers ---- */
 
@@ -86,155 +107,328 @@ INLINE void row_float(uint32_t type, int64_t n, const void *w, const void *x, si
 		out[t] = _mm512_reduce_add_ps(_mm512_add_ps(a0[t], a1[t]));
 }
 
-/* ---- Q4_0 / Q8_0 weights, Q8_0 activations ---- */
+/* ---- prepared activations ----
+ *
+ * One row of n elements: qs (n int8, order below) at 0, then 64-aligned
+ *   d:   float scale per block (32 or 256 elements);
+ *   ext: Q4_0: per group of 4 blocks, 16 int32: lane 4b = -8 * sum of
+ *              block b's quants, other lanes 0 (the dpbusd start value);
+ *        Q4_K/Q5_K: per super-block 8 int16, the sums of each 32;
+ *        Q6_K: per super-block the 16 bsums.
+ * qs order: Q8_0, Q6_K: natural. Q4_0: per group of k <= 4 blocks, the first
+ * halves (16 each) of the k blocks, then their second halves. Q4_K/Q5_K: per
+ * super-block, sub-blocks 0 2 1 3 4 6 5 7 (how the nibbles unpack). */
 
-/* Two blocks of signed weights (the 64 values of blocks i, i + 1). */
-INLINE __m512i q8_pair(int q4, const void *w, int64_t i)
+struct layout {
+	size_t d, ext, total;
+};
+
+static size_t al64(size_t v)
 {
-	if (q4) {
-		const struct ntx_block_q4_0 *b = (const struct ntx_block_q4_0 *)w + i;
-		__m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(loadu128(b[0].qs)),
-						    loadu128(b[1].qs), 1);
-		/* [b0, b1, b0 >> 4, b1 >> 4] -> [b0 lo, b0 hi, b1 lo, b1 hi] */
-		__m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+	return (v + 63) & ~(size_t)63;
+}
 
-		z = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
-		z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
-		return _mm512_sub_epi8(z, _mm512_set1_epi8(8));
+static struct layout layout_of(uint32_t wtype, int64_t n)
+{
+	struct layout L = { al64((size_t)n), 0, 0 };
+	size_t nb = (size_t)n / (wtype == NTX_TYPE_Q4_0 || wtype == NTX_TYPE_Q8_0 ? NTX_QK : NTX_QK_K);
+
+	L.ext = L.d + al64(nb * sizeof(float));
+	switch (wtype) {
+	case NTX_TYPE_Q8_0:
+		L.total = L.ext;
+		break;
+	case NTX_TYPE_Q4_0:
+		L.total = L.ext + (nb + 3) / 4 * 64;
+		break;
+	case NTX_TYPE_Q4_K:
+	case NTX_TYPE_Q5_K:
+		L.total = L.ext + al64(nb * 16);
+		break;
+	case NTX_TYPE_Q6_K:
+		L.total = L.ext + al64(nb * 32);
+		break;
+	default:
+		L.total = 0;
+		break;
+	}
+	return L;
+}
+
+static size_t prep_bytes(uint32_t wtype, int64_t n)
+{
+	return layout_of(wtype, n).total;
+}
+
+static void prepare(uint32_t wtype, const void *xq, void *xp, int64_t n)
+{
+	struct layout L = layout_of(wtype, n);
+	int8_t *qs = xp;
+	float *d = AT(float, xp, L.d);
+
+	if (wtype == NTX_TYPE_Q8_0 || wtype == NTX_TYPE_Q4_0) {
+		const struct ntx_block_q8_0 *b = xq;
+		int64_t nb = n / NTX_QK;
+
+		for (int64_t i = 0; i < nb; i++)
+			d[i] = _cvtsh_ss(b[i].d);
+		if (wtype == NTX_TYPE_Q8_0) {
+			for (int64_t i = 0; i < nb; i++)
+				memcpy(qs + NTX_QK * i, b[i].qs, NTX_QK);
+			return;
+		}
+		for (int64_t g = 0; g < (nb + 3) / 4; g++) {
+			int k = nb - 4 * g < 4 ? (int)(nb - 4 * g) : 4;
+			int32_t *init = AT(int32_t, xp, L.ext) + 16 * g;
+
+			memset(init, 0, 64);
+			for (int j = 0; j < k; j++) {
+				const struct ntx_block_q8_0 *bj = b + 4 * g + j;
+				int sum = 0;
+
+				memcpy(qs + 128 * g + 16 * j, bj->qs, 16);
+				memcpy(qs + 128 * g + 16 * k + 16 * j, bj->qs + 16, 16);
+				for (int l = 0; l < NTX_QK; l++)
+					sum += bj->qs[l];
+				init[4 * j] = -8 * sum;
+			}
+		}
 	} else {
-		const struct ntx_block_q8_0 *b = (const struct ntx_block_q8_0 *)w + i;
+		const struct ntx_block_q8_k *b = xq;
+		static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 };
+		int q6 = wtype == NTX_TYPE_Q6_K;
 
-		return _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(b[0].qs)), loadu256(b[1].qs), 1);
+		for (int64_t i = 0; i < n / NTX_QK_K; i++, b++) {
+			int16_t *ext = AT(int16_t, xp, L.ext) + (q6 ? 16 : 8) * i;
+
+			d[i] = b->d;
+			for (int j = 0; j < 8; j++)
+				memcpy(qs + NTX_QK_K * i + 32 * j, b->qs + 32 * (q6 ? j : order[j]), 32);
+			for (int j = 0; j < (q6 ? 16 : 8); j++)
+				ext[j] = q6 ? b->bsums[j] : (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+		}
 	}
 }
 
-INLINE float q8_scale(int q4, const void *w, int64_t i)
+/* ---- Q8_0 and Q4_0 weights ---- */
+
+/* fp16 scales of 8 consecutive blocks (stride bytes apart) as floats: the
+ * gather reads 4 bytes at each block start (d and the first 2 quants). */
+INLINE __m256 scales8(const void *b, int stride)
 {
-	return fp16(q4 ? ((const struct ntx_block_q4_0 *)w)[i].d : ((const struct ntx_block_q8_0 *)w)[i].d);
+#ifdef USE_GATHER
+	__m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+
+	return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_i32gather_epi32((const int *)b, idx, 1)));
+#else
+	const char *p = b;
+	uint16_t h;
+	__m128i v;
+
+	memcpy(&h, p, 2);
+	v = _mm_cvtsi32_si128(h);
+#define INS(k)                                   \
+	memcpy(&h, p + (k) * stride, 2);         \
+	v = _mm_insert_epi16(v, h, k);
+	INS(1) INS(2) INS(3) INS(4) INS(5) INS(6) INS(7)
+#undef INS
+	return _mm256_cvtph_ps(v);
+#endif
 }
 
-INLINE void row_q8(int q4, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
+/* permutexvar index: float j of the 8 scales in lanes [16/k * j ...] */
+INLINE __m512i spread(int first, int per)
 {
+	__m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+	return _mm512_add_epi32(_mm512_set1_epi32(first), _mm512_srli_epi32(lane, per == 8 ? 3 : 2));
+}
+
+INLINE void row_q8_0(int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
+{
+	const struct ntx_block_q8_0 *wb = w;
+	const struct layout L = layout_of(NTX_TYPE_Q8_0, n);
 	const __m512i zero = _mm512_setzero_si512();
-	__m512 acc[NTX_TILE_T];
 	int64_t nb = n / NTX_QK, i = 0;
+	__m512 acc[NTX_TILE_T];
 
 	UNROLL for (int t = 0; t < NT; t++)
 		acc[t] = _mm512_setzero_ps();
-	for (; i + 2 <= nb; i += 2) {
-		__m512i wq = q8_pair(q4, w, i);
-		__m512i aw = _mm512_abs_epi8(wq);
-		__mmask64 neg = _mm512_movepi8_mask(wq);
-		float d0 = q8_scale(q4, w, i), d1 = q8_scale(q4, w, i + 1);
+	for (; i + 8 <= nb; i += 8) {
+		__m256 dw = scales8(wb + i, sizeof *wb);
+		__m512 s8[NTX_TILE_T];
 
-		UNROLL for (int t = 0; t < NT; t++) {
-			const struct ntx_block_q8_0 *xb = XROW(struct ntx_block_q8_0, x, xs, t) + i;
-			__m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(xb[0].qs)),
-							loadu256(xb[1].qs), 1);
-			__m512i p = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(xv, neg, zero, xv));
-			__m512 s = _mm512_insertf32x8(_mm512_set1_ps(d0 * fp16(xb[0].d)),
-						      _mm256_set1_ps(d1 * fp16(xb[1].d)), 1);
+		PREFETCH(wb + i, 8 * 34);
+		UNROLL for (int t = 0; t < NT; t++)
+			s8[t] = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i)));
+		UNROLL for (int p = 0; p < 4; p++) {
+			const struct ntx_block_q8_0 *b = wb + i + 2 * p;
+			__m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(b[0].qs)), loadu256(b[1].qs), 1);
+			__m512i aw = _mm512_abs_epi8(wq);
+			__mmask64 neg = _mm512_movepi8_mask(wq);
+			__m512i idx = spread(2 * p, 8);
 
-			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[t]);
+			UNROLL for (int t = 0; t < NT; t++) {
+				__m512i xv = _mm512_load_si512(XROW(int8_t, x, xs, t) + NTX_QK * (i + 2 * p));
+				__m512i pr = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(xv, neg, zero, xv));
+
+				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pr), _mm512_permutexvar_ps(idx, s8[t]), acc[t]);
+			}
 		}
 	}
 	UNROLL for (int t = 0; t < NT; t++)
 		out[t] = _mm512_reduce_add_ps(acc[t]);
-	if (i < nb) { /* odd block count: the last block on 256-bit lanes */
-		const struct ntx_block_q4_0 *b4 = (const struct ntx_block_q4_0 *)w + i;
-		__m256i wq;
+	for (; i < nb; i++) {
+		__m256i wq = loadu256(wb[i].qs);
 
-		if (q4) {
-			__m128i v = loadu128(b4->qs), m4 = _mm_set1_epi8(0x0F);
-
-			wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-			wq = _mm256_sub_epi8(wq, _mm256_set1_epi8(8));
-		} else {
-			wq = loadu256(((const struct ntx_block_q8_0 *)w)[i].qs);
-		}
 		UNROLL for (int t = 0; t < NT; t++) {
-			const struct ntx_block_q8_0 *xb = XROW(struct ntx_block_q8_0, x, xs, t) + i;
-			__m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
-							_mm256_sign_epi8(loadu256(xb->qs), wq));
+			const int8_t *xq = XROW(int8_t, x, xs, t) + NTX_QK * i;
+			__m256i pr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
+							 _mm256_sign_epi8(loadu256(xq), wq));
 
-			out[t] += hsum_ps256(_mm256_cvtepi32_ps(p)) * (q8_scale(q4, w, i) * fp16(xb->d));
+			out[t] += hsum_ps256(_mm256_cvtepi32_ps(pr)) *
+				  (_cvtsh_ss(wb[i].d) * CAT(float, XROW(char, x, xs, t), L.d)[i]);
 		}
 	}
 }
 
-/* ---- Q4_K / Q5_K weights, Q8_K activations ---- */
-
-/* The 256 4- or 5-bit values of a super-block in element order, 64 per
- * register: W[k] = sub-blocks 2k, 2k + 1. */
-INLINE void q4_k_unpack(int q5, const uint8_t *qs, const uint8_t *qh, __m512i W[4])
+INLINE void row_q4_0(int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
+	const struct ntx_block_q4_0 *wb = w;
+	const struct layout L = layout_of(NTX_TYPE_Q4_0, n);
 	const __m512i m4 = _mm512_set1_epi8(0x0F);
+	int64_t nb = n / NTX_QK, i = 0;
+	__m512 acc[NTX_TILE_T];
 
-	UNROLL for (int h = 0; h < 2; h++) {
-		__m512i q = loadu512(qs + 64 * h); /* sub-blocks 4h..4h+3, nibbles interleaved */
-		__m512i lo = _mm512_and_si512(q, m4);                        /* [4h | 4h+2] */
-		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);  /* [4h+1 | 4h+3] */
+	UNROLL for (int t = 0; t < NT; t++)
+		acc[t] = _mm512_setzero_ps();
+	for (; i + 8 <= nb; i += 8) {
+		__m256 dw = scales8(wb + i, sizeof *wb);
+		__m512 s8[NTX_TILE_T];
 
-		W[2 * h] = _mm512_shuffle_i64x2(lo, hi, 0x44);
-		W[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, 0xEE);
-	}
-	if (q5) {
-		/* bit 2k of qh[l] is the fifth bit of element 64k + l, bit 2k + 1 that of 64k + 32 + l */
-		const __m512i hh = _mm512_broadcast_i64x4(loadu256(qh));
-		const __m512i base = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(2), 1);
-		const __m512i c16 = _mm512_set1_epi8(16);
+		PREFETCH(wb + i, 8 * 18);
+		UNROLL for (int t = 0; t < NT; t++)
+			s8[t] = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i)));
+		UNROLL for (int g = 0; g < 2; g++) {
+			const struct ntx_block_q4_0 *b = wb + i + 4 * g;
+			int64_t G = i / 4 + g;
+			__m512i v = _mm512_castsi128_si512(loadu128(b[0].qs));
+			__m512i lo, hi, idx = spread(4 * g, 4);
 
-		UNROLL for (int k = 0; k < 4; k++) {
-			__mmask64 m = _mm512_test_epi8_mask(hh, _mm512_slli_epi16(base, 2 * k));
+			v = _mm512_inserti32x4(v, loadu128(b[1].qs), 1);
+			v = _mm512_inserti32x4(v, loadu128(b[2].qs), 2);
+			v = _mm512_inserti32x4(v, loadu128(b[3].qs), 3);
+			lo = _mm512_and_si512(v, m4);
+			hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+			UNROLL for (int t = 0; t < NT; t++) {
+				const char *xr = XROW(char, x, xs, t);
+				__m512i pr = _mm512_load_si512(CAT(int32_t, xr, L.ext) + 16 * G);
 
-			W[k] = _mm512_mask_add_epi8(W[k], m, W[k], c16);
+				pr = _mm512_dpbusd_epi32(pr, lo, _mm512_load_si512(xr + 128 * G));
+				pr = _mm512_dpbusd_epi32(pr, hi, _mm512_load_si512(xr + 128 * G + 64));
+				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pr), _mm512_permutexvar_ps(idx, s8[t]), acc[t]);
+			}
 		}
 	}
+	UNROLL for (int t = 0; t < NT; t++)
+		out[t] = _mm512_reduce_add_ps(acc[t]);
+	for (; i < nb; i++) { /* blocks of the last, possibly short, groups */
+		int64_t G = i / 4;
+		int j = (int)(i % 4), k = nb - 4 * G < 4 ? (int)(nb - 4 * G) : 4;
+		__m128i v = loadu128(wb[i].qs), m = _mm_set1_epi8(0x0F);
+		__m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+
+		UNROLL for (int t = 0; t < NT; t++) {
+			const char *xr = XROW(char, x, xs, t);
+			__m128i pr = _mm_dpbusd_epi32(_mm_setzero_si128(), lo, loadu128(xr + 128 * G + 16 * j));
+			int sum;
+
+			pr = _mm_dpbusd_epi32(pr, hi, loadu128(xr + 128 * G + 16 * k + 16 * j));
+			pr = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, 0x4E));
+			pr = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, 0xB1));
+			sum = _mm_cvtsi128_si32(pr) + CAT(int32_t, xr, L.ext)[16 * G + 4 * j];
+			out[t] += (float)sum * (_cvtsh_ss(wb[i].d) * CAT(float, xr, L.d)[i]);
+		}
+	}
+}
+
+/* ---- Q4_K / Q5_K weights ---- */
+
+/* pshufb mask: int16 scale of sub-block a in 128-bit lanes 0-1, b in 2-3 */
+INLINE __m512i scale_sel(int a, int b)
+{
+	return _mm512_inserti64x4(_mm512_set1_epi16((short)(0x8000 | a)), _mm256_set1_epi16((short)(0x8000 | b)), 1);
+}
+
+INLINE __m512i byte_pair(int a, int b)
+{
+	return _mm512_inserti64x4(_mm512_set1_epi8((char)a), _mm256_set1_epi8((char)b), 1);
 }
 
 INLINE void row_q4_k(int q5, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
-	/* pshufb masks: int16 scale of sub-block 2k in lanes 0-1, 2k + 1 in lanes 2-3 */
-	const __m512i lanesel = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+	const struct layout L = layout_of(NTX_TYPE_Q4_K, n);
+	const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
+	/* register k holds sub-blocks (0,2) (1,3) (4,6) (5,7) */
+	const __m512i sel[4] = { scale_sel(0, 2), scale_sel(1, 3), scale_sel(4, 6), scale_sel(5, 7) };
+	const __m512i hbit[4] = { byte_pair(1, 4), byte_pair(2, 8), byte_pair(16, 64), byte_pair(32, -128) };
 	__m512 acc[NTX_TILE_T];
-	__m256 accm[NTX_TILE_T];
+	__m128 accm[NTX_TILE_T];
 	int64_t nb = n / NTX_QK_K;
 
 	UNROLL for (int t = 0; t < NT; t++) {
 		acc[t] = _mm512_setzero_ps();
-		accm[t] = _mm256_setzero_ps();
+		accm[t] = _mm_setzero_ps();
 	}
 	for (int64_t i = 0; i < nb; i++) {
 		const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)w + i;
 		const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)w + i;
-		float d = fp16(q5 ? b5->d : b4->d), dmin = fp16(q5 ? b5->dmin : b4->dmin);
-		__m512i W[4], S[4], bsc;
-		__m256i mdup;
+		const uint8_t *qs = q5 ? b5->qs : b4->qs;
+		float d = _cvtsh_ss(q5 ? b5->d : b4->d), dmin = _cvtsh_ss(q5 ? b5->dmin : b4->dmin);
+		__m512i W[4], S[4], bsc, q0, q1;
+		__m128i m16;
 		uint64_t sc, mn;
 
+		PREFETCH(q5 ? (const void *)b5 : (const void *)b4, q5 ? 176 : 144);
 		ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
-		q4_k_unpack(q5, q5 ? b5->qs : b4->qs, b5->qh, W);
 		bsc = _mm512_set1_epi64((long long)sc);
+		m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+		q0 = _mm512_loadu_si512(qs);
+		q1 = _mm512_loadu_si512(qs + 64);
+		W[0] = _mm512_and_si512(q0, m4);
+		W[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+		W[2] = _mm512_and_si512(q1, m4);
+		W[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
 		UNROLL for (int k = 0; k < 4; k++)
-			S[k] = _mm512_shuffle_epi8(bsc, _mm512_add_epi16(_mm512_set1_epi16((short)(0x8000 | 2 * k)), lanesel));
-		mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)mn),
-							      _mm_cvtsi64_si128((long long)mn)));
-		UNROLL for (int t = 0; t < NT; t++) {
-			const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
-			__m512i s = _mm512_setzero_si512();
+			S[k] = _mm512_shuffle_epi8(bsc, sel[k]);
+		if (q5) {
+			__m512i hh = _mm512_broadcast_i64x4(loadu256(b5->qh));
 
 			UNROLL for (int k = 0; k < 4; k++)
-				s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[k], loadu512(xb->qs + 64 * k)), S[k]);
-			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * xb->d), acc[t]);
-			accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mdup, loadu256(xb->bsums))),
-						  _mm256_set1_ps(dmin * xb->d), accm[t]);
+				W[k] = _mm512_mask_add_epi8(W[k], _mm512_test_epi8_mask(hh, hbit[k]), W[k], c16);
+		}
+		UNROLL for (int t = 0; t < NT; t++) {
+			const char *xr = XROW(char, x, xs, t);
+			const int8_t *xq = (const int8_t *)xr + NTX_QK_K * i;
+			float dx = CAT(float, xr, L.d)[i];
+			__m512i s = _mm512_setzero_si512();
+			__m128i mins = _mm_madd_epi16(m16, _mm_load_si128(CAT(__m128i, xr, L.ext) + i));
+
+			UNROLL for (int k = 0; k < 4; k++)
+				s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[k], _mm512_load_si512(xq + 64 * k)), S[k]);
+			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * dx), acc[t]);
+			accm[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(dmin * dx), accm[t]);
 		}
 	}
-	UNROLL for (int t = 0; t < NT; t++)
-		out[t] = _mm512_reduce_add_ps(acc[t]) - hsum_ps256(accm[t]);
+	UNROLL for (int t = 0; t < NT; t++) {
+		__m128 m = _mm_add_ps(accm[t], _mm_movehl_ps(accm[t], accm[t]));
+
+		m = _mm_add_ss(m, _mm_movehdup_ps(m));
+		out[t] = _mm512_reduce_add_ps(acc[t]) - _mm_cvtss_f32(m);
+	}
 }
 
-/* ---- Q6_K weights, Q8_K activations ---- */
+/* ---- Q6_K weights ---- */
 
 /* The 256 6-bit values (unsigned, before - 32) in element order, 64 per
  * register: W[c] = elements 64c .. 64c + 63 (sub-blocks 4c .. 4c + 3). */
@@ -246,7 +440,7 @@ INLINE void q6_k_unpack(const struct ntx_block_q6_k *b, __m512i W[4])
 	const __m512i sr23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
 
 	UNROLL for (int h = 0; h < 2; h++) {
-		__m512i l = loadu512(b->ql + 64 * h);
+		__m512i l = _mm512_loadu_si512(b->ql + 64 * h);
 		__m512i hh = _mm512_broadcast_i64x4(loadu256(b->qh + 32 * h));
 		__m512i lo = _mm512_and_si512(l, m4);                       /* quarters 0, 1 */
 		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(l, 4), m4); /* quarters 2, 3 */
@@ -259,6 +453,7 @@ INLINE void q6_k_unpack(const struct ntx_block_q6_k *b, __m512i W[4])
 
 INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
+	const struct layout L = layout_of(NTX_TYPE_Q6_K, n);
 	__m512i idx[4];
 	__m512 acc[NTX_TILE_T];
 	int64_t nb = n / NTX_QK_K;
@@ -274,20 +469,23 @@ INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT,
 	for (int64_t i = 0; i < nb; i++) {
 		const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)w + i;
 		__m256i sc16 = _mm256_cvtepi8_epi16(loadu128(b->scales));
-		float d = fp16(b->d);
+		float d = _cvtsh_ss(b->d);
 		__m512i W[4], S[4];
 
+		PREFETCH(b, 210);
 		q6_k_unpack(b, W);
 		UNROLL for (int c = 0; c < 4; c++)
 			S[c] = _mm512_permutexvar_epi16(idx[c], _mm512_castsi256_si512(sc16));
 		UNROLL for (int t = 0; t < NT; t++) {
-			const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
-			__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(xb->bsums)), 5);
+			const char *xr = XROW(char, x, xs, t);
+			const int8_t *xq = (const int8_t *)xr + NTX_QK_K * i;
+			__m256i bs = _mm256_load_si256(CAT(__m256i, xr, L.ext) + i);
+			__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
 			__m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
 
 			UNROLL for (int c = 0; c < 4; c++)
-				s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[c], loadu512(xb->qs + 64 * c)), S[c]);
-			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * xb->d), acc[t]);
+				s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[c], _mm512_load_si512(xq + 64 * c)), S[c]);
+			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * CAT(float, xr, L.d)[i]), acc[t]);
 		}
 	}
 	UNROLL for (int t = 0; t < NT; t++)
@@ -321,8 +519,8 @@ INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT,
 #define CALL_F32(wr, xt, NT, out) row_float(NTX_TYPE_F32, n, wr, xt, xs, NT, out)
 #define CALL_F16(wr, xt, NT, out) row_float(NTX_TYPE_F16, n, wr, xt, xs, NT, out)
 #define CALL_BF16(wr, xt, NT, out) row_float(NTX_TYPE_BF16, n, wr, xt, xs, NT, out)
-#define CALL_Q4_0(wr, xt, NT, out) row_q8(1, n, wr, xt, xs, NT, out)
-#define CALL_Q8_0(wr, xt, NT, out) row_q8(0, n, wr, xt, xs, NT, out)
+#define CALL_Q4_0(wr, xt, NT, out) row_q4_0(n, wr, xt, xs, NT, out)
+#define CALL_Q8_0(wr, xt, NT, out) row_q8_0(n, wr, xt, xs, NT, out)
 #define CALL_Q4_K(wr, xt, NT, out) row_q4_k(0, n, wr, xt, xs, NT, out)
 #define CALL_Q5_K(wr, xt, NT, out) row_q4_k(1, n, wr, xt, xs, NT, out)
 #define CALL_Q6_K(wr, xt, NT, out) row_q6_k(n, wr, xt, xs, NT, out)
@@ -352,8 +550,5 @@ static ntx_tile_fn tile_for(uint32_t wtype)
 }
 
 const struct ntx_cpu_isa ntx_cpu_isa_avx512 = {
-	"avx512 vnni",
-	ntx_dequant_row_avx2,
-	ntx_quantize_act_avx2,
-	tile_for,
+	"avx512 vnni", ntx_dequant_row_avx2, ntx_quantize_act_avx2, prep_bytes, prepare, tile_for,
 };

@@ -170,11 +170,11 @@ void ntx_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n)
 		break;
 	case NTX_TYPE_F16:
 		for (i = 0; i < n; i++)
-			dst[i] = ntx_fp16_to_fp32(((const uint16_t *)src)[i]);
+			dst[i] = ntx_fp16_to_fp32(ntx_ld_u16(src, i));
 		break;
 	case NTX_TYPE_BF16:
 		for (i = 0; i < n; i++)
-			dst[i] = ntx_bf16_to_fp32(((const uint16_t *)src)[i]);
+			dst[i] = ntx_bf16_to_fp32(ntx_ld_u16(src, i));
 		break;
 	case NTX_TYPE_Q4_0:
 		dequant_q4_0(src, dst, n / NTX_QK);
@@ -379,22 +379,21 @@ static double dot_q6_k(const struct ntx_block_q6_k *w, const struct ntx_block_q8
 
 float ntx_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *xq)
 {
-	const float *x = xq;
 	double acc = 0.0;
 	int64_t i;
 
 	switch (wtype) {
 	case NTX_TYPE_F32:
 		for (i = 0; i < n; i++)
-			acc += (double)((const float *)w)[i] * x[i];
+			acc += (double)ntx_ld_f32(w, i) * ntx_ld_f32(xq, i);
 		return (float)acc;
 	case NTX_TYPE_F16:
 		for (i = 0; i < n; i++)
-			acc += (double)ntx_fp16_to_fp32(((const uint16_t *)w)[i]) * x[i];
+			acc += (double)ntx_fp16_to_fp32(ntx_ld_u16(w, i)) * ntx_ld_f32(xq, i);
 		return (float)acc;
 	case NTX_TYPE_BF16:
 		for (i = 0; i < n; i++)
-			acc += (double)ntx_bf16_to_fp32(((const uint16_t *)w)[i]) * x[i];
+			acc += (double)ntx_bf16_to_fp32(ntx_ld_u16(w, i)) * ntx_ld_f32(xq, i);
 		return (float)acc;
 	case NTX_TYPE_Q4_0:
 		return (float)dot_q4_0(w, xq, n / NTX_QK);
@@ -452,9 +451,12 @@ static ntx_tile_fn tile_ref_for(uint32_t wtype)
 	}
 }
 
+size_t ntx_prep_none(uint32_t wtype, int64_t n)
+{
+	(void)wtype, (void)n;
+	return 0;
+}
+
 const struct ntx_cpu_isa ntx_cpu_isa_scalar = {
-	"scalar",
-	ntx_dequant_row_ref,
-	ntx_quantize_act_ref,
-	tile_ref_for,
+	"scalar", ntx_dequant_row_ref, ntx_quantize_act_ref, ntx_prep_none, NULL, tile_ref_for,
 };

@@ -2,6 +2,7 @@
  * paths against the reference (every ISA the CPU has), matmul, edge shapes,
  * the thread pool, and real tensors from the shared fixtures. */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,26 +364,26 @@ static void test_fast_isa(const char *isa)
 		for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
 			int64_t n = sizes[si];
 			size_t rb = row_bytes(t, n), ab = ntx_act_bytes(at, n);
-			/* +1: rows and activations at odd addresses */
-			unsigned char *w = malloc(rb * ROWS + 1), *xq = malloc(ab + 1), *xq2 = malloc(ab);
+			/* rows at +2 and activations at +4: aligned only to their fields */
+			unsigned char *w = malloc(rb * ROWS + 2), *xq = malloc(ab + 4), *xq2 = malloc(ab);
 			float *x = malloc((size_t)n * 4), *d1 = malloc((size_t)n * 4), *d2 = malloc((size_t)n * 4);
 			float got[ROWS];
 			double want[ROWS];
 
 			for (int64_t i = 0; i < n; i++)
 				x[i] = rng_gauss() * (i % 97 == 0 ? 8.0f : 1.0f);
-			ntx_quantize_act_ref(at, x, xq + 1, n);
+			ntx_quantize_act_ref(at, x, xq + 4, n);
 			ntx_quantize_act(at, x, xq2, n);
-			q_bad |= memcmp(xq + 1, xq2, ab) != 0;
+			q_bad |= memcmp(xq + 4, xq2, ab) != 0;
 			for (int r = 0; r < ROWS; r++) {
-				unsigned char *wr = w + 1 + rb * r;
+				unsigned char *wr = w + 2 + rb * r;
 
 				random_row(t, wr, n);
 				ntx_dequant_row_ref(t, wr, d1, n);
 				ntx_dequant_row(t, wr, d2, n);
 				deq_bad |= memcmp(d1, d2, (size_t)n * 4) != 0;
-				want[r] = ntx_vec_dot_ref(t, n, wr, xq + 1);
-				got[r] = ntx_vec_dot(t, n, wr, xq + 1);
+				want[r] = ntx_vec_dot_ref(t, n, wr, xq + 4);
+				got[r] = ntx_vec_dot(t, n, wr, xq + 4);
 			}
 			worst = worse(worst, nmse(got, want, ROWS));
 			free(w), free(xq), free(xq2), free(x), free(d1), free(d2);
@@ -439,15 +440,15 @@ static int check_matmul(struct ntx_pool *pool, uint32_t t, int64_t n_in, int64_t
 	uint32_t at = ntx_act_type(t);
 	size_t rb = row_bytes(t, n_in) + pad, ab = ntx_act_bytes(at, n_in);
 	struct ntx_wmat w = { t, n_in, n_out, rb, NULL };
-	unsigned char *wd = malloc(rb * (size_t)n_out + 3), *xq = malloc(ab);
+	unsigned char *wd = malloc(rb * (size_t)n_out + 2), *xq = malloc(ab);
 	float *x = malloc((size_t)(n_in * n_tok) * 4), *y = malloc((size_t)(n_out * n_tok) * 4);
 	double *want = malloc((size_t)(n_out * n_tok) * sizeof(double));
 	size_t sb = ntx_matmul_scratch_bytes(&w, n_tok);
 	void *scratch = sb ? malloc(sb) : NULL;
 
 	for (int64_t r = 0; r < n_out; r++)
-		random_row(t, wd + 3 + rb * r, n_in);
-	w.data = wd + 3; /* unaligned */
+		random_row(t, wd + 2 + rb * r, n_in);
+	w.data = wd + 2; /* not SIMD-aligned */
 	for (int64_t i = 0; i < n_in * n_tok; i++)
 		x[i] = rng_gauss();
 	for (int64_t i = 0; i < n_out * n_tok; i++)
@@ -456,7 +457,7 @@ static int check_matmul(struct ntx_pool *pool, uint32_t t, int64_t n_in, int64_t
 	for (int64_t k = 0; k < n_tok; k++) {
 		ntx_quantize_act_ref(at, x + k * n_in, xq, n_in);
 		for (int64_t r = 0; r < n_out; r++)
-			want[k * n_out + r] = ntx_vec_dot_ref(t, n_in, wd + 3 + rb * r, xq);
+			want[k * n_out + r] = ntx_vec_dot_ref(t, n_in, wd + 2 + rb * r, xq);
 	}
 	*err = nmse(y, want, n_out * n_tok);
 	free(wd), free(xq), free(x), free(y), free(want), free(scratch);
@@ -499,9 +500,10 @@ static void test_edges(void)
 		ok &= check_matmul(NULL, t, b, 1, 1, 0, &e);   /* one block, one row, no pool */
 		ok &= check_matmul(p3, t, b, 5, 2, 0, &e);     /* odd rows, 3 threads */
 		ok &= check_matmul(p3, t, 3 * b, 33, 5, 0, &e);
-		ok &= check_matmul(p3, t, 2 * b, 50, 4, 5, &e); /* padded row stride (odd) */
+		ok &= check_matmul(p3, t, 7 * b, 9, 6, 0, &e);  /* 7 blocks: partial groups of 4 and 8 */
+		ok &= check_matmul(p3, t, 2 * b, 50, 4, 6, &e); /* padded row stride */
 		if (block_of(t) == 1)
-			ok &= check_matmul(p3, t, 1, 19, 6, 0, &e) && check_matmul(p3, t, 33, 17, 9, 1, &e);
+			ok &= check_matmul(p3, t, 1, 19, 6, 0, &e) && check_matmul(p3, t, 33, 17, 9, 2, &e);
 		t_ok(ok, "%s edge shapes: one block, odd rows, n_out %% threads != 0, unaligned and padded rows",
 		     ntx_type_name(t));
 	}
@@ -524,15 +526,21 @@ struct pool_ctx {
 	_Atomic int hits[8];
 	int nth_seen[8];
 	long sum[8];
+	pthread_t caller;
+	_Atomic long on_worker; /* iths run by a thread other than the caller */
 };
 
 static void pool_fn(void *p, int ith, int nth)
 {
 	struct pool_ctx *c = p;
 
+	for (volatile int k = 0; k < 300; k++) /* a little work, so workers get to claim */
+		;
 	atomic_fetch_add(&c->hits[ith], 1);
 	c->nth_seen[ith] = nth;
 	c->sum[ith] += ith + 1;
+	if (!pthread_equal(pthread_self(), c->caller))
+		atomic_fetch_add(&c->on_worker, 1);
 }
 
 static void test_pool(void)
@@ -547,6 +555,7 @@ static void test_pool(void)
 		int runs = 20000;
 
 		memset(&c, 0, sizeof c);
+		c.caller = pthread_self();
 		for (int i = 0; i < runs; i++) {
 			ntx_pool_run(p, pool_fn, &c);
 			if (i % 5000 == 4999) { /* let workers fall asleep, then wake them */
@@ -558,7 +567,9 @@ static void test_pool(void)
 		for (int i = 0; i < n; i++)
 			ok &= c.hits[i] == runs && c.nth_seen[i] == n && c.sum[i] == (long)runs * (i + 1);
 		ok &= ntx_pool_threads(p) == n;
-		t_ok(ok, "pool of %d: %d runs, every thread once per run, results visible", n, runs);
+		t_ok(ok, "pool of %d: %d runs, every ith once per run, results visible", n, runs);
+		if (n > 1) /* workers must really take part (not only the caller) */
+			t_ok(c.on_worker > 0, "pool of %d: %ld iths ran on worker threads", n, (long)c.on_worker);
 		ntx_pool_free(p);
 	}
 	memset(&c, 0, sizeof c);
