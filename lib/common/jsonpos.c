@@ -68,7 +68,7 @@ static int skip_string(struct scan *s, char *key, size_t keylen, long *klen)
 				}
 				/* keys we look up are ASCII; anything else only needs
 				 * to differ from them */
-				c = v < 0x80 ? (char)v : '\x7f';
+				c = v && v < 0x80 ? (char)v : '\x7f';
 				break;
 			}
 			default: c = *s->p; break;
@@ -211,7 +211,8 @@ static int walk(const char *text, size_t len, const char *path, size_t *found_le
 					return -1;
 				adv(&s);
 				skip_ws(&s);
-				if (klen >= 0 && strncmp(rest, key, (size_t)klen) == 0 &&
+				if (klen >= 0 && strlen(rest) >= (size_t)klen &&
+				    memcmp(rest, key, (size_t)klen) == 0 &&
 				    (rest[klen] == '\0' || rest[klen] == '.' || rest[klen] == '[')) {
 					rest += klen;
 					matched = 1;

@@ -461,6 +461,7 @@ struct search {
 	int slots;
 	unsigned char *res;   /* per layer: resident */
 	int *nr;              /* non-resident active layers, model order */
+	int r_max;            /* most resident items whose bytes fit the VRAM budget */
 };
 
 /* Build the candidate with the first r items of [head, prio...] resident and
@@ -560,7 +561,9 @@ static struct cand evaluate(struct search *s, int kcpu, struct ntx_plan_fail *fa
 	struct cand c = { 0, 0, kcpu, 0, 0 };
 	int r;
 
-	for (r = s->gpu ? s->n_act + 1 : 0; r >= 0; r--) {
+	/* no more resident than the weights alone allow: saves the scan most
+	 * of its steps */
+	for (r = s->gpu ? s->r_max : 0; r >= 0; r--) {
 		struct ntx_plan_fail f;
 		struct ntx_err e = { 0, "" };
 		int m = build(s, r, kcpu);
@@ -818,11 +821,40 @@ int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *
 		kmin = 0;
 		kmax = n_act;
 	}
-	for (k = kmin; k <= kmax; k++) {
-		struct cand c1 = evaluate(&s, k, &fail, &ferr);
+	if (s.gpu) {
+		uint64_t used = ntx_plan_sat_add(head_bytes(pm), 0);
 
-		if (c1.ok && better(&c1, &best))
-			best = c1;
+		s.r_max = used <= p->vram_budget ? 1 : 0;
+		for (k = 0; s.r_max == k + 1 && k < n_act; k++) {
+			used = ntx_plan_sat_add(used, ntx_plan_layer_buf_bytes(pm->layer_bytes[prio[k]]));
+			if (used <= p->vram_budget)
+				s.r_max++;
+		}
+		if (s.r_max == 0) /* the head alone does not fit: layers may */
+			s.r_max = n_act + 1;
+	}
+	{
+		/* every k up to 256 layers; beyond (hostile or future models),
+		 * a grid of 257 values refined around the best */
+		int step = kmax - kmin > 256 ? (kmax - kmin + 255) / 256 : 1, pass;
+
+		for (pass = 0; pass < (step > 1 ? 2 : 1); pass++) {
+			int lo = kmin, hi = kmax, st = step;
+
+			if (pass) {
+				lo = best.ok && best.kcpu - step > kmin ? best.kcpu - step : kmin;
+				hi = best.ok && best.kcpu + step < kmax ? best.kcpu + step : kmax;
+				st = 1;
+			}
+			for (k = lo; k <= hi; k += st) {
+				struct cand c1 = evaluate(&s, k, &fail, &ferr);
+
+				if (c1.ok && better(&c1, &best))
+					best = c1;
+				if (st > 1 && k < hi && k + st > hi)
+					k = hi - st; /* always try hi */
+			}
+		}
 	}
 	if (!best.ok) {
 		if (ferr.code)

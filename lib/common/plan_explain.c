@@ -136,14 +136,18 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 		  p->n_ctx, p->kv_type == NTX_KV_F32 ? "f32" : "f16", p->n_seq,
 		  p->n_seq == 1 ? "" : "s", p->n_ubatch, ntx_policy_name(p->executor),
 		  p->by_scores ? "importance scores" : "model order");
-	sb_printf(&b, "VRAM: %s used of %s (%s): layers %s, output and norms %s, KV %s, workspace %s, ring %d x %s, margin %s\n",
-		  sz(p->vram_used_bytes, a), sz(p->vram_budget, c), ntx_src_name(p->vram_budget_src),
-		  sz(p->vram_layers_bytes, d),
-		  sz((p->output_home == NTX_TIER_VRAM ? head_bytes(pm) : 0) +
-			     (p->vram_budget ? pm->other_bytes : 0), e),
-		  sz(p->kv_vram_bytes, f), sz(p->workspace_bytes, g), p->ring_slots,
-		  sz(p->ring_slots ? p->ring_bytes / (uint64_t)p->ring_slots : 0, h),
-		  sz(p->margin_bytes, k));
+	if (!p->vram_budget) {
+		sb_printf(&b, "VRAM: not used: a CPU-only plan (VRAM budget 0, %s)\n",
+			  ntx_src_name(p->vram_budget_src));
+	} else {
+		sb_printf(&b, "VRAM: %s used of %s (%s): layers %s, output and norms %s, KV %s, workspace %s, ring %d x %s, margin %s\n",
+			  sz(p->vram_used_bytes, a), sz(p->vram_budget, c),
+			  ntx_src_name(p->vram_budget_src), sz(p->vram_layers_bytes, d),
+			  sz((p->output_home == NTX_TIER_VRAM ? head_bytes(pm) : 0) + pm->other_bytes, e),
+			  sz(p->kv_vram_bytes, f), sz(p->workspace_bytes, g), p->ring_slots,
+			  sz(p->ring_slots ? p->ring_bytes / (uint64_t)p->ring_slots : 0, h),
+			  sz(p->margin_bytes, k));
+	}
 	sb_printf(&b, "RAM:  %s used of %s (%s): layers %s, token embeddings %s, KV %s, disk staging %s\n",
 		  sz(p->ram_used_bytes, a), sz(p->ram_budget, c), ntx_src_name(p->ram_budget_src),
 		  sz(p->ram_layers_bytes, d), sz(pm->tok_embd_bytes, e), sz(p->kv_ram_bytes, f),

@@ -811,6 +811,13 @@ static void test_jsonpos(void)
 	     line, col);
 	t_ok(ntx_jsonpos_find(t, strlen(t), "", &line, &col) == 0 && line == 1 && col == 1,
 	     "jsonpos: root");
+	{
+		/* a key with an escaped NUL must not match past the path's end */
+		const char *z = "{\"a\\u0000bcdef\": 1, \"a\": 2}";
+
+		t_ok(ntx_jsonpos_find(z, strlen(z), "a", &line, &col) == 0 && col == 26,
+		     "jsonpos: key with \\u0000 is not a prefix match (%d:%d)", line, col);
+	}
 	ntx_jsonpos_error(&err, NTX_EFORMAT, t, strlen(t), "x.json", "b[0]", "bad %d", 7);
 	t_ok(strcmp(err.msg, "x.json:3:9: bad 7") == 0 && err.code == NTX_EFORMAT,
 	     "jsonpos: message %s", err.msg);
