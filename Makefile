@@ -47,13 +47,18 @@ GEN_BIN  := $(if $(GEN_SRC),$(BUILD)/bin/ntx-gguf-gen)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+# With CUDA: tests/gpu/*.c are the GPU parity tests ($(BUILD)/tests-gpu/, run by
+# `make test-gpu`); tests/gpu/host_blockmath.cu checks the kernels' block math on the
+# host, needs no GPU and runs with `make test`.
+GPU_TEST_BIN := $(if $(CUDA_SRC),$(patsubst tests/gpu/%.c,$(BUILD)/tests-gpu/%,$(wildcard tests/gpu/*.c)))
+CUDA_HOST_TEST := $(if $(CUDA_SRC),$(if $(wildcard tests/gpu/host_blockmath.cu),$(BUILD)/tests/test_cuda_host))
 
 # SIMD variants are compiled with their own flags and chosen at run time.
 $(BUILD)/kernels/cpu/%_avx2.o: XFLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/kernels/cpu/%_avx512.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 
 .PHONY: all test test-gpu bench demo asan install clean fuzz
-all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN) $(BENCH_BIN)
+all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN) $(BENCH_BIN) $(GPU_TEST_BIN) $(CUDA_HOST_TEST)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -89,6 +94,18 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
+
+$(BUILD)/tests/gpu/%.o: XFLAGS = -Itests/unit
+$(BUILD)/tests-gpu/%: $(BUILD)/tests/gpu/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)
+
+$(BUILD)/tests/gpu/host_blockmath.o: NVCCFLAGS += -Ikernels/cpu -Itests/unit
+$(BUILD)/tests/test_cuda_host: $(BUILD)/tests/gpu/host_blockmath.o $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB) $(LDLIBS_ALL)

@@ -1,0 +1,333 @@
+/* blockmath.cuh - per-block math of the quantized weight types, shared by
+ * the CUDA kernels and a host-side test (tests/gpu/host_blockmath.cu) that
+ * checks it against the CPU oracle (ntx_vec_dot_ref, ntx_dequant_row_ref)
+ * on a machine without a GPU. Every function here is __host__ __device__;
+ * intrinsics (__dp4a, __funnelshift_r, half conversion) have portable host
+ * fallbacks.
+ *
+ * The unit of work is 32 consecutive elements of a weight row ("a unit"):
+ * one Q4_0 / Q8_0 block, or one eighth of a K-quant super-block. A unit
+ * decodes into 8 words of 4 packed int8 values (struct ntx_wu), and its dot
+ * product with one q8 activation block (32 int8, float2 ds = (d, d*sum(q)),
+ * see ntx_cuda.h) is
+ *
+ *     a * ds.x * (s0 * sum_{k<4} v_k.x_k + s1 * sum_{k>=4} v_k.x_k) - b * ds.y
+ *
+ * with a, b, s0, s1 per type:
+ *   Q4_0: v = nibble 0..15, a = d, b = 8d, s = 1    (d (q - 8) = d q - 8 d)
+ *   Q8_0: v = q,            a = d, b = 0,  s = 1
+ *   Q4_K: v = nibble,       a = d sc, b = dmin m, s = 1
+ *   Q5_K: v = nibble | h<<4, as Q4_K
+ *   Q6_K: v = q - 32,       a = d, b = 0, s0/s1 = the two int8 sub-block scales
+ * Layout facts (ggml's, also documented in kernels/cpu/quant_ref.c):
+ *   Q4_0  18 B: d, qs[16]: element l low nibble of qs[l], l+16 high nibble.
+ *   Q8_0  34 B: d, qs[32].
+ *   Q4_K 144 B: d, dmin, scales[12], qs[128]: unit j uses qs[32(j/2) ..+32],
+ *         low nibbles for even j, high for odd; 6-bit sc/m packed in scales.
+ *   Q5_K 176 B: d, dmin, scales[12], qh[32], qs[128]: bit j of qh[l] is the
+ *         fifth bit of element l of unit j.
+ *   Q6_K 210 B: ql[128], qh[64], scales[16] (int8), d: unit u = 4h + q uses
+ *         ql[64h + 32(q&1) ..+32] (low nibble if q < 2, else high) and bits
+ *         2q, 2q+1 of qh[32h ..+32]; scales[2u], scales[2u+1].
+ * Alignment: Q4_K / Q5_K blocks are read with 16-byte loads (block address
+ * 16-byte aligned), the others with aligned 4-byte loads and funnel shifts
+ * (block address 2-byte aligned). */
+#ifndef NTX_CUDA_BLOCKMATH_CUH
+#define NTX_CUDA_BLOCKMATH_CUH
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_fp16.h>
+
+extern "C" {
+#include "types.h"
+}
+
+#define NTX_HD __host__ __device__ __forceinline__
+
+/* ---- intrinsics with host fallbacks ---- */
+
+NTX_HD int ntx_dp4a(uint32_t a, uint32_t b, int c)
+{
+#ifdef __CUDA_ARCH__
+	return __dp4a((int)a, (int)b, c);
+#else
+	for (int i = 0; i < 4; i++)
+		c += (int)(int8_t)(uint8_t)(a >> (8 * i)) * (int)(int8_t)(uint8_t)(b >> (8 * i));
+	return c;
+#endif
+}
+
+/* Low 32 bits of (hi:lo) >> sh, sh in [0, 32). */
+NTX_HD uint32_t ntx_fshr(uint32_t lo, uint32_t hi, uint32_t sh)
+{
+#ifdef __CUDA_ARCH__
+	return __funnelshift_r(lo, hi, sh);
+#else
+	return sh ? (lo >> sh) | (hi << (32 - sh)) : lo;
+#endif
+}
+
+NTX_HD float ntx_h2f(uint32_t h)
+{
+#ifdef __CUDA_ARCH__
+	return __half2float(__ushort_as_half((unsigned short)h));
+#else
+	return ntx_fp16_to_fp32((uint16_t)h);
+#endif
+}
+
+/* Products and differences that must not be fused into an FMA, so that
+ * dequantized values are bit-identical to the CPU reference. */
+NTX_HD float ntx_mul(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fmul_rn(a, b);
+#else
+	return a * b;
+#endif
+}
+
+NTX_HD float ntx_sub(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fsub_rn(a, b);
+#else
+	return a - b;
+#endif
+}
+
+/* Round to nearest, ties to even (what cvtps2dq and ntx_round_even do). */
+NTX_HD int ntx_rne(float v)
+{
+#ifdef __CUDA_ARCH__
+	return __float2int_rn(v);
+#else
+	return (int)__builtin_rintf(v);
+#endif
+}
+
+/* ---- loads ---- */
+
+NTX_HD uint32_t ntx_ld32(const uint8_t *p) /* p 4-byte aligned */
+{
+#ifdef __CUDA_ARCH__
+	return *(const uint32_t *)p;
+#else
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+#endif
+}
+
+NTX_HD uint32_t ntx_ld16(const uint8_t *p) /* p 2-byte aligned */
+{
+#ifdef __CUDA_ARCH__
+	return *(const uint16_t *)p;
+#else
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return v;
+#endif
+}
+
+/* N little-endian words starting at p (2-byte aligned): aligned 4-byte loads
+ * and funnel shifts. Never reads past the 4-byte word holding the last byte. */
+template <int N> NTX_HD void ntx_ld_words_a2(const uint8_t *p, uint32_t *w)
+{
+	const uint8_t *b = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)3);
+	uint32_t sh = ((uint32_t)(uintptr_t)p & 2u) * 8u;
+	uint32_t raw[N + 1];
+
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		raw[i] = ntx_ld32(b + 4 * i);
+	raw[N] = ntx_ld32(b + 4 * (N - (sh == 0))); /* unused when aligned */
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		w[i] = ntx_fshr(raw[i], raw[i + 1], sh);
+}
+
+/* N words (N a multiple of 4) from p, 16-byte aligned: 16-byte loads. */
+template <int N> NTX_HD void ntx_ld_words_a16(const uint8_t *p, uint32_t *w)
+{
+#pragma unroll
+	for (int i = 0; i < N; i += 4) {
+#ifdef __CUDA_ARCH__
+		uint4 v = *(const uint4 *)(p + 4 * i);
+
+		w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+#else
+		memcpy(w + i, p + 4 * i, 16);
+#endif
+	}
+}
+
+/* ---- type traits ---- */
+
+template <int T> struct ntx_qt;
+template <> struct ntx_qt<NTX_TYPE_Q4_0> {
+	enum { BS = 32, BB = 18, UPB = 1, ALIGN = 2 };
+};
+template <> struct ntx_qt<NTX_TYPE_Q8_0> {
+	enum { BS = 32, BB = 34, UPB = 1, ALIGN = 2 };
+};
+template <> struct ntx_qt<NTX_TYPE_Q4_K> {
+	enum { BS = 256, BB = 144, UPB = 8, ALIGN = 16 };
+};
+template <> struct ntx_qt<NTX_TYPE_Q5_K> {
+	enum { BS = 256, BB = 176, UPB = 8, ALIGN = 16 };
+};
+template <> struct ntx_qt<NTX_TYPE_Q6_K> {
+	enum { BS = 256, BB = 210, UPB = 8, ALIGN = 2 };
+};
+
+/* ---- unit decode ---- */
+
+struct ntx_wu {
+	uint32_t v[8]; /* 32 int8 values, element 4k + i in byte i of v[k] */
+	float a, b;
+	int s0, s1;
+};
+
+/* 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes held in
+ * s0 (bytes 0-3), s1 (4-7), s2 (8-11); see ntx_k_scale_min. */
+NTX_HD void ntx_kscale(int j, uint32_t s0, uint32_t s1, uint32_t s2, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = (int)((s0 >> (8 * j)) & 63);
+		*m = (int)((s1 >> (8 * j)) & 63);
+	} else {
+		uint32_t sh = 8 * (j - 4);
+		uint32_t hi = (s2 >> sh) & 0xFF, lo0 = (s0 >> sh) & 0xFF, lo1 = (s1 >> sh) & 0xFF;
+
+		*sc = (int)((hi & 0xF) | ((lo0 >> 6) << 4));
+		*m = (int)((hi >> 4) | ((lo1 >> 6) << 4));
+	}
+}
+
+/* Decode unit u (0 .. UPB-1) of the block at blk. */
+template <int T> NTX_HD void ntx_unit_decode(const uint8_t *blk, int u, ntx_wu &w)
+{
+	if constexpr (T == NTX_TYPE_Q4_0) {
+		uint32_t q[4];
+
+		(void)u;
+		ntx_ld_words_a2<4>(blk + 2, q);
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			w.v[k] = q[k] & 0x0F0F0F0Fu;
+			w.v[k + 4] = (q[k] >> 4) & 0x0F0F0F0Fu;
+		}
+		w.a = ntx_h2f(ntx_ld16(blk));
+		w.b = 8.0f * w.a;
+		w.s0 = w.s1 = 1;
+	} else if constexpr (T == NTX_TYPE_Q8_0) {
+		(void)u;
+		ntx_ld_words_a2<8>(blk + 2, w.v);
+		w.a = ntx_h2f(ntx_ld16(blk));
+		w.b = 0.0f;
+		w.s0 = w.s1 = 1;
+	} else if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K) {
+		uint32_t h[4], q[8];
+		uint32_t shift = 4u * (uint32_t)(u & 1);
+		int sc, m;
+
+		ntx_ld_words_a16<4>(blk, h);
+		ntx_kscale(u, h[1], h[2], h[3], &sc, &m);
+		if constexpr (T == NTX_TYPE_Q4_K) {
+			ntx_ld_words_a16<8>(blk + 16 + 32 * (u >> 1), q);
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				w.v[k] = (q[k] >> shift) & 0x0F0F0F0Fu;
+		} else {
+			uint32_t qh[8];
+
+			ntx_ld_words_a16<8>(blk + 16, qh);
+			ntx_ld_words_a16<8>(blk + 48 + 32 * (u >> 1), q);
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				w.v[k] = ((q[k] >> shift) & 0x0F0F0F0Fu) |
+					 (((qh[k] >> u) & 0x01010101u) << 4);
+		}
+		w.a = ntx_h2f(h[0] & 0xFFFF) * (float)sc;
+		w.b = ntx_h2f(h[0] >> 16) * (float)m;
+		w.s0 = w.s1 = 1;
+	} else if constexpr (T == NTX_TYPE_Q6_K) {
+		uint32_t ql[8], qh[8];
+		int hf = u >> 2, qr = u & 3;
+		uint32_t lsh = 4u * (uint32_t)(qr >> 1), hsh = 2u * (uint32_t)qr;
+		uint32_t sc = ntx_ld16(blk + 192 + 2 * u);
+
+		ntx_ld_words_a2<8>(blk + 64 * hf + 32 * (qr & 1), ql);
+		ntx_ld_words_a2<8>(blk + 128 + 32 * hf, qh);
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			uint32_t v = ((ql[k] >> lsh) & 0x0F0F0F0Fu) | (((qh[k] >> hsh) & 0x03030303u) << 4);
+
+			/* bytewise v - 32 for v in [0, 63]: v + 96 never carries */
+			w.v[k] = (v + 0x60606060u) ^ 0x80808080u;
+		}
+		w.a = ntx_h2f(ntx_ld16(blk + 208));
+		w.b = 0.0f;
+		w.s0 = (int)(int8_t)(uint8_t)(sc & 0xFF);
+		w.s1 = (int)(int8_t)(uint8_t)(sc >> 8);
+	}
+}
+
+/* Dot of a decoded unit with 32 int8 activations (x, packed as w.v) whose
+ * block has ds = (dx, dx * sum(q)). */
+NTX_HD float ntx_unit_dot(const ntx_wu &w, const uint32_t *x, float dx, float dsum)
+{
+	int s0 = 0, s1 = 0;
+
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		s0 = ntx_dp4a(w.v[k], x[k], s0);
+		s1 = ntx_dp4a(w.v[k + 4], x[k + 4], s1);
+	}
+	return w.a * dx * (float)(w.s0 * s0 + w.s1 * s1) - w.b * dsum;
+}
+
+/* Dequantized value of element e (0..31) of a decoded unit of type T,
+ * evaluated exactly as the CPU reference does (no FMA contraction). */
+template <int T> NTX_HD float ntx_unit_value(const ntx_wu &w, int e)
+{
+	int q = (int)(int8_t)(uint8_t)(w.v[e >> 2] >> (8 * (e & 3)));
+
+	if constexpr (T == NTX_TYPE_Q4_0)
+		return ntx_mul(w.a, (float)(q - 8));
+	else if constexpr (T == NTX_TYPE_Q8_0)
+		return ntx_mul(w.a, (float)q);
+	else if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K)
+		return ntx_sub(ntx_mul(w.a, (float)q), w.b);
+	else
+		return ntx_mul(ntx_mul(w.a, (float)(e < 16 ? w.s0 : w.s1)), (float)q);
+}
+
+/* ---- q8 activations ---- */
+
+/* Quantize 32 floats: amax = max |x|, d = amax / 127, q = rne(x * 127/amax)
+ * (0 when amax = 0), dsum = d * sum(q). The CUDA kernels compute the same
+ * values spread over 8 lanes (ntx_cuda.h: the q8 format). */
+NTX_HD void ntx_q8_quantize32(const float *x, int8_t *q, float *d, float *dsum)
+{
+	float amax = 0.0f, id;
+	int sum = 0;
+
+	for (int i = 0; i < 32; i++)
+		amax = fmaxf(amax, fabsf(x[i]));
+	id = amax != 0.0f ? 127.0f / amax : 0.0f;
+	for (int i = 0; i < 32; i++) {
+		q[i] = (int8_t)ntx_rne(x[i] * id);
+		sum += q[i];
+	}
+	*d = amax / 127.0f;
+	*dsum = *d * (float)sum;
+}
+
+#endif

@@ -1,0 +1,253 @@
+/* misc.cu - dequantization to F32, embedding lookup, element-wise SwiGLU and
+ * add, argmax, and the cosine statistics of layer-skip calibration. */
+#include "common.cuh"
+
+/* ---- dequantization ---- */
+
+/* Element block [i] of a row: 32 elements of a quantized type (one unit), or
+ * 8 of a float type, written as floats to y. */
+template <int T> __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t i, float *y)
+{
+	if constexpr (T == NTX_TYPE_F32 || T == NTX_TYPE_F16 || T == NTX_TYPE_BF16) {
+		float f[8];
+
+		if constexpr (T == NTX_TYPE_F32) {
+			const float *p = (const float *)row + 8 * i;
+
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				f[k] = p[k];
+		} else {
+			const uint16_t *p = (const uint16_t *)row + 8 * i;
+
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				f[k] = T == NTX_TYPE_F16 ? ntx_h2f(p[k]) : __uint_as_float((uint32_t)p[k] << 16);
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			y[8 * i + k] = f[k];
+	} else {
+		constexpr int BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB;
+		ntx_wu wu;
+
+		ntx_unit_decode<T>(row + (i / UPB) * BB, (int)(i % UPB), wu);
+#pragma unroll
+		for (int e = 0; e < 32; e++)
+			y[32 * i + e] = ntx_unit_value<T>(wu, e);
+	}
+}
+
+template <int T> constexpr int dq_epu(void)
+{
+	return T == NTX_TYPE_F32 || T == NTX_TYPE_F16 || T == NTX_TYPE_BF16 ? 8 : 32;
+}
+
+/* Rows: blockIdx.y; row r at src + row_bytes * (tok ? tok[r] : r). */
+template <int T>
+__global__ void ntx_dequant_kernel(const uint8_t *src, uint64_t row_bytes, const int32_t *tok,
+				   int64_t units, float *dst, int64_t n)
+{
+	const int r = blockIdx.y;
+	const uint8_t *row = src + row_bytes * (uint64_t)(tok ? tok[r] : r);
+
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < units;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		dq_unit<T>(row, i, dst + (int64_t)r * n);
+}
+
+static int dq_launch(const char *fn, uint32_t type, const void *src, uint64_t row_bytes,
+		     const int32_t *tok, int64_t n, int n_rows, float *dst, cudaStream_t s,
+		     struct ntx_err *err)
+{
+	int epu = ntx_cu_type_bs(type) == 1 ? 8 : 32;
+	int64_t units = n / epu, bx = (units + 255) / 256;
+	dim3 grid((unsigned)(bx > 4096 ? 4096 : bx < 1 ? 1 : bx), (unsigned)n_rows);
+	const uint8_t *p = (const uint8_t *)src;
+
+	switch (type) {
+	case NTX_TYPE_F32: ntx_dequant_kernel<NTX_TYPE_F32><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_F16: ntx_dequant_kernel<NTX_TYPE_F16><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_BF16: ntx_dequant_kernel<NTX_TYPE_BF16><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q4_0: ntx_dequant_kernel<NTX_TYPE_Q4_0><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q8_0: ntx_dequant_kernel<NTX_TYPE_Q8_0><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q4_K: ntx_dequant_kernel<NTX_TYPE_Q4_K><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q5_K: ntx_dequant_kernel<NTX_TYPE_Q5_K><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q6_K: ntx_dequant_kernel<NTX_TYPE_Q6_K><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	default: return ntx_err_set(err, NTX_EUNSUP, "%s: type %s", fn, ntx_type_name(type));
+	}
+	return ntx_cu_launched(fn, err);
+}
+
+extern "C" int ntx_cuda_dequant_f32(uint32_t type, const void *src, float *dst, int64_t n,
+				    ntx_stream_t s, struct ntx_err *err)
+{
+	int bs = ntx_cu_type_bs(type);
+
+	if (ntx_cu_check_w("dequant_f32", type, src, n, 1, err))
+		return -1;
+	if (!dst)
+		return ntx_err_set(err, NTX_EINVAL, "dequant_f32: NULL output");
+	if (bs == 1 && n % 8) /* float types go 8 elements per thread */
+		return ntx_err_set(err, NTX_EINVAL, "dequant_f32: n = %lld is not a multiple of 8",
+				   (long long)n);
+	return dq_launch("dequant_f32", type, src, 0, NULL, n, 1, dst, (cudaStream_t)s, err);
+}
+
+extern "C" int ntx_cuda_get_rows(uint32_t type, const void *table, uint64_t row_bytes, int64_t n,
+				 const int32_t *tok, int n_tok, float *out, ntx_stream_t s,
+				 struct ntx_err *err)
+{
+	if (ntx_cu_check_w("get_rows", type, table, n, 1, err))
+		return -1;
+	if (ntx_cu_type_bs(type) == 1 && n % 8)
+		return ntx_err_set(err, NTX_EINVAL, "get_rows: n = %lld is not a multiple of 8",
+				   (long long)n);
+	if (row_bytes < ntx_cu_row_bytes(type, n) || row_bytes % ntx_cu_type_align(type))
+		return ntx_err_set(err, NTX_EINVAL, "get_rows: row_bytes %llu for %lld elements of %s",
+				   (unsigned long long)row_bytes, (long long)n, ntx_type_name(type));
+	if (n_tok < 1 || n_tok > 65535 || !tok || !out)
+		return ntx_err_set(err, NTX_EINVAL, "get_rows: n_tok = %d (1..65535), tok and out non-NULL",
+				   n_tok);
+	return dq_launch("get_rows", type, table, row_bytes, tok, n, n_tok, out, (cudaStream_t)s, err);
+}
+
+/* ---- element-wise ---- */
+
+__global__ void ntx_swiglu_kernel(float *out, const float *g, const float *u, int64_t n)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		out[i] = ntx_silu_mul(g[i], u[i]);
+}
+
+__global__ void ntx_add_kernel(float *x, const float *y, int64_t n)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		x[i] += y[i];
+}
+
+static unsigned ew_grid(int64_t n)
+{
+	int64_t b = (n + 255) / 256;
+
+	return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
+}
+
+extern "C" int ntx_cuda_swiglu(float *out, const float *g, const float *u, int64_t n, ntx_stream_t s,
+			       struct ntx_err *err)
+{
+	if (n < 0 || (n && (!out || !g || !u)))
+		return ntx_err_set(err, NTX_EINVAL, "swiglu: n = %lld, NULL buffer", (long long)n);
+	if (!n)
+		return 0;
+	ntx_swiglu_kernel<<<ew_grid(n), 256, 0, (cudaStream_t)s>>>(out, g, u, n);
+	return ntx_cu_launched("swiglu", err);
+}
+
+extern "C" int ntx_cuda_add(float *x, const float *y, int64_t n, ntx_stream_t s, struct ntx_err *err)
+{
+	if (n < 0 || (n && (!x || !y)))
+		return ntx_err_set(err, NTX_EINVAL, "add: n = %lld, NULL buffer", (long long)n);
+	if (!n)
+		return 0;
+	ntx_add_kernel<<<ew_grid(n), 256, 0, (cudaStream_t)s>>>(x, y, n);
+	return ntx_cu_launched("add", err);
+}
+
+/* ---- argmax ---- */
+
+/* Is (v, i) better than (bv, bi)? NaN counts as -inf; lowest index on ties. */
+__device__ __forceinline__ bool am_better(float v, int64_t i, float bv, int64_t bi)
+{
+	if (v != v)
+		v = -INFINITY;
+	if (bv != bv)
+		bv = -INFINITY;
+	return v > bv || (v == bv && i < bi);
+}
+
+__global__ void ntx_argmax_kernel(const float *x, int64_t n, int32_t *out)
+{
+	__shared__ float sv[32];
+	__shared__ int64_t si[32];
+	const float *row = x + (int64_t)blockIdx.x * n;
+	float bv = -INFINITY;
+	int64_t bi = INT64_MAX;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+		if (am_better(row[i], i, bv, bi))
+			bv = row[i], bi = i;
+	for (int o = 16; o > 0; o >>= 1) {
+		float v = __shfl_xor_sync(NTX_FULL_MASK, bv, o);
+		int64_t i = __shfl_xor_sync(NTX_FULL_MASK, bi, o);
+
+		if (am_better(v, i, bv, bi))
+			bv = v, bi = i;
+	}
+	if (lane == 0)
+		sv[warp] = bv, si[warp] = bi;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+			if (am_better(sv[w], si[w], bv, bi))
+				bv = sv[w], bi = si[w];
+		out[blockIdx.x] = (int32_t)(bi == INT64_MAX ? 0 : bi);
+	}
+}
+
+extern "C" int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *out, ntx_stream_t s,
+			       struct ntx_err *err)
+{
+	if (n < 1 || n > INT32_MAX || n_rows < 1 || !x || !out)
+		return ntx_err_set(err, NTX_EINVAL, "argmax: n = %lld, n_rows = %d", (long long)n, n_rows);
+	ntx_argmax_kernel<<<n_rows, 1024, 0, (cudaStream_t)s>>>(x, n, out);
+	return ntx_cu_launched("argmax", err);
+}
+
+/* ---- cosine statistics ---- */
+
+/* One CTA per row, double accumulation (as the CPU engine does); cos = 1
+ * when either row is all zeros. */
+__global__ void ntx_cos_kernel(const float *a, const float *b, int dim, double *acc)
+{
+	__shared__ double sm[3][32];
+	const float *x = a + (int64_t)blockIdx.x * dim, *y = b + (int64_t)blockIdx.x * dim;
+	double xy = 0, xx = 0, yy = 0;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		double p = x[i], q = y[i];
+
+		xy += p * q;
+		xx += p * p;
+		yy += q * q;
+	}
+	xy = ntx_warp_sum_d(xy);
+	xx = ntx_warp_sum_d(xx);
+	yy = ntx_warp_sum_d(yy);
+	if (lane == 0)
+		sm[0][warp] = xy, sm[1][warp] = xx, sm[2][warp] = yy;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		double c;
+
+		xy = xx = yy = 0;
+		for (int w = 0; w < nw; w++)
+			xy += sm[0][w], xx += sm[1][w], yy += sm[2][w];
+		c = xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 1.0;
+		atomicAdd(acc, c);
+		atomicAdd(acc + 1, c * c);
+	}
+}
+
+extern "C" int ntx_cuda_cos_accum(const float *a, const float *b, int n_tok, int dim, double *acc,
+				  ntx_stream_t s, struct ntx_err *err)
+{
+	if (n_tok < 1 || dim < 1 || !a || !b || !acc)
+		return ntx_err_set(err, NTX_EINVAL, "cos_accum: n_tok = %d, dim = %d", n_tok, dim);
+	ntx_cos_kernel<<<n_tok, 256, 0, (cudaStream_t)s>>>(a, b, dim, acc);
+	return ntx_cu_launched("cos_accum", err);
+}

@@ -1,0 +1,190 @@
+/* norm_rope.cu - RMSNorm (optionally writing q8 activations for the next
+ * GEMV in the same pass) and RoPE + KV-cache store. */
+#include "common.cuh"
+
+/* ---- rmsnorm ---- */
+
+#define RN_THREADS 256
+
+/* One CTA per row. Pass 1: sum of squares (float, tree). Pass 2: lanes take
+ * groups of 4 consecutive elements, 8 lanes per q8 block of 32. */
+__global__ void __launch_bounds__(RN_THREADS)
+	ntx_rmsnorm_kernel(float *out, int8_t *qs, float2 *ds, const float *x, const float *w, int dim,
+			   float eps, int vec)
+{
+	__shared__ float red[RN_THREADS / 32];
+	__shared__ float scale_s;
+	const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const float *xr = x + (int64_t)t * dim;
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += RN_THREADS)
+		ss += xr[i] * xr[i];
+	ss = ntx_warp_sum(ss);
+	if (lane == 0)
+		red[warp] = ss;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = 0.0f;
+
+		for (int i = 0; i < RN_THREADS / 32; i++)
+			s += red[i];
+		scale_s = 1.0f / sqrtf(s / (float)dim + eps);
+	}
+	__syncthreads();
+	const float scale = scale_s;
+	float *o = out ? out + (int64_t)t * dim : NULL;
+
+	if (!vec) {
+		for (int i = threadIdx.x; i < dim; i += RN_THREADS)
+			o[i] = xr[i] * scale * w[i];
+		return;
+	}
+	/* dim % 4 == 0 here, and dim % 32 == 0 when qs is set */
+	const int g4 = dim / 4;
+	const int n_iter = (g4 + RN_THREADS - 1) / RN_THREADS;
+
+	for (int it = 0; it < n_iter; it++) {
+		const int g = it * RN_THREADS + threadIdx.x;
+		const int ok = g < g4;
+		float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+
+		if (ok) {
+			float4 a = ((const float4 *)xr)[g], b = ((const float4 *)w)[g];
+
+			v = make_float4(a.x * scale * b.x, a.y * scale * b.y, a.z * scale * b.z,
+					a.w * scale * b.w);
+			if (o)
+				((float4 *)o)[g] = v;
+		}
+		if (qs) /* uniform across the CTA: every lane calls it */
+			ntx_q8_store4(v, qs + (int64_t)t * dim, ds + (int64_t)t * (dim / 32), g, ok);
+	}
+}
+
+extern "C" int ntx_cuda_rmsnorm(float *out, void *xq, const float *x, const float *w, int n_tok,
+				int dim, float eps, ntx_stream_t s, struct ntx_err *err)
+{
+	int vec;
+
+	if (n_tok < 1 || dim < 1 || !x || !w || (!out && !xq))
+		return ntx_err_set(err, NTX_EINVAL, "rmsnorm: n_tok = %d, dim = %d, NULL buffer", n_tok, dim);
+	if (xq && (dim % 32 || !ntx_cu_aligned(xq, 16)))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "rmsnorm: q8 output needs dim %% 32 == 0 (dim = %d) and 16-byte alignment",
+				   dim);
+	vec = dim % 4 == 0 && ntx_cu_aligned(x, 16) && ntx_cu_aligned(w, 16) &&
+	      (!out || ntx_cu_aligned(out, 16));
+	if (xq && !vec)
+		return ntx_err_set(err, NTX_EINVAL, "rmsnorm: q8 output needs 16-byte aligned x, w, out");
+	ntx_rmsnorm_kernel<<<n_tok, RN_THREADS, 0, (cudaStream_t)s>>>(
+		out, (int8_t *)xq,
+		xq ? (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(dim, n_tok)) : NULL, x, w, dim, eps, vec);
+	return ntx_cu_launched("rmsnorm", err);
+}
+
+/* ---- RoPE + KV store ---- */
+
+struct rope_args {
+	float *q, *k;
+	const float *v;
+	int n_head, n_kv, hd, n_ctx, n_seq, n_rot, kv_f16;
+	void *kc, *vc;
+	const int32_t *seq, *pos;
+	float base, freq_scale;
+	const float *freqs;
+};
+
+/* One CTA per token. The angles are computed once per token in double
+ * precision (as the CPU reference does: large positions lose nothing), then
+ * every head's pairs are rotated; k and v are stored into the cache unless
+ * (seq, pos) is out of range (then attention for that token yields NaN). */
+__global__ void ntx_rope_store_kernel(rope_args a)
+{
+	extern __shared__ float rs_cs[]; /* cos[n_rot/2], sin[n_rot/2] */
+	const int t = blockIdx.x, half = a.n_rot / 2, hp = a.hd / 2;
+	const int p = a.pos[t], sq = a.seq[t];
+	const bool store = p >= 0 && p < a.n_ctx && sq >= 0 && sq < a.n_seq;
+	float *cs = rs_cs, *sn = rs_cs + half;
+
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		double inv = (double)a.freq_scale * pow((double)a.base, -2.0 * i / a.n_rot);
+
+		if (a.freqs)
+			inv /= (double)a.freqs[i];
+		double th = (double)p * inv;
+
+		cs[i] = (float)cos(th);
+		sn[i] = (float)sin(th);
+	}
+	__syncthreads();
+
+	float *qt = a.q + (int64_t)t * a.n_head * a.hd;
+	for (int j = threadIdx.x; j < a.n_head * hp; j += blockDim.x) {
+		const int i = j % hp;
+
+		if (i < half) {
+			float *e = qt + (int64_t)(j / hp) * a.hd + 2 * i;
+			const float x0 = e[0], x1 = e[1], c = cs[i], s = sn[i];
+
+			e[0] = x0 * c - x1 * s;
+			e[1] = x0 * s + x1 * c;
+		}
+	}
+
+	const int row = a.n_kv * a.hd;
+	const int64_t co = store ? ((int64_t)sq * a.n_ctx + p) * row : 0;
+	float *kt = a.k + (int64_t)t * row;
+	const float *vt = a.v + (int64_t)t * row;
+
+	for (int j = threadIdx.x; j < a.n_kv * hp; j += blockDim.x) {
+		const int i = j % hp, o = (j / hp) * a.hd + 2 * i;
+		float x0 = kt[o], x1 = kt[o + 1];
+
+		if (i < half) {
+			const float c = cs[i], s = sn[i], y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+
+			x0 = y0, x1 = y1;
+			kt[o] = x0, kt[o + 1] = x1;
+		}
+		if (store) {
+			const float v0 = vt[o], v1 = vt[o + 1];
+
+			if (a.kv_f16) {
+				*(__half2 *)((__half *)a.kc + co + o) = __floats2half2_rn(x0, x1);
+				*(__half2 *)((__half *)a.vc + co + o) = __floats2half2_rn(v0, v1);
+			} else {
+				*(float2 *)((float *)a.kc + co + o) = make_float2(x0, x1);
+				*(float2 *)((float *)a.vc + co + o) = make_float2(v0, v1);
+			}
+		}
+	}
+}
+
+extern "C" int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok, int n_head,
+				   const struct ntx_cuda_kv *kv, const int32_t *seq,
+				   const int32_t *pos, const struct ntx_cuda_rope *rope,
+				   ntx_stream_t s, struct ntx_err *err)
+{
+	rope_args a;
+
+	if (!kv || !rope || !q || !k || !v || !seq || !pos || !kv->k || !kv->v)
+		return ntx_err_set(err, NTX_EINVAL, "rope_store: NULL argument");
+	if (n_tok < 1 || n_tok > INT32_MAX / 2 || n_head < 1 || kv->n_head_kv < 1 ||
+	    n_head % kv->n_head_kv || kv->head_dim < 2 || kv->head_dim % 2 || kv->n_ctx < 1 ||
+	    kv->n_seq < 1)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "rope_store: n_tok = %d, n_head = %d, n_head_kv = %d, head_dim = %d, "
+				   "n_ctx = %d, n_seq = %d",
+				   n_tok, n_head, kv->n_head_kv, kv->head_dim, kv->n_ctx, kv->n_seq);
+	if (rope->n_rot < 0 || rope->n_rot % 2 || rope->n_rot > kv->head_dim)
+		return ntx_err_set(err, NTX_EINVAL, "rope_store: n_rot = %d (even, <= head_dim %d)",
+				   rope->n_rot, kv->head_dim);
+	a.q = q, a.k = k, a.v = v;
+	a.n_head = n_head, a.n_kv = kv->n_head_kv, a.hd = kv->head_dim;
+	a.n_ctx = kv->n_ctx, a.n_seq = kv->n_seq, a.n_rot = rope->n_rot, a.kv_f16 = kv->kv_f16;
+	a.kc = kv->k, a.vc = kv->v, a.seq = seq, a.pos = pos;
+	a.base = rope->base, a.freq_scale = rope->freq_scale, a.freqs = rope->freqs;
+	ntx_rope_store_kernel<<<n_tok, 128, (size_t)rope->n_rot * sizeof(float), (cudaStream_t)s>>>(a);
+	return ntx_cu_launched("rope_store", err);
+}

@@ -1,0 +1,313 @@
+/* gpu_util.h - helpers shared by the CUDA test programs in tests/gpu:
+ * device buffers that abort the test on a CUDA error, random well-formed
+ * weights and activations (fixed seed, never zeros), the CPU references
+ * and NMSE. Header-only (each test program is one .c file). */
+#ifndef NTX_GPU_UTIL_H
+#define NTX_GPU_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../unit/t.h"
+#include "ntx_cpu.h"
+#include "ntx_cuda.h"
+#include "sampler.h"
+
+static struct ntx_err g_err;
+
+/* A kernel call that must succeed; on failure: report, stop the program. */
+#define T_CUDA(call)                                                                           \
+	do {                                                                                   \
+		if ((call) != 0) {                                                             \
+			t_ok(0, "%s: %s", #call, g_err.msg);                                   \
+			exit(t_done() | 1);                                                    \
+		}                                                                              \
+	} while (0)
+
+#define CK(call)                                                                               \
+	do {                                                                                   \
+		cudaError_t e_ = (call);                                                       \
+		if (e_ != cudaSuccess) {                                                       \
+			t_ok(0, "%s: %s", #call, cudaGetErrorString(e_));                      \
+			exit(t_done() | 1);                                                    \
+		}                                                                              \
+	} while (0)
+
+static inline int gpu_probe(void)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || cudaSetDevice(0) != cudaSuccess ||
+	    cudaFree(0) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return 1;
+}
+
+static inline void gpu_banner(void)
+{
+	struct cudaDeviceProp p;
+
+	if (cudaGetDeviceProperties(&p, 0) == cudaSuccess)
+		t_diag("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, cuBLAS %s", p.name, p.major,
+		       p.minor, p.multiProcessorCount, p.totalGlobalMem / 1073741824.0,
+		       p.l2CacheSize >> 20, ntx_cuda_have_cublas() ? "loaded" : "not used");
+}
+
+/* ---- device buffers ---- */
+
+static inline void *dev_alloc(size_t n)
+{
+	void *p = NULL;
+
+	CK(cudaMalloc(&p, n ? n : 1));
+	return p;
+}
+
+static inline void dev_free(void *p)
+{
+	if (p)
+		CK(cudaFree(p));
+}
+
+static inline void dev_put(void *d, const void *h, size_t n)
+{
+	CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+}
+
+static inline void *dev_up(const void *h, size_t n)
+{
+	void *d = dev_alloc(n);
+
+	dev_put(d, h, n);
+	return d;
+}
+
+static inline void dev_get(void *h, const void *d, size_t n)
+{
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+}
+
+/* All bytes 0xFF: a NaN for floats, -1 for ints. */
+static inline void dev_poison(void *d, size_t n)
+{
+	CK(cudaMemset(d, 0xFF, n));
+}
+
+/* ---- random data ---- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static inline uint64_t rng_u64(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static inline double rnd_unif(void)
+{
+	return (double)(rng_u64() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static inline float rnd_gauss(void)
+{
+	double u = rnd_unif() + 1e-300, v = rnd_unif();
+
+	return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static inline float *rnd_gauss_vec(size_t n, float scale)
+{
+	float *p = malloc(n * sizeof *p);
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = scale * rnd_gauss();
+	return p;
+}
+
+static inline size_t row_bytes(uint32_t t, int64_t n)
+{
+	uint64_t b = 0;
+
+	ntx_type_row_bytes(t, n, &b, NULL);
+	return (size_t)b;
+}
+
+static inline int block_of(uint32_t t)
+{
+	return ntx_type_get(t)->block_size;
+}
+
+static inline const char *type_name(uint32_t t)
+{
+	return ntx_type_name(t);
+}
+
+static inline int is_float_type(uint32_t t)
+{
+	return t == NTX_TYPE_F32 || t == NTX_TYPE_F16 || t == NTX_TYPE_BF16;
+}
+
+/* n_rows rows of n elements of type t: Gaussian floats, or random blocks
+ * with finite fp16 scales of a realistic size. */
+static inline void rnd_rows(uint32_t t, void *dst, int64_t n, int64_t n_rows)
+{
+	unsigned char *p = dst;
+	size_t nb = row_bytes(t, n) * (size_t)n_rows, bs, i;
+
+	if (is_float_type(t)) {
+		for (size_t k = 0; k < (size_t)(n * n_rows); k++) {
+			float v = rnd_gauss();
+			uint16_t h;
+
+			if (t == NTX_TYPE_F32) {
+				memcpy(p + 4 * k, &v, 4);
+				continue;
+			}
+			h = t == NTX_TYPE_F16 ? ntx_fp32_to_fp16(v) : ntx_fp32_to_bf16(v);
+			memcpy(p + 2 * k, &h, 2);
+		}
+		return;
+	}
+	for (i = 0; i + 8 <= nb; i += 8) {
+		uint64_t r = rng_u64();
+
+		memcpy(p + i, &r, 8);
+	}
+	for (; i < nb; i++)
+		p[i] = (unsigned char)rng_u64();
+	bs = (size_t)ntx_type_get(t)->type_size;
+	for (i = 0; i < nb; i += bs) {
+		uint16_t d = ntx_fp32_to_fp16((float)(0.001 + 0.02 * rnd_unif()));
+		uint16_t m = ntx_fp32_to_fp16((float)(0.001 + 0.02 * rnd_unif()));
+
+		if (t == NTX_TYPE_Q6_K) {
+			memcpy(p + i + 208, &d, 2);
+		} else {
+			memcpy(p + i, &d, 2);
+			if (t == NTX_TYPE_Q4_K || t == NTX_TYPE_Q5_K)
+				memcpy(p + i + 2, &m, 2);
+		}
+	}
+}
+
+/* Activations whose max |x| is 127 * 2^k in every block of 32, with one k
+ * per 256: then the CUDA q8 format (per 32, float d) and ggml's Q8_0 (fp16
+ * d) and Q8_K (per 256) hold the same integers and exactly related scales,
+ * and GEMV results can be held to ntx_vec_dot_ref within float rounding. */
+static inline void rnd_strict_acts(float *x, int64_t n)
+{
+	for (int64_t b = 0; b < n; b += 256) {
+		float sc = ldexpf(1.0f, (int)(rng_u64() % 7) - 4);
+
+		for (int64_t i = b; i < b + 256 && i < n; i++)
+			x[i] = sc * (float)(254.0 * rnd_unif() - 127.0);
+		for (int64_t j = b; j < b + 256 && j + 32 <= n; j += 32)
+			x[j + (int64_t)(rng_u64() % 32)] = (rng_u64() & 1) ? 127.0f * sc : -127.0f * sc;
+	}
+}
+
+/* The q8 quantization of 32 floats (ntx_cuda.h), as the kernels do it. */
+static inline void ntx_ref_q8_32(const float *x, int8_t *q, float *d, float *ds)
+{
+	float amax = 0.0f, id;
+	int sum = 0;
+
+	for (int i = 0; i < 32; i++)
+		amax = fmaxf(amax, fabsf(x[i]));
+	id = amax != 0.0f ? 127.0f / amax : 0.0f;
+	for (int i = 0; i < 32; i++) {
+		q[i] = (int8_t)rintf(x[i] * id);
+		sum += q[i];
+	}
+	*d = amax / 127.0f;
+	*ds = *d * (float)sum;
+}
+
+/* ref[t * n_out + r] = W[r] . x[t]: with exact = 1 as ntx_vec_dot_ref
+ * computes it (integer dot on ggml-quantized activations for quantized
+ * types), else the float64 dot of the dequantized row with x. */
+static inline void ref_gemv(uint32_t t, const void *w, int64_t n_in, int64_t n_out, const float *x,
+		     int n_tok, int exact, double *ref)
+{
+	size_t rb = row_bytes(t, n_in);
+	uint32_t at = ntx_act_type(t);
+	void *xq = malloc(ntx_act_bytes(at, n_in) + 64);
+	float *row = malloc((size_t)n_in * sizeof *row);
+
+	for (int k = 0; k < n_tok; k++) {
+		const float *xt = x + (size_t)k * n_in;
+
+		if (exact) {
+			ntx_quantize_act_ref(at, xt, xq, n_in);
+			for (int64_t r = 0; r < n_out; r++)
+				ref[(size_t)k * n_out + r] =
+					ntx_vec_dot_ref(t, n_in, (const char *)w + rb * r, xq);
+		} else {
+			for (int64_t r = 0; r < n_out; r++) {
+				double s = 0;
+
+				ntx_dequant_row_ref(t, (const char *)w + rb * r, row, n_in);
+				for (int64_t i = 0; i < n_in; i++)
+					s += (double)row[i] * xt[i];
+				ref[(size_t)k * n_out + r] = s;
+			}
+		}
+	}
+	free(xq);
+	free(row);
+}
+
+/* ---- errors ---- */
+
+static inline double nmse_d(const double *a, const double *ref, size_t n)
+{
+	double num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double e = a[i] - ref[i];
+
+		num += e * e;
+		den += ref[i] * ref[i];
+	}
+	return den > 0 ? num / den : (num == 0 ? 0 : INFINITY);
+}
+
+static inline double nmse_f(const float *a, const float *ref, size_t n)
+{
+	double num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double e = (double)a[i] - ref[i];
+
+		num += e * e;
+		den += (double)ref[i] * ref[i];
+	}
+	return den > 0 ? num / den : (num == 0 ? 0 : INFINITY);
+}
+
+/* Common start of every test program: --probe, and the device check. */
+static inline int gpu_start(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--probe"))
+			exit(gpu_probe() ? 0 : 1);
+	if (!gpu_probe()) {
+		printf("# no CUDA device\n");
+		t_ok(0, "a CUDA device is usable");
+		exit(t_done() | 1);
+	}
+	gpu_banner();
+	return 0;
+}
+
+#endif

@@ -1,0 +1,275 @@
+/* host_blockmath.cu - the per-block math of the CUDA kernels
+ * (kernels/cuda/blockmath.cuh), run on the host, against the CPU oracle.
+ * Built by nvcc as a host program ($(BUILD)/tests/test_cuda_host) whenever
+ * nvcc is found, and run by `make test`: it needs no GPU, so layout and
+ * arithmetic bugs of the GPU kernels are caught on any machine.
+ *
+ * Checks, for every quantized type, on random blocks (fixed seed):
+ *   - unit decode + ntx_unit_value == ntx_dequant_row_ref, bit for bit;
+ *   - unit dot products with q8 activations == ntx_vec_dot_ref when the
+ *     activations are built so that the per-32 q8 format and ggml's Q8_0 /
+ *     Q8_K give the same integers (per-block max = 127 * 2^k): NMSE <= 1e-10
+ *     (only float rounding order differs);
+ *   - the same on plain random activations vs the float64 dot of the
+ *     dequantized row: NMSE <= 1e-4 (activation quantization noise);
+ *   - ntx_q8_quantize32 == ntx_quantize_act_ref(Q8_0) on those inputs;
+ *   - the 2-byte-aligned word loader at both alignments. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blockmath.cuh"
+#include "t.h"
+
+extern "C" {
+#include "ntx_cpu.h"
+}
+
+#define NMSE_STRICT 1e-10
+#define NMSE_RANDOM 1e-4
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static uint64_t rng_u64(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static double rng_unif(void)
+{
+	return (double)(rng_u64() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static float rng_gauss(void)
+{
+	double u = rng_unif() + 1e-300, v = rng_unif();
+
+	return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+struct tinfo {
+	uint32_t t;
+	const char *name;
+	int bs, bb, upb;
+};
+
+static const tinfo types[] = {
+	{ NTX_TYPE_Q4_0, "Q4_0", 32, 18, 1 },  { NTX_TYPE_Q8_0, "Q8_0", 32, 34, 1 },
+	{ NTX_TYPE_Q4_K, "Q4_K", 256, 144, 8 }, { NTX_TYPE_Q5_K, "Q5_K", 256, 176, 8 },
+	{ NTX_TYPE_Q6_K, "Q6_K", 256, 210, 8 },
+};
+
+/* Random, well-formed blocks: random bytes, finite fp16 scales. */
+static void random_blocks(const tinfo &ti, uint8_t *p, int nb)
+{
+	for (int i = 0; i < nb * ti.bb; i++)
+		p[i] = (uint8_t)rng_u64();
+	for (int b = 0; b < nb; b++) {
+		uint8_t *blk = p + (size_t)b * ti.bb;
+		uint16_t d = ntx_fp32_to_fp16((float)(0.001 + 0.02 * rng_unif()));
+		uint16_t m = ntx_fp32_to_fp16((float)(0.001 + 0.02 * rng_unif()));
+
+		switch (ti.t) {
+		case NTX_TYPE_Q4_0:
+		case NTX_TYPE_Q8_0:
+			memcpy(blk, &d, 2);
+			break;
+		case NTX_TYPE_Q4_K:
+		case NTX_TYPE_Q5_K:
+			memcpy(blk, &d, 2);
+			memcpy(blk + 2, &m, 2);
+			break;
+		default:
+			memcpy(blk + 208, &d, 2);
+			break;
+		}
+	}
+}
+
+/* Activations whose per-32 max |x| is 127 * 2^k with the same k over each
+ * 256, so q8 (per 32, float d) and Q8_0 / Q8_K give identical integers. */
+static void strict_acts(float *x, int n)
+{
+	for (int b = 0; b < n; b += 256) {
+		int k = (int)(rng_u64() % 7) - 4;
+		float sc = ldexpf(1.0f, k);
+
+		for (int i = b; i < b + 256 && i < n; i++)
+			x[i] = sc * (float)(254.0 * rng_unif() - 127.0);
+		for (int j = b; j < b + 256 && j < n; j += 32) {
+			int at = j + (int)(rng_u64() % 32);
+
+			x[at] = (rng_u64() & 1) ? 127.0f * sc : -127.0f * sc;
+		}
+	}
+}
+
+/* q8 activations of n floats with the host quantizer of blockmath.cuh. */
+static void q8_acts(const float *x, int n, int8_t *qs, float *d, float *ds)
+{
+	for (int b = 0; b < n / 32; b++)
+		ntx_q8_quantize32(x + 32 * b, qs + 32 * b, d + b, ds + b);
+}
+
+/* Dot of a weight row with q8 activations through the unit functions. */
+static float unit_row_dot(const tinfo &ti, const uint8_t *row, int n, const int8_t *qs,
+			  const float *d, const float *ds)
+{
+	double acc = 0;
+
+	for (int u = 0; u < n / 32; u++) {
+		ntx_wu wu;
+		uint32_t xw[8];
+		const uint8_t *blk = row + (size_t)(u / ti.upb) * ti.bb;
+
+		switch (ti.t) {
+		case NTX_TYPE_Q4_0: ntx_unit_decode<NTX_TYPE_Q4_0>(blk, u % ti.upb, wu); break;
+		case NTX_TYPE_Q8_0: ntx_unit_decode<NTX_TYPE_Q8_0>(blk, u % ti.upb, wu); break;
+		case NTX_TYPE_Q4_K: ntx_unit_decode<NTX_TYPE_Q4_K>(blk, u % ti.upb, wu); break;
+		case NTX_TYPE_Q5_K: ntx_unit_decode<NTX_TYPE_Q5_K>(blk, u % ti.upb, wu); break;
+		default: ntx_unit_decode<NTX_TYPE_Q6_K>(blk, u % ti.upb, wu); break;
+		}
+		memcpy(xw, qs + 32 * u, 32);
+		acc += ntx_unit_dot(wu, xw, d[u], ds[u]);
+	}
+	return (float)acc;
+}
+
+static void unit_row_dequant(const tinfo &ti, const uint8_t *row, int n, float *y)
+{
+	for (int u = 0; u < n / 32; u++) {
+		ntx_wu wu;
+		const uint8_t *blk = row + (size_t)(u / ti.upb) * ti.bb;
+
+		for (int e = 0; e < 32; e++) {
+			switch (ti.t) {
+			case NTX_TYPE_Q4_0: ntx_unit_decode<NTX_TYPE_Q4_0>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q4_0>(wu, e); break;
+			case NTX_TYPE_Q8_0: ntx_unit_decode<NTX_TYPE_Q8_0>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q8_0>(wu, e); break;
+			case NTX_TYPE_Q4_K: ntx_unit_decode<NTX_TYPE_Q4_K>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q4_K>(wu, e); break;
+			case NTX_TYPE_Q5_K: ntx_unit_decode<NTX_TYPE_Q5_K>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q5_K>(wu, e); break;
+			default: ntx_unit_decode<NTX_TYPE_Q6_K>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q6_K>(wu, e); break;
+			}
+		}
+	}
+}
+
+static double nmse(const double *a, const double *ref, int n)
+{
+	double num = 0, den = 0;
+
+	for (int i = 0; i < n; i++) {
+		double e = a[i] - ref[i];
+
+		num += e * e;
+		den += ref[i] * ref[i];
+	}
+	return den > 0 ? num / den : (num > 0 ? INFINITY : 0);
+}
+
+#define N_EL 2048
+#define N_ROWS 64
+
+static void test_type(const tinfo &ti)
+{
+	const int nb = N_EL / ti.bs, rb = nb * ti.bb;
+	uint8_t *w = (uint8_t *)aligned_alloc(64, (size_t)rb * N_ROWS + 64);
+	float x[N_EL], yref[N_EL], yu[N_EL], dd[N_EL / 32], ds[N_EL / 32];
+	int8_t qs[N_EL];
+	void *xr = malloc(ntx_act_bytes(ntx_act_type(ti.t), N_EL));
+	double got[N_ROWS], ref[N_ROWS], got2[N_ROWS], ref2[N_ROWS];
+	long bad = 0;
+	int r;
+
+	/* every row starts 16-byte aligned only if rb is; Q4_0 / Q8_0 / Q6_K rows
+	 * also land at 2 mod 4 so both word-loader alignments are exercised */
+	random_blocks(ti, w, nb * N_ROWS);
+	for (r = 0; r < N_ROWS; r++) {
+		ntx_dequant_row_ref(ti.t, w + (size_t)r * rb, yref, N_EL);
+		unit_row_dequant(ti, w + (size_t)r * rb, N_EL, yu);
+		for (int i = 0; i < N_EL; i++)
+			bad += memcmp(&yref[i], &yu[i], 4) != 0;
+	}
+	t_ok(bad == 0, "%s: unit dequant == ntx_dequant_row_ref bit for bit (%ld mismatches)", ti.name,
+	     bad);
+
+	bad = 0;
+	for (r = 0; r < N_ROWS; r++) {
+		strict_acts(x, N_EL);
+		q8_acts(x, N_EL, qs, dd, ds);
+		ntx_quantize_act_ref(ntx_act_type(ti.t), x, xr, N_EL);
+		if (ti.t == NTX_TYPE_Q4_0 || ti.t == NTX_TYPE_Q8_0) {
+			const struct ntx_block_q8_0 *b = (const struct ntx_block_q8_0 *)xr;
+
+			for (int k = 0; k < N_EL / 32; k++)
+				bad += memcmp(b[k].qs, qs + 32 * k, 32) != 0 ||
+				       ntx_fp16_to_fp32(b[k].d) != dd[k];
+		}
+		got[r] = unit_row_dot(ti, w + (size_t)r * rb, N_EL, qs, dd, ds);
+		ref[r] = ntx_vec_dot_ref(ti.t, N_EL, w + (size_t)r * rb, xr);
+
+		for (int i = 0; i < N_EL; i++)
+			x[i] = rng_gauss();
+		q8_acts(x, N_EL, qs, dd, ds);
+		ntx_dequant_row_ref(ti.t, w + (size_t)r * rb, yref, N_EL);
+		got2[r] = unit_row_dot(ti, w + (size_t)r * rb, N_EL, qs, dd, ds);
+		ref2[r] = 0;
+		for (int i = 0; i < N_EL; i++)
+			ref2[r] += (double)yref[i] * x[i];
+	}
+	if (ti.t == NTX_TYPE_Q4_0 || ti.t == NTX_TYPE_Q8_0)
+		t_ok(bad == 0, "%s: ntx_q8_quantize32 == ntx_quantize_act_ref(Q8_0) (%ld bad blocks)",
+		     ti.name, bad);
+	{
+		double e1 = nmse(got, ref, N_ROWS), e2 = nmse(got2, ref2, N_ROWS);
+
+		t_ok(e1 <= NMSE_STRICT, "%s: unit dot vs ntx_vec_dot_ref, same integers: NMSE %.3g <= %g",
+		     ti.name, e1, NMSE_STRICT);
+		t_ok(e2 <= NMSE_RANDOM, "%s: unit dot vs float64 dequantized dot: NMSE %.3g <= %g",
+		     ti.name, e2, NMSE_RANDOM);
+		t_ok(e2 > 0, "%s: random activations do carry quantization noise (NMSE %.3g > 0)",
+		     ti.name, e2);
+	}
+	free(xr);
+	free(w);
+}
+
+static void test_loaders(void)
+{
+	uint8_t buf[64];
+	uint32_t w[8], want[8];
+	int ok = 1;
+
+	for (int i = 0; i < 64; i++)
+		buf[i] = (uint8_t)(rng_u64());
+	for (int off = 0; off <= 16; off += 2) {
+		ntx_ld_words_a2<8>(buf + off, w);
+		memcpy(want, buf + off, 32);
+		ok &= memcmp(w, want, 32) == 0;
+	}
+	t_ok(ok, "ntx_ld_words_a2 reads 8 words at every even offset");
+	ntx_ld_words_a16<8>(buf + 16, w);
+	memcpy(want, buf + 16, 32);
+	t_ok(memcmp(w, want, 32) == 0, "ntx_ld_words_a16 reads 8 words");
+	/* bytes (1, 127, -1, -128) . (2, -1, -128, 127) = 2 - 127 + 128 - 16256 */
+	t_ok(ntx_dp4a(0x80FF7F01u, 0x7F80FF02u, 5) == 5 - 16253, "ntx_dp4a host fallback: signed bytes");
+}
+
+int main(void)
+{
+	test_loaders();
+	for (const tinfo &ti : types)
+		test_type(ti);
+	{
+		float z[32] = { 0 }, d = 1, ds = 1;
+		int8_t q[32];
+
+		ntx_q8_quantize32(z, q, &d, &ds);
+		t_ok(d == 0 && ds == 0 && q[0] == 0 && q[31] == 0, "q8 of all zeros: d = 0, q = 0");
+	}
+	return t_done();
+}

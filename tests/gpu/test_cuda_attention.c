@@ -1,0 +1,261 @@
+/* test_cuda_attention.c - RoPE + KV store and causal GQA attention
+ * (kernels/cuda/norm_rope.cu, attention.cu) against ntx_op_rope,
+ * ntx_op_kv_store and ntx_op_attention: F16 and F32 caches, MHA and groups
+ * of 2..16, head_dim 48..256, contexts 1, 33, 4097, positions at n_ctx - 1,
+ * several sequences, decode and 512-token prefill, an out-of-range position
+ * (NaN out, no stray write), and a CUDA graph captured once and replayed at
+ * new positions (the launch must not depend on pos). */
+#include "gpu_util.h"
+#include "ntx_ops.h"
+
+#define NMSE_ROPE 1e-10
+#define NMSE_ATTN 1e-6
+
+/* ---- rope + store ---- */
+
+static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale)
+{
+	const int n_tok = 5, n_head = 8, n_kv = 2, hd = 64, n_ctx = 1024, n_seq = 3;
+	const int32_t pos[5] = { 0, 17, n_ctx - 1, 5, 1000 }, seq[5] = { 0, 1, 2, 0, 1 };
+	const size_t nq = (size_t)n_tok * n_head * hd, nk = (size_t)n_tok * n_kv * hd;
+	const size_t cache_el = (size_t)n_seq * n_ctx * n_kv * hd, esz = f16 ? 2 : 4;
+	float *q = rnd_gauss_vec(nq, 1.0f), *k = rnd_gauss_vec(nk, 1.0f), *v = rnd_gauss_vec(nk, 1.0f);
+	float *gq = malloc(nq * 4), *gk = malloc(nk * 4), freqs[32];
+	unsigned char *gc_k = malloc(cache_el * esz), *gc_v = malloc(cache_el * esz);
+	unsigned char *ec_k = malloc(cache_el * esz), *ec_v = malloc(cache_el * esz);
+	float *dq, *dk, *dv, *dfreqs = NULL;
+	int32_t *dpos, *dseq;
+	struct ntx_cuda_kv kv = { 0 };
+	struct ntx_cuda_rope rp = { n_rot, 500000.0f, freq_scale, NULL };
+	struct ntx_rope cr = { n_rot, 500000.0, freq_scale, NULL };
+	struct ntx_kv_layer ckv = { ec_k, ec_v, f16, n_ctx, n_seq, n_kv, hd };
+	double e1, e2;
+
+	for (int i = 0; i < 32; i++)
+		freqs[i] = (float)(1.0 + 7.0 * rnd_unif());
+	dq = dev_up(q, nq * 4), dk = dev_up(k, nk * 4), dv = dev_up(v, nk * 4);
+	dpos = dev_up(pos, sizeof pos), dseq = dev_up(seq, sizeof seq);
+	if (with_freqs) {
+		dfreqs = dev_up(freqs, sizeof freqs);
+		rp.freqs = dfreqs;
+		cr.freqs = freqs;
+	}
+	kv.k = dev_alloc(cache_el * esz), kv.v = dev_alloc(cache_el * esz);
+	kv.kv_f16 = f16, kv.n_ctx = n_ctx, kv.n_seq = n_seq, kv.n_head_kv = n_kv, kv.head_dim = hd;
+	dev_poison(kv.k, cache_el * esz), dev_poison(kv.v, cache_el * esz);
+	T_CUDA(ntx_cuda_rope_store(dq, dk, dv, n_tok, n_head, &kv, dseq, dpos, &rp, NULL, &g_err));
+	dev_get(gq, dq, nq * 4), dev_get(gk, dk, nk * 4);
+	dev_get(gc_k, kv.k, cache_el * esz), dev_get(gc_v, kv.v, cache_el * esz);
+	ntx_op_rope(q, n_tok, n_head, hd, pos, &cr);
+	ntx_op_rope(k, n_tok, n_kv, hd, pos, &cr);
+	e1 = nmse_f(gq, q, nq), e2 = nmse_f(gk, k, nk);
+	t_ok(e1 <= NMSE_ROPE && e2 <= NMSE_ROPE,
+	     "rope %s n_rot %d%s freq_scale %g: q NMSE %.3g, k NMSE %.3g (pos up to n_ctx-1)",
+	     f16 ? "F16" : "F32", n_rot, with_freqs ? " rope_freqs" : "", freq_scale, e1, e2);
+	/* the cache must hold exactly the GPU's rotated k and v at (seq, pos),
+	 * and be untouched (still poison) everywhere else */
+	memset(ec_k, 0xFF, cache_el * esz), memset(ec_v, 0xFF, cache_el * esz);
+	ntx_op_kv_store(&ckv, gk, v, n_tok, seq, pos);
+	t_ok(!memcmp(gc_k, ec_k, cache_el * esz) && !memcmp(gc_v, ec_v, cache_el * esz),
+	     "rope_store %s: cache rows written at (seq, pos), nothing else", f16 ? "F16" : "F32");
+	dev_free(dq), dev_free(dk), dev_free(dv), dev_free(dpos), dev_free(dseq), dev_free(dfreqs);
+	dev_free(kv.k), dev_free(kv.v);
+	free(q), free(k), free(v), free(gq), free(gk), free(gc_k), free(gc_v), free(ec_k), free(ec_v);
+}
+
+/* ---- attention ---- */
+
+struct acase {
+	const char *what;
+	int n_tok, n_head, n_kv, hd, n_ctx, n_seq, f16;
+	int pos_mode; /* 0: list, 1: prefill pos = t, 2: two sequences pos = t / 2 */
+	int32_t pos[4], seq[4];
+};
+
+struct abuf {
+	struct ntx_cuda_kv kv;
+	struct ntx_kv_layer ckv;
+	float *q, *dq, *dout;
+	int32_t *pos, *seq, *dpos, *dseq;
+	void *ws;
+};
+
+static void abuf_init(struct abuf *b, const struct acase *c)
+{
+	size_t row = (size_t)c->n_kv * c->hd, cel = (size_t)c->n_seq * c->n_ctx * row;
+	size_t esz = c->f16 ? 2 : 4, nq = (size_t)c->n_tok * c->n_head * c->hd;
+	void *hk = malloc(cel * esz), *hv = malloc(cel * esz);
+	size_t wsb = ntx_cuda_attention_ws_bytes(c->n_tok, c->n_head, c->hd, c->n_ctx);
+
+	for (size_t i = 0; i < cel; i++) {
+		float a = rnd_gauss(), bb = rnd_gauss();
+
+		if (c->f16) {
+			((uint16_t *)hk)[i] = ntx_fp32_to_fp16(a);
+			((uint16_t *)hv)[i] = ntx_fp32_to_fp16(bb);
+		} else {
+			((float *)hk)[i] = a;
+			((float *)hv)[i] = bb;
+		}
+	}
+	b->pos = malloc((size_t)c->n_tok * 4), b->seq = malloc((size_t)c->n_tok * 4);
+	for (int t = 0; t < c->n_tok; t++) {
+		b->pos[t] = c->pos_mode == 0 ? c->pos[t] : c->pos_mode == 1 ? t : t / 2;
+		b->seq[t] = c->pos_mode == 0 ? c->seq[t] : c->pos_mode == 1 ? 0 : t % c->n_seq;
+	}
+	b->q = rnd_gauss_vec(nq, 2.0f);
+	b->dq = dev_up(b->q, nq * 4);
+	b->dout = dev_alloc(nq * 4);
+	b->dpos = dev_up(b->pos, (size_t)c->n_tok * 4), b->dseq = dev_up(b->seq, (size_t)c->n_tok * 4);
+	b->ws = wsb ? dev_alloc(wsb) : NULL;
+	memset(&b->kv, 0, sizeof b->kv);
+	b->kv.k = dev_up(hk, cel * esz), b->kv.v = dev_up(hv, cel * esz);
+	b->kv.kv_f16 = c->f16, b->kv.n_ctx = c->n_ctx, b->kv.n_seq = c->n_seq;
+	b->kv.n_head_kv = c->n_kv, b->kv.head_dim = c->hd;
+	b->ckv.k = hk, b->ckv.v = hv, b->ckv.f16 = c->f16, b->ckv.n_ctx = c->n_ctx;
+	b->ckv.n_seq = c->n_seq, b->ckv.n_head_kv = c->n_kv, b->ckv.head_dim = c->hd;
+}
+
+static void abuf_free(struct abuf *b)
+{
+	dev_free(b->dq), dev_free(b->dout), dev_free(b->dpos), dev_free(b->dseq), dev_free(b->ws);
+	dev_free(b->kv.k), dev_free(b->kv.v);
+	free(b->q), free(b->pos), free(b->seq), free(b->ckv.k), free(b->ckv.v);
+}
+
+static double attn_ref_nmse(struct abuf *b, const struct acase *c, const float *got)
+{
+	size_t nq = (size_t)c->n_tok * c->n_head * c->hd;
+	float *ref = malloc(nq * 4);
+	float *scr = malloc(ntx_op_attention_scratch(1, c->n_ctx) * 4);
+	double e;
+
+	ntx_op_attention(NULL, ref, b->q, c->n_tok, c->n_head, &b->ckv, b->seq, b->pos, scr);
+	e = nmse_f(got, ref, nq);
+	free(ref), free(scr);
+	return e;
+}
+
+static void test_attention_case(const struct acase *c)
+{
+	struct abuf b;
+	size_t nq = (size_t)c->n_tok * c->n_head * c->hd;
+	float *got = malloc(nq * 4);
+	double e;
+
+	abuf_init(&b, c);
+	dev_poison(b.dout, nq * 4);
+	T_CUDA(ntx_cuda_attention(b.dout, b.dq, c->n_tok, c->n_head, &b.kv, b.dseq, b.dpos, b.ws,
+				  ntx_cuda_attention_ws_bytes(c->n_tok, c->n_head, c->hd, c->n_ctx),
+				  NULL, &g_err));
+	dev_get(got, b.dout, nq * 4);
+	e = attn_ref_nmse(&b, c, got);
+	t_ok(e <= NMSE_ATTN, "attention %s: %d tok, %d/%d heads, hd %d, n_ctx %d, %s: NMSE %.3g <= %g",
+	     c->what, c->n_tok, c->n_head, c->n_kv, c->hd, c->n_ctx, c->f16 ? "F16" : "F32", e,
+	     NMSE_ATTN);
+	abuf_free(&b);
+	free(got);
+}
+
+/* pos out of range: that token's output is NaN; the others are right. */
+static void test_attention_bad_pos(void)
+{
+	struct acase c = { "bad pos", 2, 8, 2, 64, 40, 1, 1, 0, { 39, 40 }, { 0, 0 } };
+	struct abuf b;
+	size_t nq = (size_t)c.n_tok * c.n_head * c.hd, half = nq / 2;
+	float *got = malloc(nq * 4);
+	int nan_ok = 1;
+
+	abuf_init(&b, &c);
+	dev_poison(b.dout, nq * 4);
+	T_CUDA(ntx_cuda_attention(b.dout, b.dq, c.n_tok, c.n_head, &b.kv, b.dseq, b.dpos, b.ws,
+				  ntx_cuda_attention_ws_bytes(c.n_tok, c.n_head, c.hd, c.n_ctx), NULL,
+				  &g_err));
+	dev_get(got, b.dout, nq * 4);
+	for (size_t i = half; i < nq; i++)
+		nan_ok &= isnan(got[i]) != 0;
+	b.pos[1] = 39; /* the CPU reference cannot take pos 40: compare token 0 only */
+	c.n_tok = 1;
+	{
+		double e = attn_ref_nmse(&b, &c, got);
+
+		t_ok(nan_ok && e <= NMSE_ATTN, "attention: pos = n_ctx gives NaN for that token only (token 0 NMSE %.3g)", e);
+	}
+	c.n_tok = 2;
+	abuf_free(&b);
+	free(got);
+}
+
+/* Capture once, replay at other positions. */
+static void test_attention_graph(void)
+{
+	struct acase c = { "graph", 1, 32, 8, 128, 4097, 1, 1, 0, { 5 }, { 0 } };
+	static const int32_t replay_pos[3] = { 10, 4000, 63 };
+	struct abuf b;
+	size_t nq = (size_t)c.n_head * c.hd;
+	float *got = malloc(nq * 4);
+	cudaStream_t st;
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	double worst = 0;
+
+	abuf_init(&b, &c);
+	CK(cudaStreamCreate(&st));
+	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+	if (ntx_cuda_attention(b.dout, b.dq, 1, c.n_head, &b.kv, b.dseq, b.dpos, b.ws,
+			       ntx_cuda_attention_ws_bytes(1, c.n_head, c.hd, c.n_ctx),
+			       (ntx_stream_t)st, &g_err)) {
+		cudaStreamEndCapture(st, &g);
+		t_ok(0, "attention captured in a graph: %s", g_err.msg);
+		return;
+	}
+	CK(cudaStreamEndCapture(st, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	for (int i = 0; i < 3; i++) {
+		double e;
+
+		b.pos[0] = replay_pos[i];
+		CK(cudaMemcpy(b.dpos, b.pos, 4, cudaMemcpyHostToDevice));
+		dev_poison(b.dout, nq * 4);
+		CK(cudaGraphLaunch(ge, st));
+		CK(cudaStreamSynchronize(st));
+		dev_get(got, b.dout, nq * 4);
+		e = attn_ref_nmse(&b, &c, got);
+		worst = e > worst ? e : worst;
+	}
+	t_ok(worst <= NMSE_ATTN, "attention graph captured once, replayed at pos 10, 4000, 63: NMSE %.3g",
+	     worst);
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	CK(cudaStreamDestroy(st));
+	abuf_free(&b);
+	free(got);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct acase cases[] = {
+		{ "decode, end of context", 1, 32, 8, 128, 4097, 1, 1, 0, { 4096 }, { 0 } },
+		{ "decode", 1, 32, 8, 128, 4097, 1, 0, 0, { 33 }, { 0 } },
+		{ "n_ctx 1, MHA", 1, 8, 8, 64, 1, 1, 1, 0, { 0 }, { 0 } },
+		{ "3 sequences, n_ctx 33", 4, 8, 2, 64, 33, 3, 0, 0, { 32, 0, 17, 32 }, { 0, 1, 2, 1 } },
+		{ "hd 48, group 3", 3, 6, 2, 48, 100, 2, 1, 0, { 99, 50, 3 }, { 1, 0, 1 } },
+		{ "group 8", 2, 64, 8, 128, 2048, 1, 1, 0, { 2047, 700 }, { 0, 0 } },
+		{ "group 16", 2, 16, 1, 64, 300, 1, 0, 0, { 299, 1 }, { 0, 0 } },
+		{ "hd 256", 1, 8, 4, 256, 300, 1, 1, 0, { 299 }, { 0 } },
+		{ "prefill 512 causal", 512, 8, 2, 64, 1024, 1, 1, 1, { 0 }, { 0 } },
+		{ "prefill 2 sequences", 64, 16, 4, 128, 64, 2, 0, 2, { 0 }, { 0 } },
+		{ "decode batch 8", 8, 32, 8, 128, 4097, 1, 1, 2, { 0 }, { 0 } },
+	};
+
+	gpu_start(argc, argv);
+	test_rope(1, 64, 0, 1.0f);
+	test_rope(0, 64, 1, 1.0f);
+	test_rope(1, 32, 1, 0.25f);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		test_attention_case(&cases[i]);
+	test_attention_bad_pos();
+	test_attention_graph();
+	t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
+	return t_done();
+}

@@ -1,0 +1,502 @@
+/* test_cuda_kernels.c - the GEMV, matmul, quantization, dequantization,
+ * element-wise, norm, argmax and cosine kernels of kernels/cuda/ntx_cuda.h
+ * against their CPU twins, on fresh random data (fixed seed, never zeros),
+ * outputs poisoned with NaN before each run so an unwritten element fails.
+ * RoPE and attention: test_cuda_attention.c; timings: test_cuda_bench.c.
+ *
+ *   test_cuda_kernels                all checks
+ *   test_cuda_kernels --matmul-only  the matmul checks (run with NTX_NO_CUBLAS=1)
+ *   test_cuda_kernels --probe        exit 0 if a CUDA device is usable
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gpu_util.h"
+#include "ntx_ops.h"
+
+/* ---- tolerances (NMSE = sum (a - b)^2 / sum b^2) ----
+ * GEMV_EXACT: q8 GEMV vs ntx_vec_dot_ref on activations built so that the
+ *   per-32 q8 format and ggml's Q8_0 / Q8_K hold the same integers: only
+ *   float summation order differs (~1e-7 relative; NMSE ~1e-14).
+ * GEMV_Q8: q8 GEMV vs the float64 dot of dequantized weights with plain
+ *   Gaussian activations: activation quantization noise, (2.2/127)^2/12 =
+ *   2.5e-5 expected; 4x margin.
+ * GEMV_FLOAT: float weights, float accumulation vs double.
+ * MATMUL: activations (and non-F16 weights) rounded to F16: 2 x 2^-22 / 3
+ *   relative noise power ~1.6e-7 per product; bound 1e-5.
+ * ATTN: float softmax and sums in a different order: 1e-6.
+ * EW: element-wise ops, rmsnorm, rope: float rounding only. */
+#define NMSE_GEMV_EXACT 1e-8
+#define NMSE_GEMV_Q8 2e-4
+#define NMSE_GEMV_FLOAT 1e-10
+#define NMSE_MATMUL 1e-5
+#define NMSE_ATTN 1e-6
+#define NMSE_EW 1e-10
+#define NMSE_ROPE_F16 1e-6
+
+static const uint32_t all_types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q4_0,
+				      NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
+#define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
+
+/* ---- q8 checks ---- */
+
+static void test_quantize(void)
+{
+	const int n = 4096, nt = 3;
+	float *x = rnd_gauss_vec((size_t)n * nt, 3.0f);
+	float *dx = dev_up(x, (size_t)n * nt * 4);
+	size_t qb = ntx_cuda_q8_bytes(n, nt), qsb = ntx_cuda_q8_qs_bytes(n, nt);
+	unsigned char *dq = dev_alloc(qb), *hq = malloc(qb);
+	long bad = 0;
+
+	x[5] = 0.0f; /* a zero inside a block, and one all-zero block */
+	for (int i = 64; i < 96; i++)
+		x[i] = 0.0f;
+	dev_put(dx, x, (size_t)n * nt * 4);
+	dev_poison(dq, qb);
+	T_CUDA(ntx_cuda_quantize_q8(dx, dq, n, nt, NULL, &g_err));
+	dev_get(hq, dq, qb);
+	for (int t = 0; t < nt; t++) {
+		for (int b = 0; b < n / 32; b++) {
+			int8_t q[32];
+			float d, ds, got[2];
+
+			ntx_ref_q8_32(x + (size_t)t * n + 32 * b, q, &d, &ds);
+			memcpy(got, hq + qsb + ((size_t)t * (n / 32) + b) * 8, 8);
+			bad += memcmp(q, hq + (size_t)t * n + 32 * b, 32) != 0 || got[0] != d ||
+			       got[1] != ds;
+		}
+	}
+	t_ok(bad == 0, "quantize_q8: %d x %d bit-identical to the host quantizer (%ld bad blocks)", nt,
+	     n, bad);
+	free(x), free(hq);
+}
+
+/* ---- GEMV ---- */
+
+static double gemv_case(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int acc, int strict)
+{
+	size_t rb = row_bytes(t, n_in), wb = rb * (size_t)n_out;
+	unsigned char *w = malloc(wb);
+	float *x = malloc((size_t)n_tok * n_in * 4), *y0 = rnd_gauss_vec((size_t)n_tok * n_out, 1.0f);
+	float *y = malloc((size_t)n_tok * n_out * 4);
+	double *ref = malloc((size_t)n_tok * n_out * 8), *got = malloc((size_t)n_tok * n_out * 8);
+	void *dw, *dxq = NULL;
+	float *dx, *dy;
+	double e;
+	int q8 = ntx_cuda_wtype_q8(t);
+
+	rnd_rows(t, w, n_in, n_out);
+	for (int k = 0; k < n_tok; k++) {
+		if (strict)
+			rnd_strict_acts(x + (size_t)k * n_in, n_in);
+		else
+			for (int64_t i = 0; i < n_in; i++)
+				x[(size_t)k * n_in + i] = rnd_gauss();
+	}
+	ref_gemv(t, w, n_in, n_out, x, n_tok, strict, ref);
+	dw = dev_up(w, wb);
+	dx = dev_up(x, (size_t)n_tok * n_in * 4);
+	dy = dev_alloc((size_t)n_tok * n_out * 4);
+	if (acc)
+		dev_put(dy, y0, (size_t)n_tok * n_out * 4);
+	else
+		dev_poison(dy, (size_t)n_tok * n_out * 4);
+	if (q8) {
+		dxq = dev_alloc(ntx_cuda_q8_bytes(n_in, n_tok));
+		T_CUDA(ntx_cuda_quantize_q8(dx, dxq, n_in, n_tok, NULL, &g_err));
+	}
+	T_CUDA(ntx_cuda_gemv(t, dw, n_in, n_out, dx, dxq, dy, n_tok, acc, NULL, &g_err));
+	dev_get(y, dy, (size_t)n_tok * n_out * 4);
+	for (size_t i = 0; i < (size_t)n_tok * n_out; i++) {
+		got[i] = y[i];
+		if (acc)
+			ref[i] += y0[i];
+	}
+	e = nmse_d(got, ref, (size_t)n_tok * n_out);
+	dev_free(dw), dev_free(dx), dev_free(dy), dev_free(dxq);
+	free(w), free(x), free(y0), free(y), free(ref), free(got);
+	return e;
+}
+
+static void test_gemv(void)
+{
+	static const int toks[] = { 1, 2, 3, 4, 5, 8 };
+
+	for (int i = 0; i < N_TYPES; i++) {
+		uint32_t t = all_types[i];
+		int q8 = ntx_cuda_wtype_q8(t), bs = q8 ? block_of(t) : 8;
+		double tol_exact = q8 ? NMSE_GEMV_EXACT : NMSE_GEMV_FLOAT;
+		double tol_rand = q8 ? NMSE_GEMV_Q8 : NMSE_GEMV_FLOAT, e, worst = 0;
+
+		/* 1280 = one full stage of 1024 plus a partial one; 67 rows: not a
+		 * multiple of the rows per CTA */
+		for (int k = 0; k < 6; k++) {
+			e = gemv_case(t, 1280, 67, toks[k], k & 1, 1);
+			worst = e > worst ? e : worst;
+		}
+		t_ok(worst <= tol_exact, "gemv %s 1280x67 n_tok 1..8 (+accumulate) vs ntx_vec_dot_ref: NMSE %.3g <= %g",
+		     type_name(t), worst, tol_exact);
+		e = gemv_case(t, bs, 1, 1, 0, 1);
+		t_ok(e <= tol_exact, "gemv %s n_in = one block, one row: NMSE %.3g", type_name(t), e);
+		e = gemv_case(t, bs, 3, 8, 1, 1);
+		t_ok(e <= tol_exact, "gemv %s n_in = one block, 3 rows, 8 tokens: NMSE %.3g", type_name(t), e);
+		e = gemv_case(t, 4096, 37, 3, 0, 0);
+		t_ok(e <= tol_rand, "gemv %s 4096x37 Gaussian x vs float64 dequantized dot: NMSE %.3g <= %g",
+		     type_name(t), e, tol_rand);
+	}
+}
+
+/* Fused gate/up (same type) and the two-launch path (different types). */
+static double swiglu_case(uint32_t gt, uint32_t ut, int64_t n_in, int64_t n_out, int n_tok)
+{
+	size_t gb = row_bytes(gt, n_in) * n_out, ub = row_bytes(ut, n_in) * n_out;
+	size_t ny = (size_t)n_tok * n_out;
+	unsigned char *wg = malloc(gb), *wu = malloc(ub);
+	float *x = malloc((size_t)n_tok * n_in * 4), *h = malloc(ny * 4);
+	double *rg = malloc(ny * 8), *ru = malloc(ny * 8), *got = malloc(ny * 8), e;
+	void *dwg, *dwu, *dxq;
+	float *dx, *dh;
+
+	rnd_rows(gt, wg, n_in, n_out);
+	rnd_rows(ut, wu, n_in, n_out);
+	for (int k = 0; k < n_tok; k++)
+		rnd_strict_acts(x + (size_t)k * n_in, n_in);
+	ref_gemv(gt, wg, n_in, n_out, x, n_tok, 1, rg);
+	ref_gemv(ut, wu, n_in, n_out, x, n_tok, 1, ru);
+	for (size_t i = 0; i < ny; i++)
+		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
+	dwg = dev_up(wg, gb), dwu = dev_up(wu, ub);
+	dx = dev_up(x, (size_t)n_tok * n_in * 4);
+	dxq = dev_alloc(ntx_cuda_q8_bytes(n_in, n_tok));
+	dh = dev_alloc(ny * 4);
+	dev_poison(dh, ny * 4);
+	T_CUDA(ntx_cuda_quantize_q8(dx, dxq, n_in, n_tok, NULL, &g_err));
+	T_CUDA(ntx_cuda_gemv_swiglu(gt, dwg, ut, dwu, n_in, n_out, dx, dxq, dh, n_tok, NULL, &g_err));
+	dev_get(h, dh, ny * 4);
+	for (size_t i = 0; i < ny; i++)
+		got[i] = h[i];
+	e = nmse_d(got, rg, ny);
+	dev_free(dwg), dev_free(dwu), dev_free(dx), dev_free(dxq), dev_free(dh);
+	free(wg), free(wu), free(x), free(h), free(rg), free(ru), free(got);
+	return e;
+}
+
+static void test_swiglu_gemv(void)
+{
+	static const uint32_t pairs[][2] = {
+		{ NTX_TYPE_Q4_K, NTX_TYPE_Q4_K }, { NTX_TYPE_Q4_0, NTX_TYPE_Q4_0 },
+		{ NTX_TYPE_Q6_K, NTX_TYPE_Q6_K }, { NTX_TYPE_F16, NTX_TYPE_F16 },
+		{ NTX_TYPE_BF16, NTX_TYPE_BF16 }, { NTX_TYPE_Q4_K, NTX_TYPE_Q6_K },
+		{ NTX_TYPE_F16, NTX_TYPE_Q8_0 },
+	};
+
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		uint32_t g = pairs[i][0], u = pairs[i][1];
+		double tol = ntx_cuda_wtype_q8(g) || ntx_cuda_wtype_q8(u) ? NMSE_GEMV_EXACT : NMSE_GEMV_FLOAT;
+		double e1 = swiglu_case(g, u, 1536, 45, 1), e2 = swiglu_case(g, u, 1536, 45, 8);
+		double e3 = swiglu_case(g, u, 2048, 29, 3);
+		double e = fmax(e1, fmax(e2, e3));
+
+		t_ok(e <= tol, "gemv_swiglu %s/%s n_tok 1, 3, 8: NMSE %.3g <= %g", type_name(g),
+		     type_name(u), e, tol);
+	}
+}
+
+/* ---- matmul ---- */
+
+static void test_matmul_one(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int acc)
+{
+	size_t rb = row_bytes(t, n_in), wb = rb * n_out, ny = (size_t)n_tok * n_out;
+	unsigned char *w = malloc(wb);
+	float *x = rnd_gauss_vec((size_t)n_tok * n_in, 1.0f), *y0 = rnd_gauss_vec(ny, 1.0f);
+	float *y = malloc(ny * 4);
+	double *ref = malloc(ny * 8), *got = malloc(ny * 8), e;
+	size_t wsb = ntx_cuda_matmul_ws_bytes(n_in, n_out, n_tok);
+	void *dw, *ws = dev_alloc(wsb);
+	float *dx, *dy;
+
+	rnd_rows(t, w, n_in, n_out);
+	ref_gemv(t, w, n_in, n_out, x, n_tok, 0, ref);
+	dw = dev_up(w, wb);
+	dx = dev_up(x, (size_t)n_tok * n_in * 4);
+	dy = dev_alloc(ny * 4);
+	if (acc)
+		dev_put(dy, y0, ny * 4);
+	else
+		dev_poison(dy, ny * 4);
+	T_CUDA(ntx_cuda_matmul(t, dw, n_in, n_out, dx, dy, n_tok, acc, ws, wsb, NULL, &g_err));
+	dev_get(y, dy, ny * 4);
+	for (size_t i = 0; i < ny; i++) {
+		got[i] = y[i];
+		if (acc)
+			ref[i] += y0[i];
+	}
+	e = nmse_d(got, ref, ny);
+	t_ok(e <= NMSE_MATMUL, "matmul%s %s %lldx%lld n_tok %d%s: NMSE %.3g <= %g",
+	     ntx_cuda_have_cublas() ? " (cuBLAS)" : " (own WMMA)", type_name(t), (long long)n_in,
+	     (long long)n_out, n_tok, acc ? " accumulate" : "", e, NMSE_MATMUL);
+	dev_free(dw), dev_free(dx), dev_free(dy), dev_free(ws);
+	free(w), free(x), free(y0), free(y), free(ref), free(got);
+}
+
+static void test_matmul(void)
+{
+	for (int i = 0; i < N_TYPES; i++) {
+		uint32_t t = all_types[i];
+
+		test_matmul_one(t, 1024, 200, 17, 0);
+		test_matmul_one(t, 512, 130, 512, i & 1);
+		test_matmul_one(t, 256, 64, 1, 1);
+	}
+	test_matmul_one(NTX_TYPE_F16, 40, 33, 9, 0); /* K not a multiple of the K tile */
+	{
+		struct ntx_err e = { 0 };
+		int rc = ntx_cuda_matmul(NTX_TYPE_Q4_K, (void *)(uintptr_t)256, 256, 10, (float *)256,
+					 (float *)256, 4, 0, (void *)256, 16, NULL, &e);
+
+		t_ok(rc == -1 && e.msg[0], "matmul: too small a workspace is an error: %s", e.msg);
+	}
+}
+
+/* ---- dequant, get_rows ---- */
+
+static void test_dequant(void)
+{
+	for (int i = 0; i < N_TYPES; i++) {
+		uint32_t t = all_types[i];
+		int64_t n = 4 * (ntx_cuda_wtype_q8(t) ? block_of(t) : 8) * 8, nrow = 50;
+		size_t rb = row_bytes(t, n);
+		unsigned char *tab = malloc(rb * nrow);
+		float *ref = malloc((size_t)n * 4 * 4), *got = malloc((size_t)n * 4 * 4);
+		int32_t tok[4] = { 7, 0, 49, 7 };
+		void *dt;
+		float *dout;
+		int32_t *dtok;
+		long bad = 0;
+
+		rnd_rows(t, tab, n, nrow);
+		dt = dev_up(tab, rb * nrow);
+		dout = dev_alloc((size_t)n * 4 * 4);
+		dtok = dev_up(tok, sizeof tok);
+		{
+			float *all = malloc((size_t)n * nrow * 4), *r2 = malloc((size_t)n * nrow * 4);
+			float *dall = dev_alloc((size_t)n * nrow * 4);
+
+			dev_poison(dall, (size_t)n * nrow * 4);
+			T_CUDA(ntx_cuda_dequant_f32(t, dt, dall, n * nrow, NULL, &g_err));
+			dev_get(all, dall, (size_t)n * nrow * 4);
+			ntx_dequant_row_ref(t, tab, r2, n * nrow);
+			for (int64_t k = 0; k < n * nrow; k++)
+				bad += memcmp(all + k, r2 + k, 4) != 0;
+			t_ok(bad == 0, "dequant_f32 %s: %lld elements bit-identical to ntx_dequant_row_ref (%ld differ)",
+			     type_name(t), (long long)(n * nrow), bad);
+			free(all), free(r2);
+			dev_free(dall);
+		}
+		bad = 0;
+		dev_poison(dout, (size_t)n * 4 * 4);
+		T_CUDA(ntx_cuda_get_rows(t, dt, rb, n, dtok, 4, dout, NULL, &g_err));
+		dev_get(got, dout, (size_t)n * 4 * 4);
+		for (int k = 0; k < 4; k++)
+			ntx_dequant_row_ref(t, tab + rb * tok[k], ref + (size_t)k * n, n);
+		for (int64_t k = 0; k < 4 * n; k++)
+			bad += memcmp(ref + k, got + k, 4) != 0;
+		t_ok(bad == 0, "get_rows %s: rows 7, 0, 49, 7 bit-identical (%ld differ)", type_name(t), bad);
+		dev_free(dt), dev_free(dout), dev_free(dtok);
+		free(tab), free(ref), free(got);
+	}
+}
+
+/* ---- element-wise ---- */
+
+static void test_elementwise(void)
+{
+	const int64_t n = 10007;
+	float *g = rnd_gauss_vec(n, 4.0f), *u = rnd_gauss_vec(n, 1.0f), *o = malloc(n * 4);
+	float *ref = malloc(n * 4);
+	float *dg = dev_up(g, n * 4), *du = dev_up(u, n * 4), *dout = dev_alloc(n * 4);
+	double e;
+
+	dev_poison(dout, n * 4);
+	T_CUDA(ntx_cuda_swiglu(dout, dg, du, n, NULL, &g_err));
+	dev_get(o, dout, n * 4);
+	ntx_op_swiglu(ref, g, u, n);
+	e = nmse_f(o, ref, n);
+	t_ok(e <= NMSE_EW, "swiglu n = %lld: NMSE %.3g", (long long)n, e);
+	T_CUDA(ntx_cuda_swiglu(dg, dg, du, n, NULL, &g_err)); /* out aliases g */
+	dev_get(o, dg, n * 4);
+	e = nmse_f(o, ref, n);
+	t_ok(e <= NMSE_EW, "swiglu in place: NMSE %.3g", e);
+	dev_put(dg, g, n * 4);
+	T_CUDA(ntx_cuda_add(dg, du, n, NULL, &g_err));
+	dev_get(o, dg, n * 4);
+	memcpy(ref, g, n * 4);
+	ntx_op_add(ref, u, n);
+	e = nmse_f(o, ref, n);
+	t_ok(e == 0, "add n = %lld: exact (NMSE %.3g)", (long long)n, e);
+	dev_free(dg), dev_free(du), dev_free(dout);
+	free(g), free(u), free(o), free(ref);
+}
+
+static void test_rmsnorm_one(int n_tok, int dim, int with_q8)
+{
+	size_t nb = (size_t)n_tok * dim;
+	float *x = rnd_gauss_vec(nb, 2.0f), *w = rnd_gauss_vec(dim, 1.0f), *o = malloc(nb * 4);
+	float *ref = malloc(nb * 4);
+	float *dx = dev_up(x, nb * 4), *dw = dev_up(w, dim * 4), *dout = dev_alloc(nb * 4);
+	unsigned char *dq = NULL, *hq = NULL;
+	double e;
+
+	dev_poison(dout, nb * 4);
+	if (with_q8) {
+		dq = dev_alloc(ntx_cuda_q8_bytes(dim, n_tok));
+		hq = malloc(ntx_cuda_q8_bytes(dim, n_tok));
+		dev_poison(dq, ntx_cuda_q8_bytes(dim, n_tok));
+	}
+	T_CUDA(ntx_cuda_rmsnorm(dout, dq, dx, dw, n_tok, dim, 1e-5f, NULL, &g_err));
+	dev_get(o, dout, nb * 4);
+	ntx_op_rmsnorm(ref, x, w, n_tok, dim, 1e-5f);
+	e = nmse_f(o, ref, nb);
+	t_ok(e <= NMSE_EW, "rmsnorm %d x %d%s: NMSE %.3g", n_tok, dim, with_q8 ? " + q8" : "", e);
+	if (with_q8) {
+		size_t qsb = ntx_cuda_q8_qs_bytes(dim, n_tok);
+		long bad = 0;
+
+		dev_get(hq, dq, ntx_cuda_q8_bytes(dim, n_tok));
+		for (int t = 0; t < n_tok; t++) {
+			for (int b = 0; b < dim / 32; b++) {
+				int8_t q[32];
+				float d, ds, got[2];
+
+				ntx_ref_q8_32(o + (size_t)t * dim + 32 * b, q, &d, &ds);
+				memcpy(got, hq + qsb + ((size_t)t * (dim / 32) + b) * 8, 8);
+				bad += memcmp(q, hq + (size_t)t * dim + 32 * b, 32) != 0 || got[0] != d ||
+				       got[1] != ds;
+			}
+		}
+		t_ok(bad == 0, "rmsnorm q8 output == q8 of its float output (%ld bad blocks)", bad);
+		/* xq only, no float output */
+		dev_poison(dq, ntx_cuda_q8_bytes(dim, n_tok));
+		T_CUDA(ntx_cuda_rmsnorm(NULL, dq, dx, dw, n_tok, dim, 1e-5f, NULL, &g_err));
+		{
+			unsigned char *h2 = malloc(ntx_cuda_q8_bytes(dim, n_tok));
+
+			dev_get(h2, dq, ntx_cuda_q8_bytes(dim, n_tok));
+			t_ok(memcmp(h2, hq, ntx_cuda_q8_bytes(dim, n_tok)) == 0,
+			     "rmsnorm with out = NULL writes the same q8");
+			free(h2);
+		}
+	}
+	dev_free(dx), dev_free(dw), dev_free(dout), dev_free(dq);
+	free(x), free(w), free(o), free(ref), free(hq);
+}
+
+/* ---- argmax, cos ---- */
+
+static void test_argmax_cos(void)
+{
+	const int64_t n = 128256;
+	const int rows = 3;
+	float *x = rnd_gauss_vec(n * rows, 1.0f);
+	int32_t got[3], want[3];
+	float *dx;
+	int32_t *dout;
+
+	x[1000] = 50.0f, x[99999] = 50.0f;         /* tie: lowest index */
+	x[n + n - 1] = 40.0f;                       /* last element */
+	x[2 * n] = 60.0f, x[2 * n + 1] = NAN;       /* NaN never wins */
+	dx = dev_up(x, n * rows * 4);
+	dout = dev_alloc(sizeof got);
+	dev_poison(dout, sizeof got);
+	T_CUDA(ntx_cuda_argmax(dx, n, rows, dout, NULL, &g_err));
+	dev_get(got, dout, sizeof got);
+	for (int r = 0; r < rows; r++)
+		want[r] = ntx_argmax(x + r * n, n);
+	t_ok(got[0] == want[0] && got[1] == want[1] && got[2] == want[2],
+	     "argmax: %d %d %d (want %d %d %d)", got[0], got[1], got[2], want[0], want[1], want[2]);
+	dev_free(dx), dev_free(dout);
+	free(x);
+
+	{
+		const int nt = 7, dim = 4096;
+		float *a = rnd_gauss_vec((size_t)nt * dim, 1.0f), *b = rnd_gauss_vec((size_t)nt * dim, 1.0f);
+		double acc[2] = { 0.25, 0.5 }, want2[2] = { 0.25, 0.5 };
+		double *dacc;
+		float *da, *db;
+
+		for (int i = 0; i < dim; i++) /* row 1 similar, row 2 all zeros */
+			b[dim + i] = a[dim + i] + 0.1f * b[dim + i], a[2 * dim + i] = 0.0f;
+		da = dev_up(a, (size_t)nt * dim * 4), db = dev_up(b, (size_t)nt * dim * 4);
+		dacc = dev_up(acc, sizeof acc);
+		T_CUDA(ntx_cuda_cos_accum(da, db, nt, dim, dacc, NULL, &g_err));
+		dev_get(acc, dacc, sizeof acc);
+		for (int t = 0; t < nt; t++) {
+			double xy = 0, xx = 0, yy = 0, c;
+
+			for (int i = 0; i < dim; i++) {
+				double p = a[t * dim + i], q = b[t * dim + i];
+
+				xy += p * q, xx += p * p, yy += q * q;
+			}
+			c = xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 1.0;
+			want2[0] += c, want2[1] += c * c;
+		}
+		t_ok(fabs(acc[0] - want2[0]) < 1e-9 && fabs(acc[1] - want2[1]) < 1e-9,
+		     "cos_accum: %.12f %.12f (want %.12f %.12f)", acc[0], acc[1], want2[0], want2[1]);
+		dev_free(da), dev_free(db), dev_free(dacc);
+		free(a), free(b);
+	}
+}
+
+/* ---- argument errors ---- */
+
+static void test_errors(void)
+{
+	struct ntx_err e = { 0 };
+	void *p = dev_alloc(4096);
+
+	t_ok(ntx_cuda_gemv(NTX_TYPE_Q4_K, p, 256, 4, p, p, p, 9, 0, NULL, &e) == -1 && e.msg[0],
+	     "gemv: n_tok = 9 rejected: %s", e.msg);
+	t_ok(ntx_cuda_gemv(NTX_TYPE_Q4_1, p, 256, 4, p, p, p, 1, 0, NULL, &e) == -1 && e.msg[0],
+	     "gemv: Q4_1 unsupported: %s", e.msg);
+	t_ok(ntx_cuda_gemv(NTX_TYPE_Q4_K, (char *)p + 8, 256, 4, p, p, p, 1, 0, NULL, &e) == -1,
+	     "gemv: misaligned Q4_K weights rejected: %s", e.msg);
+	t_ok(ntx_cuda_gemv(NTX_TYPE_Q8_0, p, 48, 4, p, p, p, 1, 0, NULL, &e) == -1,
+	     "gemv: n_in not a multiple of the block: %s", e.msg);
+	t_ok(ntx_cuda_wtype_q8(NTX_TYPE_Q6_K) == 1 && ntx_cuda_wtype_q8(NTX_TYPE_BF16) == 0 &&
+		     ntx_cuda_wtype_q8(NTX_TYPE_Q2_K) == -1,
+	     "wtype_q8: Q6_K 1, BF16 0, Q2_K -1");
+	dev_free(p);
+}
+
+int main(int argc, char **argv)
+{
+	int matmul_only = 0;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--matmul-only"))
+			matmul_only = 1;
+	gpu_start(argc, argv);
+	if (!matmul_only) {
+		test_errors();
+		test_quantize();
+		test_gemv();
+		test_swiglu_gemv();
+	}
+	test_matmul();
+	if (!matmul_only) {
+		test_dequant();
+		test_elementwise();
+		test_rmsnorm_one(3, 4096, 1);
+		test_rmsnorm_one(2, 288, 1);
+		test_rmsnorm_one(2, 90, 0);
+		test_argmax_cos();
+	}
+	t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
+	return t_done();
+}
