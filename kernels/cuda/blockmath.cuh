@@ -139,7 +139,9 @@ NTX_HD uint32_t ntx_ld16(const uint8_t *p) /* p 2-byte aligned */
  * and funnel shifts. Never reads past the 4-byte word holding the last byte. */
 template <int N> NTX_HD void ntx_ld_words_a2(const uint8_t *p, uint32_t *w)
 {
-	const uint8_t *b = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)3);
+	/* pointer arithmetic (not an integer round trip) keeps the address
+	 * space visible to the compiler: shared-memory loads stay LDS */
+	const uint8_t *b = p - ((uintptr_t)p & 3);
 	uint32_t sh = ((uint32_t)(uintptr_t)p & 2u) * 8u;
 	uint32_t raw[N + 1];
 
