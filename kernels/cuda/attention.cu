@@ -141,6 +141,7 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS) ntx_
 			if (tid < np) {
 				const int64_t ko = kv0 + (int64_t)(t0 + tid) * rs;
 
+#pragma unroll 4
 				for (int c = 0; c < hd; c += 8) {
 					float kf[8];
 
@@ -204,6 +205,7 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS) ntx_
 					acc[g][0] *= al, acc[g][1] *= al, acc[g][2] *= al, acc[g][3] *= al;
 				}
 			}
+#pragma unroll 4
 			for (int i = pg; i < np; i += n_pg) {
 				float vf[4];
 
