@@ -244,3 +244,38 @@ no_temps() {
 	[ ! -e "$T/term.ntxp" ]
 	no_temps
 }
+
+@test "ntx-inspect on a pack: an ntx.inspect document of kind pack" {
+	[ -x "$BIN/ntx-inspect" ] || skip "ntx-inspect not built"
+	plan
+	run "$BIN/ntx-pack" -q "$M" --plan "$T/plan.json"
+	[ "$status" -eq 0 ]
+	n=$(grep -c '"home": "disk"' "$T/plan.json")
+	run "$BIN/ntx-inspect" "$T/m.ntxp"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"format": "ntx.inspect"'* ]]
+	[[ "$output" == *'"kind": "pack"'* ]]
+	[[ "$output" == *"\"n_extents\": $n,"* ]]
+	[ "$(printf '%s\n' "$output" | grep -c '"compression": "zstd"')" -eq "$n" ]
+	[[ "$output" == *'"name": "blk.15.ffn_down.weight"'* ]]
+	# from standard input, and as a table
+	run sh -c "'$BIN/ntx-inspect' - < '$T/m.ntxp'"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"kind": "pack"'* ]]
+	run "$BIN/ntx-inspect" -f table "$T/m.ntxp"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"extents      $n:"* ]]
+	[[ "$output" == *"layer 15"*"zstd+split2"* ]]
+	# --full adds the frame tables
+	run "$BIN/ntx-inspect" --full "$T/m.ntxp"
+	[[ "$output" == *'"frames": ['* ]]
+}
+
+@test "ntx-inspect on a corrupted pack: exit 1" {
+	[ -x "$BIN/ntx-inspect" ] || skip "ntx-inspect not built"
+	run "$BIN/ntx-pack" -q "$M" --all -o "$T/i.ntxp"
+	printf '\x07' | dd of="$T/i.ntxp" bs=1 seek=200 conv=notrunc status=none
+	run "$BIN/ntx-inspect" "$T/i.ntxp"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ntx-inspect: $T/i.ntxp: pack directory checksum mismatch"* ]]
+}

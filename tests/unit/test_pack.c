@@ -17,6 +17,8 @@
 
 #include "dio.h"
 #include "hash.h"
+#include "inspect.h"
+#include "inspect_pack.h"
 #include "layout.h"
 #include "model.h"
 #include "pack.h"
@@ -290,6 +292,27 @@ static void test_partial(void)
 		t_ok(ok && !ntx_pack_extent_for_layer(p, -1) && !ntx_pack_extent_for_layer(p, 16),
 		     "extent_for_layer: the 4 packed layers, NULL for the rest");
 		t_ok(ntx_pack_verify(p, m, 0, NULL, NULL, &err) == 0, "partial pack verifies");
+		{
+			json_t *doc = ntx_inspect_pack_json(p, "x.ntxp", NTX_INSPECT_FULL, &err);
+			json_t *ex = json_object_get(doc, "extents");
+			json_t *t0 = json_array_get(json_object_get(json_array_get(ex, 1), "tensors"), 0);
+			char *sum = doc ? ntx_inspect_pack_summary(doc) : NULL;
+
+			t_ok(doc && strcmp(json_string_value(json_object_get(doc, "kind")), "pack") == 0 &&
+				     json_array_size(ex) == 4 &&
+				     json_integer_value(json_object_get(json_array_get(ex, 1), "layer")) == 7 &&
+				     strcmp(json_string_value(json_object_get(t0, "name")),
+					    "blk.7.attn_norm.weight") == 0 &&
+				     strcmp(json_string_value(json_object_get(doc, "fingerprint")),
+					    m->fingerprint_hex) == 0,
+			     "inspect document of the partial pack");
+			t_ok(sum && strstr(sum, "extents      4:") && strstr(sum, "layer 15"),
+			     "inspect summary");
+			free(sum);
+			json_decref(doc);
+		}
+		t_ok(ntx_inspect_is_pack(path) && !ntx_inspect_is_pack("/nonexistent"),
+		     "ntx_inspect_is_pack");
 		ntx_pack_close(p);
 	}
 	{

@@ -11,6 +11,7 @@
 #include "err.h"
 #include "gguf.h"
 #include "inspect.h"
+#include "inspect_pack.h"
 #include "table.h"
 
 #ifndef NTX_VERSION
@@ -30,6 +31,8 @@ static void help(void)
 	printf("\n"
 	       "Print what is in a GGUF file: header, metadata, Llama configuration,\n"
 	       "tensors, bytes per layer and per type. FILE '-' reads standard input.\n"
+	       "A pack file (.ntxp, from ntx-pack) gives its header and extents instead\n"
+	       "(\"kind\": \"pack\", doc/pack-format.md).\n"
 	       "\n"
 	       "  -f, --format FMT   json (default): one ntx.inspect JSON document;\n"
 	       "                     table: a summary for people\n"
@@ -160,16 +163,21 @@ int main(int argc, char **argv)
 		size_t len = 0;
 
 		buf = slurp_stdin(&len, &err);
-		if (buf)
+		if (buf && ntx_pack_is_pack(buf, len)) /* a pack file: its own document */
+			doc = ntx_inspect_pack_file(path, buf, len, flags, &err);
+		else if (buf)
 			g = ntx_gguf_open_buffer(buf, len, &err);
+	} else if (ntx_inspect_is_pack(path)) {
+		doc = ntx_inspect_pack_file(path, NULL, 0, flags, &err);
 	} else {
 		g = ntx_gguf_open(path, &err);
 	}
-	if (!g) {
+	if (!g && !doc) {
 		fprintf(stderr, "%s: %s: %s\n", prog, what, err.msg);
 		goto done;
 	}
-	doc = ntx_inspect_json(g, path, flags, &err);
+	if (!doc)
+		doc = ntx_inspect_json(g, path, flags, &err);
 	if (!doc) {
 		fprintf(stderr, "%s: %s: %s\n", prog, what, err.msg);
 		goto done;
@@ -183,7 +191,12 @@ int main(int argc, char **argv)
 		}
 	}
 	errno = 0;
-	if (table) {
+	if (table && !g) {
+		char *sum = ntx_inspect_pack_summary(doc);
+
+		fputs(sum ? sum : "", out);
+		free(sum);
+	} else if (table) {
 		ntx_inspect_table(out, doc);
 	} else if (json_dumpf(doc, out, JSON_INDENT(2)) == 0) {
 		fputc('\n', out);
