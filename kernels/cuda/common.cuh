@@ -162,12 +162,13 @@ template <int N> __device__ __forceinline__ void ntx_cp_async_wait(void)
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* 16-byte streaming load that does not allocate in L1 (weights). */
+/* 16-byte streaming load that does not allocate in L1 (weights; read-only
+ * for the kernel's lifetime, so not volatile: the compiler may schedule it). */
 __device__ __forceinline__ uint4 ntx_ld_stream16(const void *p)
 {
 	uint4 v;
 
-	asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+	asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
 		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 		     : "l"(p));
 	return v;
