@@ -1,6 +1,8 @@
 /* engine.c - batch evaluation: embedding, the layer loop (each layer on its
- * executor), final norm and output head; KV cache bookkeeping. */
+ * executor, its weights resident, streamed or computed in place), final norm
+ * and output head; KV cache bookkeeping. See engine_int.h for the parts. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -8,39 +10,14 @@
 
 #include "engine_int.h"
 
-struct eng_layer {
-	enum ntx_tier home;
-	enum ntx_exec exec;
-	int skip;
-	struct ntx_layer_w w;      /* host weight views (CPU executor) */
-	struct ntx_kv_layer kv;    /* host KV cache (CPU executor) */
-};
-
-struct ntx_engine {
-	const struct ntx_model *m;
-	struct ntx_llama_config cfg;
-	struct ntx_engine_opts o;
-	enum ntx_backend backend;
-	int n_ctx, n_seq, n_ub, n_threads;
-	struct ntx_rope rope;
-	struct ntx_pool *pool;
-	struct eng_layer *layers;
-	uint8_t *skip;             /* engine's skip set */
-	struct ntx_wmat out_w;     /* output head (host) */
-	const float *out_norm;
-	struct ntx_cpu_scratch s;
-	float *x;                  /* [n_ub][n_embd] hidden state */
-	float *x_in;               /* copy of a layer's input (cos stats) */
-	float *head_in;            /* gathered normed rows for logits */
-	int32_t *seq0;             /* zeros for batches without seq */
-	uint8_t *want_buf;         /* [n_ub] */
-	struct ntx_cos_stats *cos;
-	struct ntx_engine_stats st;
-};
-
 const char *ntx_backend_name(enum ntx_backend b)
 {
 	return b == NTX_BACKEND_CUDA ? "cuda" : b == NTX_BACKEND_CPU ? "cpu" : "auto";
+}
+
+int ntx_engine_gpu_usable(int device, char *why, size_t why_len)
+{
+	return ntx_gpu_usable(device, why, why_len);
 }
 
 static double now_s(void)
@@ -77,12 +54,63 @@ static int n_cores(void)
 	return n > 0 ? (int)n : 1;
 }
 
+/* Home and executor of every layer from the plan and the backend. */
+static void place_layers(struct ntx_engine *e)
+{
+	const struct ntx_plan *p = e->o.plan;
+	int l, gpu = e->backend == NTX_BACKEND_CUDA;
+
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		struct eng_layer *L = &e->layers[l];
+
+		L->job = -1;
+		if (p) {
+			L->home = p->layers[l].home;
+			L->exec = p->layers[l].exec;
+		} else {
+			L->home = gpu ? NTX_TIER_VRAM : NTX_TIER_RAM;
+			L->exec = gpu ? NTX_EXEC_GPU : NTX_EXEC_CPU;
+		}
+		if (!gpu) {
+			/* the CPU backend runs any plan: VRAM layers are read
+			 * from RAM, disk layers still come from the pack */
+			L->exec = NTX_EXEC_CPU;
+			if (L->home == NTX_TIER_VRAM)
+				L->home = NTX_TIER_RAM;
+		}
+		if (L->home == NTX_TIER_VRAM)
+			L->exec = NTX_EXEC_GPU;
+	}
+	e->head_on_gpu = gpu && (!p || p->output_home == NTX_TIER_VRAM);
+}
+
+static int choose_backend(struct ntx_engine *e, struct ntx_err *err)
+{
+	char why[256] = "";
+
+	if (e->o.backend == NTX_BACKEND_CPU) {
+		e->backend = NTX_BACKEND_CPU;
+		return 0;
+	}
+	if (ntx_gpu_usable(e->o.gpu_index, why, sizeof why)) {
+		e->backend = NTX_BACKEND_CUDA;
+		return 0;
+	}
+	if (e->o.backend == NTX_BACKEND_CUDA)
+		return ntx_err_set(err, NTX_EDEVICE, "cuda: %s", why);
+	e->backend = NTX_BACKEND_CPU;
+	e->st.fell_back_to_cpu = 1;
+	snprintf(e->st.backend_note, sizeof e->st.backend_note, "%s", why);
+	return 0;
+}
+
 struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_engine_opts *o,
 				  struct ntx_err *err)
 {
 	struct ntx_engine *e = calloc(1, sizeof *e);
 	const struct ntx_llama_config *c = &m->cfg;
-	int l;
+	int l, n_slots = 0, any_job = 0;
+	uint64_t slot_bytes = 0;
 
 	if (!e) {
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
@@ -95,17 +123,20 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		ntx_err_set(err, NTX_EINVAL, "model has no tensors (vocabulary-only file)");
 		goto fail;
 	}
+	if (o->plan && o->plan->model.n_layer != c->n_layer) {
+		ntx_err_set(err, NTX_EMISMATCH, "the plan has %d layers, the model %d",
+			    o->plan->model.n_layer, c->n_layer);
+		goto fail;
+	}
 	e->n_ctx = o->n_ctx > 0 ? o->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
 	e->n_seq = o->n_seq > 0 ? o->n_seq : 1;
 	e->n_ub = o->n_ubatch > 0 ? o->n_ubatch : 512;
 	if (e->n_ub > e->n_ctx * e->n_seq)
 		e->n_ub = e->n_ctx * e->n_seq;
 	e->n_threads = o->n_threads > 0 ? o->n_threads : n_cores();
-	if (o->backend == NTX_BACKEND_CUDA) {
-		ntx_err_set(err, NTX_EDEVICE, "the CUDA backend is not available in this build");
+	e->pack_path = o->pack_path ? o->pack_path : o->plan ? o->plan->pack_path : NULL;
+	if (choose_backend(e, err))
 		goto fail;
-	}
-	e->backend = NTX_BACKEND_CPU;
 	e->rope.n_rot = c->n_rot;
 	e->rope.base = c->rope_base;
 	e->rope.freq_scale = c->rope_freq_scale;
@@ -117,7 +148,7 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	e->layers = calloc((size_t)c->n_layer, sizeof *e->layers);
 	e->skip = calloc((size_t)c->n_layer, 1);
 	e->cos = calloc((size_t)c->n_layer, sizeof *e->cos);
-	e->x = malloc((size_t)e->n_ub * c->n_embd * sizeof(float));
+	e->x = ntx_host_alloc((size_t)e->n_ub * c->n_embd * sizeof(float), err);
 	e->x_in = malloc((size_t)e->n_ub * c->n_embd * sizeof(float));
 	e->head_in = malloc((size_t)e->n_ub * c->n_embd * sizeof(float));
 	e->seq0 = calloc((size_t)e->n_ub, sizeof(int32_t));
@@ -127,23 +158,37 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto fail;
 	}
+	place_layers(e);
 	for (l = 0; l < c->n_layer; l++) {
 		struct eng_layer *L = &e->layers[l];
 
-		L->home = NTX_TIER_RAM;
-		L->exec = NTX_EXEC_CPU;
 		e->skip[l] = o->skip ? o->skip[l] : 0;
 		if (o->plan && o->plan->layers[l].skip)
 			e->skip[l] = 1;
+		ntx_layer_layout(&m->layers[l], &L->lo);
 		ntx_layer_w_from_tensors(&L->w, &m->layers[l], m->gguf->map, 0);
-		if (e->skip[l])
+		if (e->skip[l]) {
+			e->st.n_layers_skipped++;
 			continue;
-		if (kv_alloc(&L->kv, c, e->n_ctx, e->n_seq, o->kv_type == NTX_KV_F16, err))
+		}
+		e->st.n_layers_home[L->home]++;
+		e->st.n_layers_exec[L->exec]++;
+		if (L->exec == NTX_EXEC_CPU &&
+		    kv_alloc(&L->kv, c, e->n_ctx, e->n_seq, o->kv_type == NTX_KV_F16, err))
 			goto fail;
+		if (L->home != NTX_TIER_VRAM &&
+		    (L->exec == NTX_EXEC_GPU || L->home == NTX_TIER_DISK))
+			any_job = 1;
 	}
 	e->out_w = ntx_wmat_from_tensor(m->output, m->output->data);
 	e->out_norm = m->output_norm->data;
 	if (ntx_cpu_scratch_init(&e->s, c, m, e->n_ub, e->n_ctx, e->n_threads, err))
+		goto fail;
+	if (any_job)
+		ntx_stream_ring(e, &n_slots, &slot_bytes);
+	if (e->backend == NTX_BACKEND_CUDA && ntx_gpu_init(e, n_slots, slot_bytes, err))
+		goto fail;
+	if (any_job && ntx_stream_start(e, err))
 		goto fail;
 	return e;
 fail:
@@ -157,6 +202,8 @@ void ntx_engine_free(struct ntx_engine *e)
 
 	if (!e)
 		return;
+	ntx_stream_stop(e);
+	ntx_gpu_free(e);
 	if (e->layers) {
 		for (l = 0; l < e->cfg.n_layer; l++) {
 			free(e->layers[l].kv.k);
@@ -168,7 +215,7 @@ void ntx_engine_free(struct ntx_engine *e)
 	free(e->layers);
 	free(e->skip);
 	free(e->cos);
-	free(e->x);
+	ntx_host_free(e->x);
 	free(e->x_in);
 	free(e->head_in);
 	free(e->seq0);
@@ -209,34 +256,120 @@ static void cos_accumulate(struct ntx_cos_stats *cs, const float *a, const float
 	}
 }
 
+/* Does this eval use any layer that the streamer feeds? */
+static int uses_jobs(const struct ntx_engine *e, const uint8_t *mask)
+{
+	int l;
+
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		if (e->layers[l].job >= 0 && !(mask ? mask[l] : e->skip[l]))
+			return 1;
+	}
+	return 0;
+}
+
+/* Run layer l on the CPU; the hidden state is on the host. */
+static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int32_t *pos, int n,
+		     int from_job, struct ntx_err *err)
+{
+	struct eng_layer *L = &e->layers[l];
+	struct ntx_layer_w w = L->w;
+	double t0 = now_s();
+
+	if (from_job) {
+		const void *base;
+
+		if (ntx_stream_acquire(e, l, &base, err))
+			return -1;
+		ntx_layer_w_from_layout(&w, &e->m->layers[l], &L->lo, base);
+	}
+	ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos, &e->s);
+	e->st.bytes_cpu_weights += L->lo.total;
+	e->st.t_cpu_s += now_s() - t0;
+	if (from_job && ntx_stream_release(e, l, err))
+		return -1;
+	return 0;
+}
+
 /* Evaluate one chunk of at most n_ub tokens. */
 static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *pos,
 		      const int32_t *seq, const uint8_t *want, int n, const uint8_t *mask,
 		      float *logits, int *n_rows, struct ntx_err *err)
 {
 	const struct ntx_llama_config *c = &e->cfg;
-	int l, i, nr = 0;
+	int l, i, nr = 0, on_gpu = 0, jobs = uses_jobs(e, mask);
 	int E = c->n_embd;
 
 	embed(e, tok, n);
+	if (e->gpu && ntx_gpu_begin_chunk(e, seq, pos, n, err))
+		return -1;
 	for (l = 0; l < c->n_layer; l++) {
 		struct eng_layer *L = &e->layers[l];
+		int skipped = mask ? mask[l] : e->skip[l];
 
-		if (mask ? mask[l] : e->skip[l])
+		if (skipped) {
+			if (jobs && L->job >= 0) { /* keep the stream cycle */
+				const void *b;
+
+				if (ntx_stream_acquire(e, l, &b, err) || ntx_stream_release(e, l, err))
+					return -1;
+			}
 			continue;
-		if (!L->kv.k)
+		}
+		if (e->skip[l])
 			return ntx_err_set(err, NTX_EINVAL,
 					   "layer %d is in the skip set of this engine and cannot be evaluated",
 					   l);
 		if (e->o.interrupt && *e->o.interrupt)
 			return ntx_err_set(err, NTX_EINTR, "interrupted");
-		if (e->o.collect_cos)
-			memcpy(e->x_in, e->x, (size_t)n * E * sizeof(float));
-		ntx_cpu_layer_forward(e->pool, c, &e->rope, &L->w, &L->kv, e->x, n, seq, pos, &e->s);
-		if (e->o.collect_cos)
-			cos_accumulate(&e->cos[l], e->x_in, e->x, n, E);
+		if (L->exec == NTX_EXEC_GPU) {
+			const void *base = L->dev;
+
+			if (!on_gpu && ntx_gpu_x_to_device(e, n, err))
+				return -1;
+			on_gpu = 1;
+			if (e->o.collect_cos && ntx_gpu_cos_begin(e, n, err))
+				return -1;
+			if (L->job >= 0 && ntx_stream_acquire(e, l, &base, err))
+				return -1;
+			if (ntx_gpu_layer(e, l, base, n, err))
+				return -1;
+			if (L->job >= 0 && ntx_stream_release(e, l, err))
+				return -1;
+			if (e->o.collect_cos && ntx_gpu_cos_end(e, l, n, err))
+				return -1;
+		} else {
+			if (on_gpu) {
+				double t0 = now_s();
+
+				if (ntx_gpu_x_to_host(e, n, err))
+					return -1;
+				e->st.t_cpu_wait_s += now_s() - t0;
+			}
+			on_gpu = 0;
+			if (e->o.collect_cos)
+				memcpy(e->x_in, e->x, (size_t)n * E * sizeof(float));
+			if (cpu_layer(e, l, seq, pos, n, L->job >= 0, err))
+				return -1;
+			if (e->o.collect_cos)
+				cos_accumulate(&e->cos[l], e->x_in, e->x, n, E);
+		}
 	}
-	/* final norm and head on the wanted rows */
+	if (e->head_on_gpu) {
+		if (!on_gpu && ntx_gpu_x_to_device(e, n, err))
+			return -1;
+		if (ntx_gpu_head(e, want, n, logits, &nr, err))
+			return -1;
+		if (e->o.collect_cos && ntx_gpu_cos_fetch(e, err))
+			return -1;
+		*n_rows = nr;
+		return 0;
+	}
+	if (on_gpu && ntx_gpu_x_to_host(e, n, err))
+		return -1;
+	if (e->gpu && e->o.collect_cos && ntx_gpu_cos_fetch(e, err))
+		return -1;
+	/* final norm and head on the wanted rows (CPU) */
 	for (i = 0; i < n; i++) {
 		if (want[i]) {
 			memcpy(e->head_in + (int64_t)nr * E, e->x + (int64_t)i * E,
@@ -288,8 +421,17 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 			want = e->want_buf;
 		}
 		if (eval_chunk(e, b->tok + done, b->pos + done, b->seq ? b->seq + done : e->seq0,
-			       want, n, layer_mask, logits, &nr, err))
+			       want, n, layer_mask, logits, &nr, err)) {
+			/* leave the engine usable: finish device work, restart
+			 * the stream cycle */
+			struct ntx_err e2 = { 0 };
+
+			if (e->gpu)
+				ntx_gpu_sync(e, &e2);
+			if (e->str)
+				ntx_stream_reset(e, &e2);
 			return -1;
+		}
 		if (logits)
 			logits += (int64_t)nr * V;
 		done += n;
@@ -297,6 +439,13 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 	e->st.n_eval_calls++;
 	e->st.n_tokens += b->n_tok;
 	e->st.t_eval_s += now_s() - t0;
+	if (e->gpu) {
+		double tc = 0, tw = 0;
+
+		ntx_gpu_stream_times(e, &tc, &tw);
+		e->st.t_h2d_s += tc;
+		e->st.t_gpu_wait_s += tw;
+	}
 	return 0;
 }
 
@@ -356,8 +505,7 @@ uint64_t ntx_engine_weight_bytes_per_token(const struct ntx_engine *e)
 
 double ntx_engine_peak_gbps(const struct ntx_engine *e)
 {
-	(void)e;
-	return 0;
+	return e->gpu ? ntx_gpu_peak_gbps(e) : 0;
 }
 
 void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s)

@@ -10,6 +10,7 @@
 #define NTX_ENGINE_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -38,6 +39,11 @@ struct ntx_engine_opts {
 };
 
 struct ntx_engine;
+
+/* Is CUDA device `device` usable? When not, why says so (e.g. "no usable
+ * CUDA device (no CUDA-capable device is detected)", "this build has no
+ * CUDA support"). */
+int ntx_engine_gpu_usable(int device, char *why, size_t why_len);
 
 /* Build an engine for model m (borrowed: must outlive the engine). Returns
  * NULL and fills *err (NTX_EDEVICE for GPU failures, NTX_ENOMEM, ...). */
@@ -100,6 +106,8 @@ struct ntx_engine_stats {
 	uint64_t bytes_h2d, bytes_disk, bytes_cpu_weights;
 	double t_gpu_wait_s, t_cpu_wait_s, t_h2d_s, t_disk_s, t_cpu_s;
 	int n_layers_home[3], n_layers_exec[2], n_layers_skipped;
+	int fell_back_to_cpu;     /* --backend auto found no usable GPU */
+	char backend_note[200];   /* why */
 };
 void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s);
 

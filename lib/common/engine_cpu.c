@@ -34,6 +34,22 @@ void ntx_layer_w_from_tensors(struct ntx_layer_w *w, const struct ntx_layer_tens
 #undef AT
 }
 
+void ntx_layer_w_from_layout(struct ntx_layer_w *w, const struct ntx_layer_tensors *lt,
+			     const struct ntx_layer_layout *lo, const void *base)
+{
+	const unsigned char *b = base;
+
+	w->attn_norm = (const float *)(b + lo->offset[0]);
+	w->wq = ntx_wmat_from_tensor(lt->wq, b + lo->offset[1]);
+	w->wk = ntx_wmat_from_tensor(lt->wk, b + lo->offset[2]);
+	w->wv = ntx_wmat_from_tensor(lt->wv, b + lo->offset[3]);
+	w->wo = ntx_wmat_from_tensor(lt->wo, b + lo->offset[4]);
+	w->ffn_norm = (const float *)(b + lo->offset[5]);
+	w->gate = ntx_wmat_from_tensor(lt->w_gate, b + lo->offset[6]);
+	w->up = ntx_wmat_from_tensor(lt->w_up, b + lo->offset[7]);
+	w->down = ntx_wmat_from_tensor(lt->w_down, b + lo->offset[8]);
+}
+
 static size_t max_sz(size_t a, size_t b)
 {
 	return a > b ? a : b;

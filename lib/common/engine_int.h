@@ -1,10 +1,20 @@
-/* engine_int.h - internals shared by the engine's files (not a public API). */
+/* engine_int.h - internals shared by the engine's files (not a public API):
+ * engine.c (batch evaluation, the layer loop), engine_cpu.c (the CPU layer),
+ * engine_gpu.c (device memory and the GPU layer), engine_stream.c (the
+ * streamer thread that feeds non-resident layers). */
 #ifndef NTX_ENGINE_INT_H
 #define NTX_ENGINE_INT_H
 
+#include <pthread.h>
+
 #include "engine.h"
+#include "layout.h"
 #include "ntx_cpu.h"
 #include "ntx_ops.h"
+
+#ifdef NTX_HAVE_CUDA
+#include "ntx_cuda.h"
+#endif
 
 /* One layer's weights as views usable by the CPU kernels (host memory). */
 struct ntx_layer_w {
@@ -19,10 +29,12 @@ struct ntx_layer_w {
 	struct ntx_wmat down;    /* (n_ff -> n_embd) */
 };
 
-/* Weight views of layer l from tensors whose data starts at base + (tensor
- * file offset - base_off) (the GGUF map: base = map, base_off = 0). */
+/* Weight views of a layer from the GGUF map (base = map, base_off = 0). */
 void ntx_layer_w_from_tensors(struct ntx_layer_w *w, const struct ntx_layer_tensors *lt,
 			      const unsigned char *base, uint64_t base_off);
+/* Weight views of a layer stored in the layout of layout.h at base. */
+void ntx_layer_w_from_layout(struct ntx_layer_w *w, const struct ntx_layer_tensors *lt,
+			     const struct ntx_layer_layout *lo, const void *base);
 struct ntx_wmat ntx_wmat_from_tensor(const struct ntx_gguf_tensor *t, const void *data);
 
 /* CPU scratch for up to n_ub tokens. */
@@ -38,11 +50,130 @@ int ntx_cpu_scratch_init(struct ntx_cpu_scratch *s, const struct ntx_llama_confi
 			 struct ntx_err *err);
 void ntx_cpu_scratch_free(struct ntx_cpu_scratch *s);
 
-/* Forward n_tok rows of hidden state x through one layer on the CPU,
- * in place. */
+/* Forward n_tok rows of hidden state x through one layer on the CPU, in place. */
 void ntx_cpu_layer_forward(struct ntx_pool *pool, const struct ntx_llama_config *c,
 			   const struct ntx_rope *rope, const struct ntx_layer_w *w,
 			   struct ntx_kv_layer *kv, float *x, int n_tok, const int32_t *seq,
 			   const int32_t *pos, struct ntx_cpu_scratch *s);
+
+/* ---- the engine ---- */
+
+struct eng_layer {
+	enum ntx_tier home;
+	enum ntx_exec exec;
+	int skip;                  /* in the engine's skip set: no weights, no KV */
+	int job;                   /* index in the streamer's job list, or -1 */
+	struct ntx_layer_layout lo;
+	struct ntx_layer_w w;      /* host views into the GGUF map (CPU executor) */
+	struct ntx_kv_layer kv;    /* host KV cache (CPU executor) */
+	void *pinned;              /* pinned layout copy (ram home, GPU executor) */
+	void *dev;                 /* device layout copy (vram home) */
+	void *dkv_k, *dkv_v;       /* device KV cache (GPU executor) */
+};
+
+struct ntx_gpu;      /* engine_gpu.c */
+struct ntx_streamer; /* engine_stream.c */
+
+struct ntx_engine {
+	const struct ntx_model *m;
+	struct ntx_llama_config cfg;
+	struct ntx_engine_opts o;
+	enum ntx_backend backend;
+	int n_ctx, n_seq, n_ub, n_threads;
+	struct ntx_rope rope;
+	struct ntx_pool *pool;
+	struct eng_layer *layers;
+	uint8_t *skip;             /* engine's skip set */
+	struct ntx_wmat out_w;     /* output head (host) */
+	const float *out_norm;
+	int head_on_gpu;
+	struct ntx_cpu_scratch s;
+	float *x;                  /* [n_ub][n_embd] hidden state (host; pinned with CUDA) */
+	float *x_in;               /* copy of a layer's input (cos stats) */
+	float *head_in;            /* gathered normed rows for logits */
+	int32_t *seq0;             /* zeros for batches without seq */
+	uint8_t *want_buf;         /* [n_ub] */
+	struct ntx_cos_stats *cos;
+	struct ntx_engine_stats st;
+	struct ntx_gpu *gpu;       /* NULL on the CPU backend */
+	struct ntx_streamer *str;  /* NULL when every layer is resident */
+	const char *pack_path;
+};
+
+/* ---- GPU side (engine_gpu.c; stubs without CUDA) ---- */
+
+/* Is a CUDA device usable? Fills why (e.g. "no CUDA device") when not. */
+int ntx_gpu_usable(int device, char *why, size_t why_len);
+
+/* Create the device context and every device buffer the plan needs:
+ * resident weights, device KV for GPU-executed layers, activations, ring
+ * slots (n_slots x slot_bytes), output head. */
+int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err);
+void ntx_gpu_free(struct ntx_engine *e);
+
+/* Pinned host memory (plain malloc without CUDA). */
+void *ntx_host_alloc(size_t bytes, struct ntx_err *err);
+void ntx_host_free(void *p);
+
+/* Upload a chunk's token metadata (seq, pos) for the GPU layers. */
+int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
+			struct ntx_err *err);
+/* Move the hidden state (n rows) to the device / to the host (waits). */
+int ntx_gpu_x_to_device(struct ntx_engine *e, int n, struct ntx_err *err);
+int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err);
+/* Enqueue layer l on the compute stream with weights at base (device,
+ * layout of layout.h). */
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err);
+/* Final norm + head on the device for the wanted rows (x on device);
+ * logits (host) get nr rows. */
+int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
+		 struct ntx_err *err);
+/* Cosine stats of layer l on the device (collect_cos). */
+int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err);
+int ntx_gpu_cos_end(struct ntx_engine *e, int l, int n, struct ntx_err *err);
+int ntx_gpu_cos_fetch(struct ntx_engine *e, struct ntx_err *err);
+/* Wait for all device work. */
+int ntx_gpu_sync(struct ntx_engine *e, struct ntx_err *err);
+/* Peak bandwidth GB/s of the device. */
+double ntx_gpu_peak_gbps(const struct ntx_engine *e);
+
+/* Streaming support used by engine_stream.c: the ring slot s's device
+ * buffer; copy events. */
+void *ntx_gpu_slot(struct ntx_engine *e, int s);
+/* On the copy stream: wait until slot s is free, copy bytes from src
+ * (pinned host, layout of layout.h) into it, mark it copied. With
+ * map_layer >= 0, src is ignored and that layer is copied tensor by tensor
+ * from the GGUF map with pageable copies (the --io mmap baseline). */
+int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
+		      int map_layer, struct ntx_err *err);
+/* Record on the copy stream that staging buffer b may be reused; wait for it. */
+int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err);
+int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err);
+/* On the compute stream: wait for slot s's copy / mark slot s free. */
+int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err);
+int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err);
+/* Copy-engine timing collected since the last call (seconds of copies,
+ * seconds the compute stream waited). */
+void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait);
+
+/* ---- streamer (engine_stream.c) ---- */
+
+/* Start the streamer for every non-resident layer that needs data moved:
+ * GPU-executed ram/disk layers (into ring slots) and CPU-executed disk
+ * layers (into host staging). Sets layers[l].job. */
+int ntx_stream_start(struct ntx_engine *e, struct ntx_err *err);
+void ntx_stream_stop(struct ntx_engine *e);
+/* Ring geometry the streamer wants (called before ntx_gpu_init). */
+void ntx_stream_ring(const struct ntx_engine *e, int *n_slots, uint64_t *slot_bytes);
+
+/* Called by the layer loop, in layer order, for every layer with a job in
+ * an eval that uses streamed layers. acquire: wait until the job's data is
+ * ready; gives the base of the layer layout (device slot for GPU jobs, host
+ * staging for CPU jobs). release: the consumer is done with it (GPU: compute
+ * enqueued; CPU: computed). skip = release without use. */
+int ntx_stream_acquire(struct ntx_engine *e, int l, const void **base, struct ntx_err *err);
+int ntx_stream_release(struct ntx_engine *e, int l, struct ntx_err *err);
+/* After a failed or interrupted eval: drain and restart the cycle. */
+int ntx_stream_reset(struct ntx_engine *e, struct ntx_err *err);
 
 #endif

@@ -159,9 +159,94 @@ static int build_draft_mask(struct run_ctx *c, struct ntx_err *err)
 	return 0;
 }
 
+/* Without --plan: choose the backend and, on the GPU, plan in memory from
+ * the detected hardware (and --vram-budget/--ram-budget/--executor). */
+static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
+{
+	struct run_opts *o = c->o;
+	struct ntx_plan_model pm;
+	struct ntx_plan_hw hw;
+	struct ntx_plan_opts po;
+	char why[256] = "";
+	int *skip = NULL, n_skip = 0, l, rc;
+	uint64_t v;
+
+	if (o->backend == NTX_BACKEND_CPU)
+		return 0;
+	if (!ntx_engine_gpu_usable(o->gpu_index, why, sizeof why)) {
+		if (o->backend == NTX_BACKEND_CUDA)
+			return ntx_err_set(err, NTX_EDEVICE, "cuda: %s", why);
+		if (!o->quiet)
+			fprintf(stderr, PROG ": %s: using the CPU\n", why);
+		o->backend = NTX_BACKEND_CPU;
+		return 0;
+	}
+	memset(&po, 0, sizeof po);
+	po.vram_budget = po.ram_budget = po.reserve = po.disk_budget = -1;
+	po.n_ctx = o->n_ctx;
+	po.kv_type = o->kv_type;
+	po.n_seq = o->batch ? o->parallel : 1;
+	po.gpu_index = o->gpu_index;
+	po.pack_path = o->pack_path;
+	if (o->vram_budget) {
+		if (ntx_parse_size(o->vram_budget, &v, err)) {
+			ntx_err_prefix(err, "--vram-budget");
+			return -1;
+		}
+		po.vram_budget = (int64_t)v;
+	}
+	if (o->ram_budget) {
+		if (ntx_parse_size(o->ram_budget, &v, err)) {
+			ntx_err_prefix(err, "--ram-budget");
+			return -1;
+		}
+		po.ram_budget = (int64_t)v;
+	}
+	po.executor = NTX_POLICY_AUTO;
+	if (o->executor) {
+		if (!strcmp(o->executor, "gpu"))
+			po.executor = NTX_POLICY_GPU;
+		else if (!strcmp(o->executor, "cpu"))
+			po.executor = NTX_POLICY_CPU;
+		else if (strcmp(o->executor, "auto"))
+			return ntx_err_set(err, NTX_EINVAL, "--executor: expected auto, gpu or cpu");
+	}
+	if (c->skip) {
+		skip = calloc((size_t)c->model->cfg.n_layer, sizeof *skip);
+		if (!skip)
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		for (l = 0; l < c->model->cfg.n_layer; l++)
+			if (c->skip[l])
+				skip[n_skip++] = l;
+	}
+	po.skip = skip;
+	po.n_skip = n_skip;
+	if (ntx_plan_model_from_model(c->model, &pm, err)) {
+		free(skip);
+		return -1;
+	}
+	ntx_hw_detect(&hw, o->gpu_index, NULL);
+	rc = ntx_plan_compute(&pm, &hw, &po, &c->plan, err);
+	ntx_plan_model_free(&pm);
+	free(skip);
+	if (rc)
+		return -1;
+	for (l = 0; l < c->model->cfg.n_layer; l++) {
+		if (!c->plan->layers[l].skip && c->plan->layers[l].home == NTX_TIER_DISK &&
+		    !o->pack_path)
+			return ntx_err_set(err, NTX_ENOFIT,
+					   "the model does not fit in VRAM and RAM; make a plan and a pack: ntx-plan %s > plan.json && ntx-pack %s --plan plan.json -o model.ntxp, then ntx-run --plan plan.json",
+					   c->model->gguf->path, c->model->gguf->path);
+	}
+	if (o->verbose)
+		fprintf(stderr, PROG ": planned in memory: predicted %.2f tok/s\n",
+			c->plan->predicted_tok_per_s);
+	return 0;
+}
+
 int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 {
-	const struct run_opts *o = c->o;
+	struct run_opts *o = c->o;
 	const char *mpath = o->model_path;
 	struct ntx_engine_opts eo;
 	int L, i, n;
@@ -209,6 +294,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 			free(ls);
 		}
 	}
+	if (!c->plan && plan_in_memory(c, err))
+		return -1;
 	if (o->self_spec && build_draft_mask(c, err))
 		return -1;
 	c->eog = calloc((size_t)c->model->cfg.n_vocab, 1);
@@ -237,6 +324,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	c->engine = ntx_engine_new(c->model, &eo, err);
 	if (!c->engine)
 		return -1;
+	if (!o->quiet && ntx_engine_backend(c->engine) == NTX_BACKEND_CUDA && o->backend == NTX_BACKEND_AUTO)
+		fprintf(stderr, PROG ": using CUDA device %d\n", o->gpu_index);
 	if (o->verbose)
 		fprintf(stderr, PROG ": backend %s, context %d\n",
 			ntx_backend_name(ntx_engine_backend(c->engine)), ntx_engine_n_ctx(c->engine));

@@ -1,0 +1,824 @@
+/* engine_gpu.c - the engine's device side: device memory for resident
+ * weights, KV caches of GPU-executed layers, activations and the ring of
+ * streaming slots; the GPU layer (a sequence of kernels from kernels/cuda on
+ * the compute stream); the output head; copies and events for streaming.
+ * Without CUDA this file provides stubs that say so. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+#ifdef NTX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#define HEAD_ROWS 64   /* logits rows computed per head pass */
+#define N_STAGING 8    /* staging events (>= the streamer's staging buffers) */
+
+struct ntx_gpu {
+	int dev;
+	cudaStream_t cs, ps;            /* compute, copy (pcie) */
+	double peak_gbps;
+	/* activations [n_ub rows] */
+	float *x, *xb, *q, *k, *v, *att, *h, *g, *u, *xin, *xh, *logits;
+	void *xq;
+	void *ws_mm, *ws_att;
+	size_t ws_mm_bytes, ws_att_bytes;
+	int32_t *d_seq, *d_pos, *h_seq, *h_pos;
+	float *h_logits;                /* pinned [HEAD_ROWS][V] */
+	double *d_cos, *h_cos;          /* [n_layer][2] */
+	/* resident non-layer tensors */
+	void *out_w;
+	float *out_norm, *rope_freqs;
+	/* ring */
+	int n_slots;
+	void **slot;
+	cudaEvent_t *ev_copied, *ev_free, *ev_cp0, *ev_w0, *ev_w1;
+	int *cp_pending, *w_pending;
+	cudaEvent_t ev_stg[N_STAGING];
+	double t_copy, t_wait;
+	pthread_mutex_t tmu;
+};
+
+static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
+{
+	return ntx_err_set(err, NTX_EDEVICE, "cuda: %s failed: %s", what, cudaGetErrorString(rc));
+}
+
+#define CK(call, what)                                                         \
+	do {                                                                   \
+		cudaError_t rc_ = (call);                                      \
+		if (rc_ != cudaSuccess)                                        \
+			return cuda_fail(err, rc_, what);                      \
+	} while (0)
+
+int ntx_gpu_usable(int device, char *why, size_t why_len)
+{
+	int n = 0;
+	cudaError_t rc = cudaGetDeviceCount(&n);
+
+	if (rc != cudaSuccess) {
+		snprintf(why, why_len, "no usable CUDA device (%s)", cudaGetErrorString(rc));
+		cudaGetLastError();
+		return 0;
+	}
+	if (device >= n) {
+		snprintf(why, why_len, "no CUDA device %d (%d found)", device, n);
+		return 0;
+	}
+	return 1;
+}
+
+void *ntx_host_alloc(size_t bytes, struct ntx_err *err)
+{
+	void *p = NULL;
+	cudaError_t rc;
+	int n = 0;
+
+	if (bytes == 0)
+		bytes = 1;
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		cudaGetLastError();
+		if (posix_memalign(&p, 4096, bytes))
+			p = NULL;
+		if (!p)
+			ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
+		return p;
+	}
+	rc = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+	if (rc != cudaSuccess) {
+		ntx_err_set(err, NTX_ENOMEM, "cuda: cudaHostAlloc(%zu) failed: %s", bytes,
+			    cudaGetErrorString(rc));
+		return NULL;
+	}
+	return p;
+}
+
+void ntx_host_free(void *p)
+{
+	struct cudaPointerAttributes a;
+
+	if (!p)
+		return;
+	if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) {
+		cudaFreeHost(p);
+		return;
+	}
+	cudaGetLastError();
+	free(p);
+}
+
+static int dalloc(void **p, size_t bytes, const char *what, struct ntx_err *err)
+{
+	cudaError_t rc = cudaMalloc(p, bytes ? bytes : 16);
+
+	if (rc != cudaSuccess) {
+		*p = NULL;
+		return ntx_err_set(err, NTX_EDEVICE, "cuda: cudaMalloc(%zu) for %s failed: %s", bytes,
+				   what, cudaGetErrorString(rc));
+	}
+	return 0;
+}
+
+static size_t max_z(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+/* Upload layer l's tensors from the GGUF map into dst in the layout. */
+static int upload_layer(struct ntx_engine *e, int l, void *dst, cudaStream_t st,
+			struct ntx_err *err)
+{
+	const struct eng_layer *L = &e->layers[l];
+	int i;
+
+	for (i = 0; i < NTX_LAYER_NT; i++) {
+		const struct ntx_gguf_tensor *t = ntx_layer_tensor(&e->m->layers[l], i);
+
+		CK(cudaMemcpyAsync((char *)dst + L->lo.offset[i], t->data, t->nbytes,
+				   cudaMemcpyHostToDevice, st),
+		   "cudaMemcpyAsync (weights)");
+	}
+	return 0;
+}
+
+static size_t mm_ws(const struct ntx_gguf_tensor *t, int n_tok)
+{
+	return ntx_cuda_matmul_ws_bytes(t->ne[0], t->ne[1], n_tok);
+}
+
+int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	const struct ntx_model *m = e->m;
+	struct ntx_gpu *g = calloc(1, sizeof *g);
+	size_t E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim;
+	size_t KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff;
+	size_t U = (size_t)e->n_ub, V = (size_t)c->n_vocab, mx;
+	size_t es = e->o.kv_type == NTX_KV_F32 ? 4 : 2;
+	int l, i, clk = 0, bus = 0;
+
+	if (!g)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	e->gpu = g;
+	pthread_mutex_init(&g->tmu, NULL);
+	g->dev = e->o.gpu_index;
+	CK(cudaSetDevice(g->dev), "cudaSetDevice");
+	CK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking), "cudaStreamCreate");
+	CK(cudaStreamCreateWithFlags(&g->ps, cudaStreamNonBlocking), "cudaStreamCreate");
+	if (cudaDeviceGetAttribute(&clk, cudaDevAttrMemoryClockRate, g->dev) == cudaSuccess &&
+	    cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, g->dev) == cudaSuccess)
+		g->peak_gbps = 2.0 * clk * 1e3 * (bus / 8.0) / 1e9;
+	cudaGetLastError();
+	/* load cuBLAS (prompt processing) now, before any graph capture */
+	(void)ntx_cuda_have_cublas();
+
+	/* activations */
+	mx = max_z(E, max_z(Q, F));
+	if (dalloc((void **)&g->x, U * E * 4, "activations", err) ||
+	    dalloc((void **)&g->xb, U * E * 4, "activations", err) ||
+	    dalloc((void **)&g->xin, U * E * 4, "activations", err) ||
+	    dalloc((void **)&g->xh, HEAD_ROWS * E * 4, "activations", err) ||
+	    dalloc((void **)&g->q, U * Q * 4, "activations", err) ||
+	    dalloc((void **)&g->att, U * Q * 4, "activations", err) ||
+	    dalloc((void **)&g->k, U * KV * 4, "activations", err) ||
+	    dalloc((void **)&g->v, U * KV * 4, "activations", err) ||
+	    dalloc((void **)&g->h, U * F * 4, "activations", err) ||
+	    dalloc((void **)&g->g, U * F * 4, "activations", err) ||
+	    dalloc((void **)&g->u, U * F * 4, "activations", err) ||
+	    dalloc((void **)&g->logits, HEAD_ROWS * V * 4, "logits", err) ||
+	    dalloc(&g->xq, ntx_cuda_q8_bytes((int64_t)mx, NTX_CUDA_GEMV_MAX_TOK), "activations",
+		   err) ||
+	    dalloc((void **)&g->d_seq, U * 4, "positions", err) ||
+	    dalloc((void **)&g->d_pos, U * 4, "positions", err) ||
+	    dalloc((void **)&g->d_cos, (size_t)c->n_layer * 2 * sizeof(double), "statistics", err))
+		return -1;
+	CK(cudaMemset(g->d_cos, 0, (size_t)c->n_layer * 2 * sizeof(double)), "cudaMemset");
+	g->h_seq = ntx_host_alloc(U * 4, err);
+	g->h_pos = ntx_host_alloc(U * 4, err);
+	g->h_logits = ntx_host_alloc(HEAD_ROWS * V * 4, err);
+	g->h_cos = calloc((size_t)c->n_layer * 2, sizeof(double));
+	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_cos)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+
+	/* workspaces: the largest matmul over every matrix, attention */
+	g->ws_mm_bytes = mm_ws(m->output, HEAD_ROWS);
+	for (l = 0; l < c->n_layer; l++) {
+		const struct ntx_layer_tensors *lt = &m->layers[l];
+
+		for (i = 1; i < NTX_LAYER_NT; i++) {
+			if (i != 5)
+				g->ws_mm_bytes = max_z(g->ws_mm_bytes, mm_ws(ntx_layer_tensor(lt, i), (int)U));
+		}
+	}
+	g->ws_att_bytes = ntx_cuda_attention_ws_bytes((int)U, c->n_head, c->head_dim, e->n_ctx);
+	if (dalloc(&g->ws_mm, g->ws_mm_bytes, "matmul workspace", err) ||
+	    dalloc(&g->ws_att, g->ws_att_bytes, "attention workspace", err))
+		return -1;
+
+	/* non-layer tensors */
+	if (e->head_on_gpu) {
+		if (dalloc(&g->out_w, m->output->nbytes, "the output head", err))
+			return -1;
+		CK(cudaMemcpy(g->out_w, m->output->data, m->output->nbytes, cudaMemcpyHostToDevice),
+		   "cudaMemcpy (output head)");
+	}
+	if (dalloc((void **)&g->out_norm, E * 4, "output norm", err))
+		return -1;
+	CK(cudaMemcpy(g->out_norm, m->output_norm->data, E * 4, cudaMemcpyHostToDevice),
+	   "cudaMemcpy");
+	if (m->rope_freqs) {
+		if (dalloc((void **)&g->rope_freqs, m->rope_freqs->nbytes, "rope_freqs", err))
+			return -1;
+		CK(cudaMemcpy(g->rope_freqs, m->rope_freqs->data, m->rope_freqs->nbytes,
+			      cudaMemcpyHostToDevice),
+		   "cudaMemcpy");
+	}
+
+	/* layers: resident weights, device KV */
+	for (l = 0; l < c->n_layer; l++) {
+		struct eng_layer *L = &e->layers[l];
+		size_t kvb = (size_t)e->n_seq * e->n_ctx * KV * es;
+		char what[64];
+
+		if (e->skip[l] || L->exec != NTX_EXEC_GPU)
+			continue;
+		snprintf(what, sizeof what, "the KV cache of layer %d", l);
+		if (dalloc(&L->dkv_k, kvb, what, err) || dalloc(&L->dkv_v, kvb, what, err))
+			return -1;
+		if (L->home == NTX_TIER_VRAM) {
+			snprintf(what, sizeof what, "the weights of layer %d", l);
+			if (dalloc(&L->dev, L->lo.total, what, err) ||
+			    upload_layer(e, l, L->dev, g->ps, err))
+				return -1;
+		}
+	}
+	CK(cudaStreamSynchronize(g->ps), "uploading weights");
+
+	/* ring */
+	g->n_slots = n_slots;
+	if (n_slots) {
+		g->slot = calloc((size_t)n_slots, sizeof *g->slot);
+		g->ev_copied = calloc((size_t)n_slots, sizeof(cudaEvent_t));
+		g->ev_free = calloc((size_t)n_slots, sizeof(cudaEvent_t));
+		g->ev_cp0 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
+		g->ev_w0 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
+		g->ev_w1 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
+		g->cp_pending = calloc((size_t)n_slots, sizeof(int));
+		g->w_pending = calloc((size_t)n_slots, sizeof(int));
+		if (!g->slot || !g->ev_copied || !g->ev_free || !g->ev_cp0 || !g->ev_w0 ||
+		    !g->ev_w1 || !g->cp_pending || !g->w_pending)
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		for (i = 0; i < n_slots; i++) {
+			char what[64];
+
+			snprintf(what, sizeof what, "streaming slot %d", i);
+			if (dalloc(&g->slot[i], slot_bytes, what, err))
+				return -1;
+			CK(cudaEventCreateWithFlags(&g->ev_copied[i], cudaEventDisableTiming),
+			   "cudaEventCreate");
+			CK(cudaEventCreateWithFlags(&g->ev_free[i], cudaEventDisableTiming),
+			   "cudaEventCreate");
+			CK(cudaEventCreate(&g->ev_cp0[i]), "cudaEventCreate");
+			CK(cudaEventCreate(&g->ev_w0[i]), "cudaEventCreate");
+			CK(cudaEventCreate(&g->ev_w1[i]), "cudaEventCreate");
+		}
+	}
+	for (i = 0; i < N_STAGING; i++)
+		CK(cudaEventCreateWithFlags(&g->ev_stg[i], cudaEventDisableTiming), "cudaEventCreate");
+	return 0;
+}
+
+void ntx_gpu_free(struct ntx_engine *e)
+{
+	struct ntx_gpu *g = e->gpu;
+	int l, i;
+
+	if (!g)
+		return;
+	cudaDeviceSynchronize();
+	for (l = 0; e->layers && l < e->cfg.n_layer; l++) {
+		cudaFree(e->layers[l].dev);
+		cudaFree(e->layers[l].dkv_k);
+		cudaFree(e->layers[l].dkv_v);
+		e->layers[l].dev = e->layers[l].dkv_k = e->layers[l].dkv_v = NULL;
+	}
+	for (i = 0; i < g->n_slots && g->slot; i++) {
+		cudaFree(g->slot[i]);
+		cudaEventDestroy(g->ev_copied[i]);
+		cudaEventDestroy(g->ev_free[i]);
+		cudaEventDestroy(g->ev_cp0[i]);
+		cudaEventDestroy(g->ev_w0[i]);
+		cudaEventDestroy(g->ev_w1[i]);
+	}
+	for (i = 0; i < N_STAGING; i++)
+		if (g->ev_stg[i])
+			cudaEventDestroy(g->ev_stg[i]);
+	cudaFree(g->x);
+	cudaFree(g->xb);
+	cudaFree(g->xin);
+	cudaFree(g->xh);
+	cudaFree(g->q);
+	cudaFree(g->att);
+	cudaFree(g->k);
+	cudaFree(g->v);
+	cudaFree(g->h);
+	cudaFree(g->g);
+	cudaFree(g->u);
+	cudaFree(g->logits);
+	cudaFree(g->xq);
+	cudaFree(g->d_seq);
+	cudaFree(g->d_pos);
+	cudaFree(g->d_cos);
+	cudaFree(g->ws_mm);
+	cudaFree(g->ws_att);
+	cudaFree(g->out_w);
+	cudaFree(g->out_norm);
+	cudaFree(g->rope_freqs);
+	ntx_host_free(g->h_seq);
+	ntx_host_free(g->h_pos);
+	ntx_host_free(g->h_logits);
+	free(g->h_cos);
+	free(g->slot);
+	free(g->ev_copied);
+	free(g->ev_free);
+	free(g->ev_cp0);
+	free(g->ev_w0);
+	free(g->ev_w1);
+	free(g->cp_pending);
+	free(g->w_pending);
+	if (g->cs)
+		cudaStreamDestroy(g->cs);
+	if (g->ps)
+		cudaStreamDestroy(g->ps);
+	pthread_mutex_destroy(&g->tmu);
+	free(g);
+	e->gpu = NULL;
+}
+
+int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
+			struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	/* the previous chunk ended with a synchronising copy: h_seq is free */
+	memcpy(g->h_seq, seq, (size_t)n * 4);
+	memcpy(g->h_pos, pos, (size_t)n * 4);
+	CK(cudaMemcpyAsync(g->d_seq, g->h_seq, (size_t)n * 4, cudaMemcpyHostToDevice, g->cs),
+	   "cudaMemcpyAsync (positions)");
+	CK(cudaMemcpyAsync(g->d_pos, g->h_pos, (size_t)n * 4, cudaMemcpyHostToDevice, g->cs),
+	   "cudaMemcpyAsync (positions)");
+	return 0;
+}
+
+int ntx_gpu_x_to_device(struct ntx_engine *e, int n, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	CK(cudaMemcpyAsync(g->x, e->x, (size_t)n * e->cfg.n_embd * 4, cudaMemcpyHostToDevice,
+			   g->cs),
+	   "cudaMemcpyAsync (hidden state)");
+	return 0;
+}
+
+int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	CK(cudaMemcpyAsync(e->x, g->x, (size_t)n * e->cfg.n_embd * 4, cudaMemcpyDeviceToHost,
+			   g->cs),
+	   "cudaMemcpyAsync (hidden state)");
+	CK(cudaStreamSynchronize(g->cs), "GPU layers");
+	return 0;
+}
+
+/* y (=|+=) W x for n rows: GEMV for few rows, tiles + tensor cores else. */
+static int mm(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
+	      const float *x, float *y, int n, int acc, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	int64_t K = t->ne[0], N = t->ne[1];
+	int r;
+
+	if (n <= NTX_CUDA_GEMV_MAX_TOK)
+		return ntx_cuda_gemv(t->type, w, K, N, x, g->xq, y, n, acc, (ntx_stream_t)g->cs, err);
+	if (K % 8 == 0)
+		return ntx_cuda_matmul(t->type, w, K, N, x, y, n, acc, g->ws_mm, g->ws_mm_bytes,
+				       (ntx_stream_t)g->cs, err);
+	/* rows the tensor-core path cannot take (n_in not a multiple of 8, e.g.
+	 * stories260K's 172): GEMV over groups of tokens */
+	for (r = 0; r < n; r += NTX_CUDA_GEMV_MAX_TOK) {
+		int k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK;
+		const float *xr = x + (size_t)r * K;
+
+		if (ntx_cuda_wtype_q8(t->type) == 1 &&
+		    ntx_cuda_quantize_q8(xr, g->xq, K, k, (ntx_stream_t)g->cs, err))
+			return -1;
+		if (ntx_cuda_gemv(t->type, w, K, N, xr, g->xq, y + (size_t)r * N, k, acc,
+				  (ntx_stream_t)g->cs, err))
+			return -1;
+	}
+	return 0;
+}
+
+static int needs_q8(int n, const struct ntx_gguf_tensor *a, const struct ntx_gguf_tensor *b,
+		    const struct ntx_gguf_tensor *c)
+{
+	if (n > NTX_CUDA_GEMV_MAX_TOK)
+		return 0;
+	return ntx_cuda_wtype_q8(a->type) == 1 || (b && ntx_cuda_wtype_q8(b->type) == 1) ||
+	       (c && ntx_cuda_wtype_q8(c->type) == 1);
+}
+
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct ntx_llama_config *c = &e->cfg;
+	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	struct eng_layer *L = &e->layers[l];
+	const char *b = base;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+	int E = c->n_embd, Q = c->n_head * c->head_dim, F = c->n_ff;
+	float eps = (float)c->rms_eps;
+	struct ntx_cuda_kv kv;
+	struct ntx_cuda_rope rope;
+	const void *W[NTX_LAYER_NT];
+	int i;
+
+	for (i = 0; i < NTX_LAYER_NT; i++)
+		W[i] = b + L->lo.offset[i];
+	kv.k = L->dkv_k;
+	kv.v = L->dkv_v;
+	kv.kv_f16 = e->o.kv_type != NTX_KV_F32;
+	kv.n_ctx = e->n_ctx;
+	kv.n_seq = e->n_seq;
+	kv.n_head_kv = c->n_head_kv;
+	kv.head_dim = c->head_dim;
+	rope.n_rot = c->n_rot;
+	rope.base = (float)c->rope_base;
+	rope.freq_scale = (float)c->rope_freq_scale;
+	rope.freqs = g->rope_freqs;
+
+	/* attention */
+	if (ntx_cuda_rmsnorm(g->xb, needs_q8(n, lt->wq, lt->wk, lt->wv) ? g->xq : NULL, g->x,
+			     (const float *)W[0], n, E, eps, st, err) ||
+	    mm(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
+	    mm(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
+	    mm(e, lt->wv, W[3], g->xb, g->v, n, 0, err) ||
+	    ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
+				err) ||
+	    ntx_cuda_attention(g->att, g->q, n, c->n_head, &kv, g->d_seq, g->d_pos, g->ws_att,
+			       g->ws_att_bytes, st, err))
+		return -1;
+	if (needs_q8(n, lt->wo, NULL, NULL) && ntx_cuda_quantize_q8(g->att, g->xq, Q, n, st, err))
+		return -1;
+	if (mm(e, lt->wo, W[4], g->att, g->x, n, 1, err))
+		return -1;
+	/* feed-forward */
+	if (ntx_cuda_rmsnorm(g->xb, needs_q8(n, lt->w_gate, lt->w_up, NULL) ? g->xq : NULL, g->x,
+			     (const float *)W[5], n, E, eps, st, err))
+		return -1;
+	if (n <= NTX_CUDA_GEMV_MAX_TOK) {
+		if (ntx_cuda_gemv_swiglu(lt->w_gate->type, W[6], lt->w_up->type, W[7], E, F, g->xb,
+					 g->xq, g->h, n, st, err))
+			return -1;
+	} else if (mm(e, lt->w_gate, W[6], g->xb, g->g, n, 0, err) ||
+		   mm(e, lt->w_up, W[7], g->xb, g->u, n, 0, err) ||
+		   ntx_cuda_swiglu(g->h, g->g, g->u, (int64_t)n * F, st, err)) {
+		return -1;
+	}
+	if (needs_q8(n, lt->w_down, NULL, NULL) && ntx_cuda_quantize_q8(g->h, g->xq, F, n, st, err))
+		return -1;
+	return mm(e, lt->w_down, W[8], g->h, g->x, n, 1, err);
+}
+
+int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
+		 struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct ntx_gguf_tensor *t = e->m->output;
+	int E = e->cfg.n_embd, i = 0, rows = 0;
+	size_t V = (size_t)e->cfg.n_vocab;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+
+	*nr = 0;
+	while (i < n) {
+		int k = 0;
+
+		/* gather up to HEAD_ROWS wanted rows */
+		for (; i < n && k < HEAD_ROWS; i++) {
+			if (!want[i])
+				continue;
+			CK(cudaMemcpyAsync(g->xh + (size_t)k * E, g->x + (size_t)i * E, (size_t)E * 4,
+					   cudaMemcpyDeviceToDevice, g->cs),
+			   "cudaMemcpyAsync (head rows)");
+			k++;
+		}
+		if (!k)
+			break;
+		if (ntx_cuda_rmsnorm(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL, g->xh,
+				     g->out_norm, k, E, (float)e->cfg.rms_eps, st, err) ||
+		    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
+			return -1;
+		CK(cudaMemcpyAsync(g->h_logits, g->logits, (size_t)k * V * 4, cudaMemcpyDeviceToHost,
+				   g->cs),
+		   "cudaMemcpyAsync (logits)");
+		CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
+		memcpy(logits + (size_t)rows * V, g->h_logits, (size_t)k * V * 4);
+		rows += k;
+	}
+	if (!rows)
+		CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
+	*nr = rows;
+	return 0;
+}
+
+int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	CK(cudaMemcpyAsync(g->xin, g->x, (size_t)n * e->cfg.n_embd * 4, cudaMemcpyDeviceToDevice,
+			   g->cs),
+	   "cudaMemcpyAsync");
+	return 0;
+}
+
+int ntx_gpu_cos_end(struct ntx_engine *e, int l, int n, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	e->cos[l].n += n;
+	return ntx_cuda_cos_accum(g->xin, g->x, n, e->cfg.n_embd, g->d_cos + 2 * l,
+				  (ntx_stream_t)g->cs, err);
+}
+
+int ntx_gpu_cos_fetch(struct ntx_engine *e, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	size_t b = (size_t)e->cfg.n_layer * 2 * sizeof(double);
+	int l;
+
+	CK(cudaMemcpyAsync(g->h_cos, g->d_cos, b, cudaMemcpyDeviceToHost, g->cs), "cudaMemcpy");
+	CK(cudaMemsetAsync(g->d_cos, 0, b, g->cs), "cudaMemset");
+	CK(cudaStreamSynchronize(g->cs), "cudaStreamSynchronize");
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		e->cos[l].sum += g->h_cos[2 * l];
+		e->cos[l].sum_sq += g->h_cos[2 * l + 1];
+	}
+	return 0;
+}
+
+int ntx_gpu_sync(struct ntx_engine *e, struct ntx_err *err)
+{
+	(void)e;
+	CK(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	return 0;
+}
+
+double ntx_gpu_peak_gbps(const struct ntx_engine *e)
+{
+	return e->gpu ? e->gpu->peak_gbps : 0;
+}
+
+/* ---- streaming ---- */
+
+void *ntx_gpu_slot(struct ntx_engine *e, int s)
+{
+	return e->gpu->slot[s];
+}
+
+static double elapsed(cudaEvent_t a, cudaEvent_t b)
+{
+	float ms = 0;
+
+	if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return ms * 1e-3;
+}
+
+int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
+		      int map_layer, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	if (g->cp_pending[s]) { /* the slot's previous copy is long done */
+		double t;
+
+		CK(cudaEventSynchronize(g->ev_copied[s]), "cudaEventSynchronize");
+		t = elapsed(g->ev_cp0[s], g->ev_copied[s]);
+		pthread_mutex_lock(&g->tmu);
+		g->t_copy += t;
+		pthread_mutex_unlock(&g->tmu);
+	}
+	CK(cudaStreamWaitEvent(g->ps, g->ev_free[s], 0), "cudaStreamWaitEvent");
+	CK(cudaEventRecord(g->ev_cp0[s], g->ps), "cudaEventRecord");
+	if (map_layer >= 0) {
+		/* the naive baseline: pageable copies from the GGUF map */
+		CK(cudaStreamSynchronize(g->ps), "cudaStreamSynchronize");
+		if (upload_layer(e, map_layer, g->slot[s], g->ps, err))
+			return -1;
+	} else {
+		CK(cudaMemcpyAsync(g->slot[s], src, bytes, cudaMemcpyHostToDevice, g->ps),
+		   "cudaMemcpyAsync (streamed layer)");
+	}
+	/* ev_copied is the end of the copy; re-created with timing */
+	CK(cudaEventRecord(g->ev_copied[s], g->ps), "cudaEventRecord");
+	g->cp_pending[s] = 1;
+	return 0;
+}
+
+int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
+{
+	CK(cudaEventRecord(e->gpu->ev_stg[b % N_STAGING], e->gpu->ps), "cudaEventRecord");
+	return 0;
+}
+
+int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
+{
+	CK(cudaEventSynchronize(e->gpu->ev_stg[b % N_STAGING]), "cudaEventSynchronize");
+	return 0;
+}
+
+int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	if (g->w_pending[s]) {
+		g->t_wait += elapsed(g->ev_w0[s], g->ev_w1[s]);
+		g->w_pending[s] = 0;
+	}
+	CK(cudaEventRecord(g->ev_w0[s], g->cs), "cudaEventRecord");
+	CK(cudaStreamWaitEvent(g->cs, g->ev_copied[s], 0), "cudaStreamWaitEvent");
+	CK(cudaEventRecord(g->ev_w1[s], g->cs), "cudaEventRecord");
+	g->w_pending[s] = 1;
+	return 0;
+}
+
+int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err)
+{
+	CK(cudaEventRecord(e->gpu->ev_free[s], e->gpu->cs), "cudaEventRecord");
+	return 0;
+}
+
+void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	pthread_mutex_lock(&g->tmu);
+	*t_copy = g->t_copy;
+	g->t_copy = 0;
+	pthread_mutex_unlock(&g->tmu);
+	*t_wait = g->t_wait;
+	g->t_wait = 0;
+}
+
+#else /* no CUDA: the CPU backend only */
+
+int ntx_gpu_usable(int device, char *why, size_t why_len)
+{
+	(void)device;
+	snprintf(why, why_len, "this build has no CUDA support");
+	return 0;
+}
+
+void *ntx_host_alloc(size_t bytes, struct ntx_err *err)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 4096, bytes ? bytes : 1))
+		p = NULL;
+	if (!p)
+		ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
+	return p;
+}
+
+void ntx_host_free(void *p)
+{
+	free(p);
+}
+
+static int no_cuda(struct ntx_err *err)
+{
+	return ntx_err_set(err, NTX_EDEVICE, "this build has no CUDA support");
+}
+
+int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err)
+{
+	(void)e, (void)n_slots, (void)slot_bytes;
+	return no_cuda(err);
+}
+
+void ntx_gpu_free(struct ntx_engine *e)
+{
+	(void)e;
+}
+
+int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
+			struct ntx_err *err)
+{
+	(void)e, (void)seq, (void)pos, (void)n;
+	return no_cuda(err);
+}
+
+int ntx_gpu_x_to_device(struct ntx_engine *e, int n, struct ntx_err *err)
+{
+	(void)e, (void)n;
+	return no_cuda(err);
+}
+
+int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err)
+{
+	(void)e, (void)n;
+	return no_cuda(err);
+}
+
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
+{
+	(void)e, (void)l, (void)base, (void)n;
+	return no_cuda(err);
+}
+
+int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
+		 struct ntx_err *err)
+{
+	(void)e, (void)want, (void)n, (void)logits, (void)nr;
+	return no_cuda(err);
+}
+
+int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err)
+{
+	(void)e, (void)n;
+	return no_cuda(err);
+}
+
+int ntx_gpu_cos_end(struct ntx_engine *e, int l, int n, struct ntx_err *err)
+{
+	(void)e, (void)l, (void)n;
+	return no_cuda(err);
+}
+
+int ntx_gpu_cos_fetch(struct ntx_engine *e, struct ntx_err *err)
+{
+	(void)e;
+	return no_cuda(err);
+}
+
+int ntx_gpu_sync(struct ntx_engine *e, struct ntx_err *err)
+{
+	(void)e, (void)err;
+	return 0;
+}
+
+double ntx_gpu_peak_gbps(const struct ntx_engine *e)
+{
+	(void)e;
+	return 0;
+}
+
+void *ntx_gpu_slot(struct ntx_engine *e, int s)
+{
+	(void)e, (void)s;
+	return NULL;
+}
+
+int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
+		      int map_layer, struct ntx_err *err)
+{
+	(void)e, (void)s, (void)src, (void)bytes, (void)map_layer;
+	return no_cuda(err);
+}
+
+int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
+{
+	(void)e, (void)b;
+	return no_cuda(err);
+}
+
+int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
+{
+	(void)e, (void)b;
+	return no_cuda(err);
+}
+
+int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err)
+{
+	(void)e, (void)s;
+	return no_cuda(err);
+}
+
+int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err)
+{
+	(void)e, (void)s;
+	return no_cuda(err);
+}
+
+void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
+{
+	(void)e;
+	*t_copy = *t_wait = 0;
+}
+
+#endif
