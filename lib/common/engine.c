@@ -268,6 +268,25 @@ static int uses_jobs(const struct ntx_engine *e, const uint8_t *mask)
 	return 0;
 }
 
+/* Can this eval run as one captured graph: few tokens, every evaluated
+ * layer resident on the GPU, the head too, no per-layer statistics? */
+static int graphable(const struct ntx_engine *e, const uint8_t *mask, int n)
+{
+	int l;
+
+	if (n > 8 || !e->head_on_gpu || e->o.collect_cos || !ntx_gpu_graphs_enabled(e))
+		return 0;
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		const struct eng_layer *L = &e->layers[l];
+
+		if (mask ? mask[l] : e->skip[l])
+			continue;
+		if (L->exec != NTX_EXEC_GPU || L->home != NTX_TIER_VRAM)
+			return 0;
+	}
+	return 1;
+}
+
 /* Run layer l on the CPU; the hidden state is on the host. */
 static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int32_t *pos, int n,
 		     int from_job, struct ntx_err *err)
@@ -303,6 +322,9 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 	embed(e, tok, n);
 	if (e->gpu && ntx_gpu_begin_chunk(e, seq, pos, n, err))
 		return -1;
+	if (e->gpu && !jobs && graphable(e, mask, n))
+		return ntx_gpu_x_to_device(e, n, err) ||
+		       ntx_gpu_graph_forward(e, mask, want, n, logits, n_rows, err);
 	for (l = 0; l < c->n_layer; l++) {
 		struct eng_layer *L = &e->layers[l];
 		int skipped = mask ? mask[l] : e->skip[l];

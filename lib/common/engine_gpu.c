@@ -14,6 +14,7 @@
 
 #define HEAD_ROWS 64   /* logits rows computed per head pass */
 #define N_STAGING 8    /* staging events (>= the streamer's staging buffers) */
+#define MAX_GRAPHS 32  /* captured decode graphs (per token count, wanted rows, mask) */
 
 struct ntx_gpu {
 	int dev;
@@ -38,6 +39,15 @@ struct ntx_gpu {
 	cudaEvent_t ev_stg[N_STAGING];
 	double t_copy, t_wait;
 	pthread_mutex_t tmu;
+	/* decode steps captured as CUDA graphs (resident layers only) */
+	struct gpu_graph {
+		int n;
+		uint32_t want;
+		uint64_t mask;        /* hash of the layer mask */
+		cudaGraphExec_t exec;
+	} graphs[MAX_GRAPHS];
+	int n_graphs;
+	int no_graphs;            /* NTX_NO_GRAPHS=1 */
 };
 
 static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
@@ -172,6 +182,11 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	cudaGetLastError();
 	/* load cuBLAS (prompt processing) now, before any graph capture */
 	(void)ntx_cuda_have_cublas();
+	{
+		const char *ng = getenv("NTX_NO_GRAPHS");
+
+		g->no_graphs = ng && *ng && strcmp(ng, "0");
+	}
 
 	/* activations */
 	mx = max_z(E, max_z(Q, F));
@@ -211,7 +226,11 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 				g->ws_mm_bytes = max_z(g->ws_mm_bytes, mm_ws(ntx_layer_tensor(lt, i), (int)U));
 		}
 	}
-	g->ws_att_bytes = ntx_cuda_attention_ws_bytes((int)U, c->n_head, c->head_dim, e->n_ctx);
+	/* attention splits long contexts more when there are fewer tokens: the
+	 * workspace is not monotonic in n_tok, take the largest */
+	for (i = 1; i <= (int)U; i++)
+		g->ws_att_bytes = max_z(g->ws_att_bytes,
+					ntx_cuda_attention_ws_bytes(i, c->n_head, c->head_dim, e->n_ctx));
 	if (dalloc(&g->ws_mm, g->ws_mm_bytes, "matmul workspace", err) ||
 	    dalloc(&g->ws_att, g->ws_att_bytes, "attention workspace", err))
 		return -1;
@@ -314,6 +333,8 @@ void ntx_gpu_free(struct ntx_engine *e)
 	for (i = 0; i < N_STAGING; i++)
 		if (g->ev_stg[i])
 			cudaEventDestroy(g->ev_stg[i]);
+	for (i = 0; i < g->n_graphs; i++)
+		cudaGraphExecDestroy(g->graphs[i].exec);
 	cudaFree(g->x);
 	cudaFree(g->xb);
 	cudaFree(g->xin);
@@ -493,45 +514,148 @@ int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct n
 	return mm(e, lt->w_down, W[8], g->h, g->x, n, 1, err);
 }
 
+/* Gather up to HEAD_ROWS wanted rows starting at row *i into g->xh, norm,
+ * and multiply by the head into g->logits (enqueued only). Returns the
+ * number of rows (0 when none are left) or -1. */
+static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i,
+			struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct ntx_gguf_tensor *t = e->m->output;
+	int E = e->cfg.n_embd, k = 0;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+
+	for (; *i < n && k < HEAD_ROWS; (*i)++) {
+		if (!want[*i])
+			continue;
+		CK(cudaMemcpyAsync(g->xh + (size_t)k * E, g->x + (size_t)*i * E, (size_t)E * 4,
+				   cudaMemcpyDeviceToDevice, g->cs),
+		   "cudaMemcpyAsync (head rows)");
+		k++;
+	}
+	if (!k)
+		return 0;
+	if (ntx_cuda_rmsnorm(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL, g->xh, g->out_norm,
+			     k, E, (float)e->cfg.rms_eps, st, err) ||
+	    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
+		return -1;
+	return k;
+}
+
+/* Copy k logits rows out (waits for the device). */
+static int head_copy(struct ntx_engine *e, int k, float *logits, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	size_t V = (size_t)e->cfg.n_vocab;
+
+	CK(cudaMemcpyAsync(g->h_logits, g->logits, (size_t)k * V * 4, cudaMemcpyDeviceToHost,
+			   g->cs),
+	   "cudaMemcpyAsync (logits)");
+	CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
+	memcpy(logits, g->h_logits, (size_t)k * V * 4);
+	return 0;
+}
+
 int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
 		 struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
-	const struct ntx_gguf_tensor *t = e->m->output;
-	int E = e->cfg.n_embd, i = 0, rows = 0;
 	size_t V = (size_t)e->cfg.n_vocab;
-	ntx_stream_t st = (ntx_stream_t)g->cs;
+	int i = 0, rows = 0, k;
 
 	*nr = 0;
-	while (i < n) {
-		int k = 0;
-
-		/* gather up to HEAD_ROWS wanted rows */
-		for (; i < n && k < HEAD_ROWS; i++) {
-			if (!want[i])
-				continue;
-			CK(cudaMemcpyAsync(g->xh + (size_t)k * E, g->x + (size_t)i * E, (size_t)E * 4,
-					   cudaMemcpyDeviceToDevice, g->cs),
-			   "cudaMemcpyAsync (head rows)");
-			k++;
-		}
-		if (!k)
-			break;
-		if (ntx_cuda_rmsnorm(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL, g->xh,
-				     g->out_norm, k, E, (float)e->cfg.rms_eps, st, err) ||
-		    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
+	while ((k = head_compute(e, want, n, &i, err)) > 0) {
+		if (head_copy(e, k, logits + (size_t)rows * V, err))
 			return -1;
-		CK(cudaMemcpyAsync(g->h_logits, g->logits, (size_t)k * V * 4, cudaMemcpyDeviceToHost,
-				   g->cs),
-		   "cudaMemcpyAsync (logits)");
-		CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
-		memcpy(logits + (size_t)rows * V, g->h_logits, (size_t)k * V * 4);
 		rows += k;
 	}
+	if (k < 0)
+		return -1;
 	if (!rows)
 		CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
 	*nr = rows;
 	return 0;
+}
+
+/* ---- CUDA graphs for decode steps ---- */
+
+static uint64_t mask_hash(const uint8_t *mask, int n)
+{
+	uint64_t h = 1469598103934665603ull;
+	int i;
+
+	if (!mask)
+		return 0;
+	for (i = 0; i < n; i++)
+		h = (h ^ mask[i]) * 1099511628211ull;
+	return h | 1;
+}
+
+int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8_t *want, int n,
+			  float *logits, int *nr, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	uint32_t wbits = 0;
+	uint64_t mh = mask_hash(mask, e->cfg.n_layer);
+	struct gpu_graph *gr = NULL;
+	int i, l, k = 0;
+
+	for (i = 0; i < n; i++)
+		if (want[i])
+			wbits |= 1u << i, k++;
+	for (i = 0; i < g->n_graphs; i++) {
+		if (g->graphs[i].n == n && g->graphs[i].want == wbits && g->graphs[i].mask == mh) {
+			gr = &g->graphs[i];
+			break;
+		}
+	}
+	if (!gr) {
+		cudaGraph_t graph;
+		cudaError_t rc;
+		int at = 0, ok = 1;
+
+		if (g->n_graphs == MAX_GRAPHS) { /* evict the oldest */
+			cudaGraphExecDestroy(g->graphs[0].exec);
+			memmove(g->graphs, g->graphs + 1, (MAX_GRAPHS - 1) * sizeof g->graphs[0]);
+			g->n_graphs--;
+		}
+		CK(cudaStreamBeginCapture(g->cs, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+		for (l = 0; l < e->cfg.n_layer && ok; l++) {
+			if (mask ? mask[l] : e->skip[l])
+				continue;
+			if (ntx_gpu_layer(e, l, e->layers[l].dev, n, err))
+				ok = 0;
+		}
+		if (ok && head_compute(e, want, n, &at, err) < 0)
+			ok = 0;
+		rc = cudaStreamEndCapture(g->cs, &graph);
+		if (!ok) {
+			if (rc == cudaSuccess)
+				cudaGraphDestroy(graph);
+			return -1;
+		}
+		if (rc != cudaSuccess)
+			return cuda_fail(err, rc, "cudaStreamEndCapture");
+		gr = &g->graphs[g->n_graphs];
+		rc = cudaGraphInstantiate(&gr->exec, graph, 0);
+		cudaGraphDestroy(graph);
+		if (rc != cudaSuccess)
+			return cuda_fail(err, rc, "cudaGraphInstantiate");
+		gr->n = n;
+		gr->want = wbits;
+		gr->mask = mh;
+		g->n_graphs++;
+	}
+	CK(cudaGraphLaunch(gr->exec, g->cs), "cudaGraphLaunch");
+	*nr = k;
+	if (!k)
+		CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
+	return k ? head_copy(e, k, logits, err) : 0;
+}
+
+int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
+{
+	return e->gpu && !e->gpu->no_graphs;
 }
 
 int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err)
@@ -819,6 +943,19 @@ void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
 {
 	(void)e;
 	*t_copy = *t_wait = 0;
+}
+
+int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8_t *want, int n,
+			  float *logits, int *nr, struct ntx_err *err)
+{
+	(void)e, (void)mask, (void)want, (void)n, (void)logits, (void)nr;
+	return no_cuda(err);
+}
+
+int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
+{
+	(void)e;
+	return 0;
 }
 
 #endif

@@ -128,6 +128,12 @@ int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct n
  * logits (host) get nr rows. */
 int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
 		 struct ntx_err *err);
+/* A whole decode step (n <= NTX_CUDA_GEMV_MAX_TOK tokens, every evaluated
+ * layer resident, head on the GPU) replayed from a captured CUDA graph;
+ * x and positions already uploaded. */
+int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8_t *want, int n,
+			  float *logits, int *nr, struct ntx_err *err);
+int ntx_gpu_graphs_enabled(const struct ntx_engine *e);
 /* Cosine stats of layer l on the device (collect_cos). */
 int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err);
 int ntx_gpu_cos_end(struct ntx_engine *e, int l, int n, struct ntx_err *err);
