@@ -534,13 +534,29 @@ static void pool_fn(void *p, int ith, int nth)
 {
 	struct pool_ctx *c = p;
 
-	for (volatile int k = 0; k < 300; k++) /* a little work, so workers get to claim */
-		;
 	atomic_fetch_add(&c->hits[ith], 1);
 	c->nth_seen[ith] = nth;
 	c->sum[ith] += ith + 1;
 	if (!pthread_equal(pthread_self(), c->caller))
 		atomic_fetch_add(&c->on_worker, 1);
+}
+
+/* ith 0 (the caller) holds on until another ith has started (or 2 s pass),
+ * so the others can only run on workers: proves the workers take part. */
+static void pool_hold_fn(void *p, int ith, int nth)
+{
+	struct pool_ctx *c = p;
+
+	if (ith == 0) {
+		struct timespec t0, t;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while (atomic_load(&c->hits[1]) == 0 && t.tv_sec - t0.tv_sec < 2);
+		return;
+	}
+	pool_fn(p, ith, nth);
 }
 
 static void test_pool(void)
@@ -568,8 +584,16 @@ static void test_pool(void)
 			ok &= c.hits[i] == runs && c.nth_seen[i] == n && c.sum[i] == (long)runs * (i + 1);
 		ok &= ntx_pool_threads(p) == n;
 		t_ok(ok, "pool of %d: %d runs, every ith once per run, results visible", n, runs);
-		if (n > 1) /* workers must really take part (not only the caller) */
-			t_ok(c.on_worker > 0, "pool of %d: %ld iths ran on worker threads", n, (long)c.on_worker);
+		if (n > 1) { /* workers must really take part, not only the caller */
+			memset(&c, 0, sizeof c);
+			c.caller = pthread_self();
+			for (int i = 0; i < 10; i++) {
+				atomic_store(&c.hits[1], 0);
+				ntx_pool_run(p, pool_hold_fn, &c);
+			}
+			t_ok(c.on_worker >= 10, "pool of %d: workers ran %ld of %d iths while the caller was busy",
+			     n, (long)c.on_worker, 10 * (n - 1));
+		}
 		ntx_pool_free(p);
 	}
 	memset(&c, 0, sizeof c);
