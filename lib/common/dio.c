@@ -1,11 +1,12 @@
 /* dio.c - direct-I/O reads with a pool of threads (see dio.h).
  *
- * One queue of requests, oldest first. A thread takes the next chunk of the
- * request at the head; when a request's last chunk has been read it goes
- * back to the head of the queue for its hook parts (finishing the oldest
- * request first is what a consumer reading layers in order wants). The
- * mutex is held only to hand out work and to count completions, never
- * during a read or a hook. */
+ * Two queues, oldest first: requests with chunks left to read, and requests
+ * whose reads are done and whose hook parts are left. A free thread reads
+ * when fewer than half the threads are reading (so the disk always has
+ * reads in flight while others decode), else runs a hook part (finishing the
+ * oldest request first is what a consumer reading layers in order wants),
+ * else reads. The mutex is held only to hand out work and to count
+ * completions, never during a read or a hook. */
 #include "dio.h"
 
 #include <errno.h>
@@ -28,7 +29,10 @@ struct ntx_dio {
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* the queue has work, or stop */
 	pthread_cond_t done; /* a request finished */
-	struct ntx_dio_req *head, *tail;
+	struct ntx_dio_req *rq, *rq_tail; /* chunks left to read */
+	struct ntx_dio_req *hq, *hq_tail; /* hook parts left */
+	int n_reading;        /* threads in a read now */
+	int min_readers;      /* reads get this many threads first */
 	int stop;
 	uint64_t reads;       /* chunk reads issued */
 	uint64_t fault_at;    /* NTX_FAULT_READ (0 = off) */
@@ -106,11 +110,76 @@ static void fail(struct ntx_dio_req *r, const struct ntx_err *e)
 	}
 }
 
-static void pop_head(struct ntx_dio *d)
+static void push(struct ntx_dio_req **head, struct ntx_dio_req **tail, struct ntx_dio_req *r)
 {
-	d->head = d->head->next;
-	if (!d->head)
-		d->tail = NULL;
+	r->next = NULL;
+	if (*tail)
+		(*tail)->next = r;
+	else
+		*head = r;
+	*tail = r;
+}
+
+static void pop(struct ntx_dio_req **head, struct ntx_dio_req **tail)
+{
+	*head = (*head)->next;
+	if (!*head)
+		*tail = NULL;
+}
+
+static void do_read(struct ntx_dio *d, struct ntx_dio_req *r)
+{
+	size_t i = r->chunk_next++;
+	int skip = r->failed, rc = 0;
+	uint64_t nth = 0;
+	struct ntx_err e;
+
+	ntx_err_clear(&e);
+	if (r->chunk_next == r->n_chunks)
+		pop(&d->rq, &d->rq_tail);
+	if (!skip)
+		nth = ++d->reads;
+	d->n_reading++;
+	pthread_mutex_unlock(&d->mu);
+	if (!skip)
+		rc = read_chunk(d, r, i, nth, &e);
+	pthread_mutex_lock(&d->mu);
+	d->n_reading--;
+	if (rc)
+		fail(r, &e);
+	if (--r->chunks_left)
+		return;
+	if (r->failed || !r->hook) {
+		finish(d, r);
+		return;
+	}
+	r->phase = 1;
+	r->parts_next = 0;
+	r->parts_left = r->hook_parts;
+	push(&d->hq, &d->hq_tail, r);
+	pthread_cond_broadcast(&d->work);
+}
+
+static void do_hook(struct ntx_dio *d, struct ntx_dio_req *r)
+{
+	int part = r->parts_next++;
+	int skip = r->failed, rc = 0;
+	struct ntx_err e;
+
+	ntx_err_clear(&e);
+	if (r->parts_next == r->hook_parts)
+		pop(&d->hq, &d->hq_tail);
+	pthread_mutex_unlock(&d->mu);
+	if (!skip) {
+		rc = r->hook(r->hook_arg, part, &e);
+		if (rc && !e.msg[0])
+			ntx_err_set(&e, NTX_EIO, "post-read hook failed (part %d)", part);
+	}
+	pthread_mutex_lock(&d->mu);
+	if (rc)
+		fail(r, &e);
+	if (--r->parts_left == 0)
+		finish(d, r);
 }
 
 static void *worker(void *arg)
@@ -119,64 +188,14 @@ static void *worker(void *arg)
 
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
-		struct ntx_dio_req *r;
-		struct ntx_err e;
-		int rc = 0;
-
-		while (!d->head && !d->stop)
+		while (!d->rq && !d->hq && !d->stop)
 			pthread_cond_wait(&d->work, &d->mu);
-		if (!d->head)
-			break;
-		r = d->head;
-		ntx_err_clear(&e);
-		if (r->phase == 0) {
-			size_t i = r->chunk_next++;
-			int skip = r->failed;
-			uint64_t nth = 0;
-
-			if (r->chunk_next == r->n_chunks)
-				pop_head(d);
-			if (!skip)
-				nth = ++d->reads;
-			pthread_mutex_unlock(&d->mu);
-			if (!skip)
-				rc = read_chunk(d, r, i, nth, &e);
-			pthread_mutex_lock(&d->mu);
-			if (rc)
-				fail(r, &e);
-			if (--r->chunks_left)
-				continue;
-			if (r->failed || !r->hook) {
-				finish(d, r);
-				continue;
-			}
-			/* reads done: the hooks go first in the queue */
-			r->phase = 1;
-			r->parts_next = 0;
-			r->parts_left = r->hook_parts;
-			r->next = d->head;
-			d->head = r;
-			if (!d->tail)
-				d->tail = r;
-			pthread_cond_broadcast(&d->work);
-		} else {
-			int part = r->parts_next++;
-			int skip = r->failed;
-
-			if (r->parts_next == r->hook_parts)
-				pop_head(d);
-			pthread_mutex_unlock(&d->mu);
-			if (!skip) {
-				rc = r->hook(r->hook_arg, part, &e);
-				if (rc && !e.msg[0])
-					ntx_err_set(&e, NTX_EIO, "post-read hook failed (part %d)", part);
-			}
-			pthread_mutex_lock(&d->mu);
-			if (rc)
-				fail(r, &e);
-			if (--r->parts_left == 0)
-				finish(d, r);
-		}
+		if (d->rq && (!d->hq || d->n_reading < d->min_readers))
+			do_read(d, d->rq);
+		else if (d->hq)
+			do_hook(d, d->hq);
+		else
+			break; /* stop, and nothing left */
 	}
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
@@ -248,6 +267,7 @@ struct ntx_dio *ntx_dio_open(const char *path, int threads, size_t chunk, struct
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		return NULL;
 	}
+	d->min_readers = threads / 2 > 0 ? threads / 2 : 1;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->work, NULL);
 	pthread_cond_init(&d->done, NULL);
@@ -338,19 +358,16 @@ int ntx_dio_submit(struct ntx_dio *d, uint64_t off, size_t len, void *dst,
 	pthread_mutex_lock(&d->mu);
 	if (req->n_chunks) {
 		req->phase = 0;
+		push(&d->rq, &d->rq_tail, req);
 	} else if (req->hook) {
 		req->phase = 1;
 		req->parts_left = req->hook_parts;
+		push(&d->hq, &d->hq_tail, req);
 	} else {
 		req->phase = 2;
 		pthread_mutex_unlock(&d->mu);
 		return 0;
 	}
-	if (d->tail)
-		d->tail->next = req;
-	else
-		d->head = req;
-	d->tail = req;
 	pthread_cond_broadcast(&d->work);
 	pthread_mutex_unlock(&d->mu);
 	return 0;

@@ -11,7 +11,11 @@
  * Post-read work: a request may carry a hook, called hook_parts times (part
  * 0 .. hook_parts-1, on the pool's threads, in any order and in parallel)
  * after all its reads succeeded; the request is done when the hooks have
- * returned. pack.h uses it to verify and decode extents on the I/O threads.
+ * returned (after a failed part, parts not yet started are skipped). pack.h
+ * uses it to verify and decode extents on the I/O threads. Scheduling: a
+ * free thread reads while fewer than half the threads (at least one) are
+ * reading, else runs a hook part of the oldest request, else reads; so the
+ * disk keeps reads in flight while the other threads decode.
  *
  * Fault injection (tests): when the environment variable NTX_FAULT_READ=N
  * (N >= 1) is set at ntx_dio_open(), the N-th chunk read of that handle

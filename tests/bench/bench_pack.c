@@ -6,8 +6,14 @@
  * is written up in doc/pack-format.md.
  *   bench_pack MODEL.gguf [--layers N] [--levels 1,2,3] [--frame-size 4M] [--repeat R]
  * Rates are GB/s of raw (decoded) bytes per core, the best of R runs (the
- * machine may be shared). */
+ * machine may be shared).
+ *   bench_pack --read PACK.ntxp [--threads T] [--inflight K] [--no-verify]
+ * reads every extent of a pack the way the engine does (direct I/O pool, K
+ * extents in flight, checksum and decoding on the I/O threads) and reports
+ * the stored and raw GB/s and the CPU time it took. */
 #include <getopt.h>
+#include <inttypes.h>
+#include <sys/resource.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +110,99 @@ static json_t *result_json(const struct result *r)
 	return o;
 }
 
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* --read: stream a pack as the engine would. */
+static int read_pack(const char *path, int threads, int inflight, int verify)
+{
+	struct ntx_err err;
+	struct ntx_pack *p = ntx_pack_open(path, &err);
+	struct ntx_pack_read *rd;
+	struct ntx_dio *d;
+	unsigned char **st, **raw;
+	uint64_t stored = 0, rawb = 0;
+	double t0, c0, dt, dc;
+	int x, k, any_zstd = 0, rc = 0;
+	json_t *doc;
+
+	if (!p) {
+		fprintf(stderr, "bench_pack: %s: %s\n", path, err.msg);
+		return 1;
+	}
+	d = ntx_dio_open(path, threads, 0, &err);
+	if (!d) {
+		fprintf(stderr, "bench_pack: %s: %s\n", path, err.msg);
+		return 1;
+	}
+	for (x = 0; x < p->n_extents; x++)
+		any_zstd |= p->extents[x].compression != NTX_PACK_COMP_NONE;
+	rd = calloc((size_t)inflight, sizeof *rd);
+	st = calloc((size_t)inflight, sizeof *st);
+	raw = calloc((size_t)inflight, sizeof *raw);
+	for (k = 0; k < inflight; k++) {
+		st[k] = ntx_dio_alloc((size_t)p->max_stored);
+		raw[k] = any_zstd ? ntx_dio_alloc((size_t)p->max_raw) : st[k];
+		memset(st[k], 0, (size_t)p->max_stored);
+		if (any_zstd)
+			memset(raw[k], 0, (size_t)p->max_raw);
+	}
+	t0 = now_s();
+	c0 = cpu_s();
+	for (x = 0; x < p->n_extents + inflight; x++) {
+		if (x >= inflight) {
+			const struct ntx_pack_extent *e = &p->extents[x - inflight];
+
+			k = (x - inflight) % inflight;
+			if (ntx_pack_read_wait(d, &rd[k], &err)) {
+				fprintf(stderr, "bench_pack: %s: %s\n", path, err.msg);
+				rc = 1;
+			}
+			stored += e->stored_size;
+			rawb += e->raw_size;
+		}
+		if (x < p->n_extents) {
+			const struct ntx_pack_extent *e = &p->extents[x];
+
+			k = x % inflight;
+			if (ntx_pack_read_submit(d, p, e, st[k],
+						 e->compression == NTX_PACK_COMP_NONE ? st[k] : raw[k],
+						 verify, &rd[k], &err)) {
+				fprintf(stderr, "bench_pack: %s\n", err.msg);
+				return 1;
+			}
+		}
+	}
+	dt = now_s() - t0;
+	dc = cpu_s() - c0;
+	doc = json_pack("{s:s, s:i, s:s, s:b, s:i, s:i, s:b, s:I, s:I, s:f, s:f, s:f, s:f}",
+			"format", "ntx.bench.pack_read", "version", 1, "pack", path, "direct",
+			ntx_dio_direct(d), "threads", threads, "inflight", inflight, "verify", verify,
+			"stored_bytes", (json_int_t)stored, "raw_bytes", (json_int_t)rawb,
+			"seconds", dt, "stored_gb_per_s", (double)stored / dt / 1e9,
+			"raw_gb_per_s", (double)rawb / dt / 1e9, "cpu_cores_busy", dc / dt);
+	json_dumpf(doc, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+	json_decref(doc);
+	ntx_dio_close(d);
+	for (k = 0; k < inflight; k++) {
+		if (raw[k] != st[k])
+			free(raw[k]);
+		free(st[k]);
+	}
+	free(st);
+	free(raw);
+	free(rd);
+	ntx_pack_close(p);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -111,8 +210,14 @@ int main(int argc, char **argv)
 		{ "levels", required_argument, NULL, 'L' },
 		{ "frame-size", required_argument, NULL, 'f' },
 		{ "repeat", required_argument, NULL, 'r' },
+		{ "read", required_argument, NULL, 'R' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "inflight", required_argument, NULL, 'i' },
+		{ "no-verify", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int threads = 4, inflight = 3, verify = 1;
+	const char *read_path = NULL;
 	int n_layers = 2, repeat = 3, *levels = NULL, n_levels = 0, c, l, i, s;
 	uint64_t frame = NTX_PACK_FRAME_DEFAULT;
 	const char *lv = "1,2,3";
@@ -128,6 +233,18 @@ int main(int argc, char **argv)
 			continue;
 		if (c == 'r' && ntx_parse_int(optarg, 1, 100, &repeat, &err) == 0)
 			continue;
+		if (c == 'R') {
+			read_path = optarg;
+			continue;
+		}
+		if (c == 't' && ntx_parse_int(optarg, 1, 256, &threads, &err) == 0)
+			continue;
+		if (c == 'i' && ntx_parse_int(optarg, 1, 64, &inflight, &err) == 0)
+			continue;
+		if (c == 'n') {
+			verify = 0;
+			continue;
+		}
 		if (c == 'L') {
 			lv = optarg;
 			continue;
@@ -138,6 +255,8 @@ int main(int argc, char **argv)
 				"[--frame-size 4M]\n");
 		return 2;
 	}
+	if (read_path)
+		return read_pack(read_path, threads, inflight, verify);
 	if (optind + 1 != argc) {
 		fprintf(stderr, "usage: bench_pack MODEL.gguf [--layers N] [--levels 1,2,3]\n");
 		return 2;
