@@ -248,7 +248,16 @@ struct ntx_dio *ntx_dio_open(const char *path, int threads, size_t chunk, struct
 		free(d);
 		return NULL;
 	}
-	d->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	{
+		const char *nb = getenv("NTX_DIO_BUFFERED"); /* tests: force the fallback */
+
+		if (nb && *nb && strcmp(nb, "0") != 0) {
+			d->fd = -1;
+			errno = EINVAL;
+		} else {
+			d->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		}
+	}
 	d->direct = d->fd >= 0;
 	if (d->fd < 0 && errno == EINVAL) {
 		d->fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -21,6 +21,7 @@
  * (N >= 1) is set at ntx_dio_open(), the N-th chunk read of that handle
  * (counted from 1 in the order the threads issue them) fails with EIO.
  * NTX_FAULT_READ_EVERY=1 makes it fail every read from the N-th on.
+ * NTX_DIO_BUFFERED=1 skips O_DIRECT as if the file system refused it.
  *
  * Requests are error-isolated: a failed request does not affect others. No
  * call ever hangs on an error: wait() returns once every chunk of the

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -708,6 +710,26 @@ static void test_cancel(void)
 	t_ok(b && len == 3 && memcmp(b, "old", 3) == 0 && no_temps(),
 	     "cancelled write: old file intact, no temporary left");
 	free(b);
+	/* a write error (the file size limit, like a full disk): the
+	 * temporary is removed and the old file stays */
+	{
+		struct rlimit old, lim;
+
+		signal(SIGXFSZ, SIG_IGN);
+		getrlimit(RLIMIT_FSIZE, &old);
+		lim = old;
+		lim.rlim_cur = 1 << 20;
+		setrlimit(RLIMIT_FSIZE, &lim);
+		o.cancel = NULL;
+		t_ok(ntx_pack_write(m, path, &o, NULL, &err) == -1 && err.code == NTX_EIO &&
+			     strstr(err.msg, "File too large"),
+		     "write error: %s", err.msg);
+		setrlimit(RLIMIT_FSIZE, &old);
+		signal(SIGXFSZ, SIG_DFL);
+		b = slurp(path, &len);
+		t_ok(b && len == 3 && no_temps(), "write error: old file intact, no temporary left");
+		free(b);
+	}
 	tpath(path, sizeof path, "no-such-dir/x.ntxp");
 	o.cancel = NULL;
 	t_ok(ntx_pack_write(m, path, &o, NULL, &err) == -1 && strstr(err.msg, "No such file"),
@@ -831,7 +853,23 @@ static void test_dio(void)
 		     strstr(err.msg, "No such file"),
 	     "dio: missing file: %s", err.msg);
 
-	/* a hook error is reported, and a hook runs once per part */
+	/* the buffered fallback (as on a file system that refuses O_DIRECT) */
+	setenv("NTX_DIO_BUFFERED", "1", 1);
+	d = ntx_dio_open(path, 3, 65536, &err);
+	unsetenv("NTX_DIO_BUFFERED");
+	if (t_ok(d && !ntx_dio_direct(d), "dio: buffered fallback")) {
+		memset(&req[0], 0, sizeof req[0]);
+		memset(&req[1], 0, sizeof req[1]);
+		req[1].layer = 9;
+		ntx_dio_submit(d, 12345, 1000000, dst[0], &req[0], &err);
+		ntx_dio_submit(d, n - 100, 4096, dst[1], &req[1], &err);
+		t_ok(ntx_dio_wait(d, &req[0], &err) == 0 && memcmp(dst[0], src + 12345, 1000000) == 0,
+		     "dio buffered: an unaligned read is fine");
+		t_ok(ntx_dio_wait(d, &req[1], &err) == -1 && strstr(err.msg, "layer 9") &&
+			     strstr(err.msg, "truncated"),
+		     "dio buffered: short read: %s", err.msg);
+	}
+	ntx_dio_close(d);
 	for (i = 0; i < 4; i++)
 		free(dst[i]);
 	free(src);
