@@ -324,8 +324,16 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	c->engine = ntx_engine_new(c->model, &eo, err);
 	if (!c->engine)
 		return -1;
-	if (!o->quiet && ntx_engine_backend(c->engine) == NTX_BACKEND_CUDA && o->backend == NTX_BACKEND_AUTO)
-		fprintf(stderr, PROG ": using CUDA device %d\n", o->gpu_index);
+	{
+		struct ntx_engine_stats es;
+
+		ntx_engine_get_stats(c->engine, &es);
+		if (!o->quiet && es.fell_back_to_cpu)
+			fprintf(stderr, PROG ": %s: using the CPU\n", es.backend_note);
+		else if (!o->quiet && ntx_engine_backend(c->engine) == NTX_BACKEND_CUDA &&
+			 o->backend == NTX_BACKEND_AUTO)
+			fprintf(stderr, PROG ": using CUDA device %d\n", o->gpu_index);
+	}
 	if (o->verbose)
 		fprintf(stderr, PROG ": backend %s, context %d\n",
 			ntx_backend_name(ntx_engine_backend(c->engine)), ntx_engine_n_ctx(c->engine));

@@ -183,7 +183,8 @@ static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
 			st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
 			(double)st->n_gen / st->n_full_passes);
 	ntx_engine_get_stats(c->engine, &es);
-	if (es.bytes_h2d || es.bytes_disk || es.bytes_cpu_weights)
+	if (es.bytes_h2d || es.bytes_disk ||
+	    (es.bytes_cpu_weights && ntx_engine_backend(c->engine) == NTX_BACKEND_CUDA))
 		fprintf(stderr,
 			PROG ": streaming: %.2f GB over PCIe (%.1f GB/s), %.2f GB from disk (%.1f GB/s), %.2f GB computed on the CPU; GPU waited %.2f s, CPU waited %.2f s\n",
 			es.bytes_h2d / 1e9, es.t_h2d_s > 0 ? es.bytes_h2d / 1e9 / es.t_h2d_s : 0,
