@@ -95,45 +95,50 @@ static void fail(struct ntx_streamer *s, const struct ntx_err *err)
 	while (!(pred) && !(s)->stop && !(s)->failed)                         \
 		pthread_cond_wait(&(s)->cv, &(s)->mu)
 
-/* ---- reader thread: disk jobs into staging buffers ---- */
+/* ---- reader thread: disk jobs into staging buffers ----
+ * Two extents are in flight at once, so the disk keeps reading while the
+ * I/O threads verify (and decode) the previous one. */
 
-static int read_one(struct ntx_streamer *s, int64_t k, struct ntx_err *err)
-{
-	const struct sjob *j = &s->jobs[k % s->n_jobs];
-	const struct ntx_pack_extent *x = ntx_pack_extent_for_layer(s->pack, j->layer);
-	int b = (int)(dseq(s, k) % s->n_staging);
+struct inflight {
+	int64_t k;
 	struct ntx_pack_read rd;
-	void *dst;
-	double t0;
+};
 
-	if (!x)
-		return ntx_err_set(err, NTX_EMISMATCH, "layer %d is not in the pack", j->layer);
-	/* staging buffer b: its previous user must be done with it: a CPU job
-	 * released by the layer loop, a GPU job's copy finished */
+/* Is staging buffer b free for a new read? (mutex held) */
+static int staging_free(const struct ntx_streamer *s, int b)
+{
+	int64_t o = s->stg_owner[b];
+
+	if (o < 0)
+		return 1;
+	return s->jobs[o % s->n_jobs].to_gpu ? s->produced > o : s->consumed > o;
+}
+
+/* Account the time the reader had reads outstanding. */
+static void busy_tick(struct ntx_streamer *s, int outstanding, double *last)
+{
+	double t = now_s();
+
 	pthread_mutex_lock(&s->mu);
-	{
-		int64_t o = s->stg_owner[b];
-		int gpu_owner = o >= 0 && s->jobs[o % s->n_jobs].to_gpu;
+	if (outstanding > 0)
+		s->t_disk += t - *last;
+	pthread_mutex_unlock(&s->mu);
+	*last = t;
+}
 
-		WAIT_UNTIL(s, o < 0 || (gpu_owner ? s->produced > o : s->consumed > o));
-		if (s->stop || s->failed) {
-			pthread_mutex_unlock(&s->mu);
-			return 1;
-		}
-		pthread_mutex_unlock(&s->mu);
-		if (gpu_owner && ntx_gpu_staging_wait(s->e, b, err))
-			return -1;
-	}
-	s->stg_owner[b] = k;
-	dst = x->compression || x->transform ? s->readbuf[b] : s->staging[b];
-	t0 = now_s();
-	/* read and decode (checksum, decompression, planes) on the I/O threads */
-	if (ntx_pack_read_submit(s->dio, s->pack, x, dst, s->staging[b], 1, &rd, err) ||
-	    ntx_pack_read_wait(s->dio, &rd, err))
+static int finish_read(struct ntx_streamer *s, struct inflight *f, int outstanding, double *last,
+		       struct ntx_err *err)
+{
+	const struct sjob *j = &s->jobs[f->k % s->n_jobs];
+	const struct ntx_pack_extent *x = ntx_pack_extent_for_layer(s->pack, j->layer);
+
+	if (ntx_pack_read_wait(s->dio, &f->rd, err))
 		return -1;
+	busy_tick(s, outstanding, last);
 	pthread_mutex_lock(&s->mu);
-	s->t_disk += now_s() - t0;
 	s->bytes_disk += x->stored_size;
+	s->read_done = dseq(s, f->k) + 1;
+	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return 0;
 }
@@ -142,25 +147,86 @@ static void *reader_main(void *p)
 {
 	struct ntx_streamer *s = p;
 	struct ntx_err err = { 0 };
+	struct inflight q[2];
+	int qh = 0, qn = 0;
+	double last = now_s();
 	int64_t k;
 
 	for (k = 0;; k++) {
-		int rc;
+		const struct sjob *j = &s->jobs[k % s->n_jobs];
+		const struct ntx_pack_extent *x;
+		int b, gpu_owner, stopped = 0;
+		void *dst;
 
-		if (!s->jobs[k % s->n_jobs].from_disk)
+		if (!j->from_disk)
 			continue;
-		rc = read_one(s, k, &err);
-		if (rc > 0)
-			break;
-		if (rc < 0) {
-			fail(s, &err);
-			break;
+		x = ntx_pack_extent_for_layer(s->pack, j->layer);
+		b = (int)(dseq(s, k) % s->n_staging);
+		for (;;) { /* wait for the staging buffer without blocking reads in flight */
+			int ok;
+
+			pthread_mutex_lock(&s->mu);
+			ok = staging_free(s, b);
+			stopped = s->stop || s->failed;
+			if (!ok && !stopped && qn == 0) {
+				WAIT_UNTIL(s, staging_free(s, b));
+				ok = 1;
+				stopped = s->stop || s->failed;
+			}
+			pthread_mutex_unlock(&s->mu);
+			if (stopped || ok)
+				break;
+			if (finish_read(s, &q[qh], qn, &last, &err))
+				goto failed;
+			qh ^= 1;
+			qn--;
 		}
-		pthread_mutex_lock(&s->mu);
-		s->read_done = dseq(s, k) + 1;
-		pthread_cond_broadcast(&s->cv);
-		pthread_mutex_unlock(&s->mu);
+		if (stopped)
+			break;
+		gpu_owner = s->stg_owner[b] >= 0 && s->jobs[s->stg_owner[b] % s->n_jobs].to_gpu;
+		if (gpu_owner && ntx_gpu_staging_wait(s->e, b, &err))
+			goto failed;
+		if (!x) {
+			ntx_err_set(&err, NTX_EMISMATCH, "layer %d is not in the pack", j->layer);
+			goto failed;
+		}
+		if (qn == 2) {
+			if (finish_read(s, &q[qh], qn, &last, &err))
+				goto failed;
+			qh ^= 1;
+			qn--;
+		}
+		s->stg_owner[b] = k;
+		dst = x->compression || x->transform ? s->readbuf[b] : s->staging[b];
+		busy_tick(s, qn, &last);
+		{
+			struct inflight *f = &q[(qh + qn) % 2];
+
+			f->k = k;
+			/* read and decode (checksum, decompression, planes) on the I/O threads */
+			if (ntx_pack_read_submit(s->dio, s->pack, x, dst, s->staging[b], 1, &f->rd, &err))
+				goto failed;
+			qn++;
+		}
 	}
+	/* stopping: let reads in flight finish before their buffers go away */
+	while (qn > 0) {
+		struct ntx_err e2;
+
+		ntx_pack_read_wait(s->dio, &q[qh].rd, &e2);
+		qh ^= 1;
+		qn--;
+	}
+	return NULL;
+failed:
+	while (qn > 0) {
+		struct ntx_err e2;
+
+		ntx_pack_read_wait(s->dio, &q[qh].rd, &e2);
+		qh ^= 1;
+		qn--;
+	}
+	fail(s, &err);
 	return NULL;
 }
 
@@ -375,7 +441,7 @@ int ntx_stream_start(struct ntx_engine *e, struct ntx_err *err)
 			ntx_err_prefix(err, "%s", e->pack_path);
 			return -1;
 		}
-		s->n_staging = 2;
+		s->n_staging = 3;
 		s->staging = calloc((size_t)s->n_staging, sizeof *s->staging);
 		s->readbuf = calloc((size_t)s->n_staging, sizeof *s->readbuf);
 		if (!s->staging || !s->readbuf)
