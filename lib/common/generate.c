@@ -2,6 +2,7 @@
  * and perplexity (see generate.h). */
 #include "generate.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,11 @@ static double now_s(void)
 
 static int dump_rows(FILE *f, const float *rows, int n, int64_t V, struct ntx_err *err)
 {
-	if (f && n > 0 && fwrite(rows, sizeof(float) * (size_t)V, (size_t)n, f) != (size_t)n)
-		return ntx_err_errno(err, ferror(f) ? 5 : 28, "writing logits");
+	if (!f || n <= 0)
+		return 0;
+	errno = 0;
+	if (fwrite(rows, sizeof(float) * (size_t)V, (size_t)n, f) != (size_t)n)
+		return ntx_err_errno(err, errno ? errno : EIO, "writing logits");
 	return 0;
 }
 
@@ -227,9 +231,12 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 		n_acc++;
 		ntx_sampler_accept(g->smp, d); /* history for the next row */
 	}
-	ntx_sampler_unaccept(g->smp, n_acc);
-	if (next < 0) /* all accepted: a bonus token from the last row */
+	/* all accepted: a bonus token from the last row, sampled while the
+	 * history still holds d_1..d_k (the repetition penalty must see what
+	 * plain decoding would have seen) */
+	if (next < 0)
 		next = ntx_sampler_sample(g->smp, g->logits + (int64_t)k * V);
+	ntx_sampler_unaccept(g->smp, n_acc);
 	g->st->n_accepted += n_acc;
 	*n_acc_out = n_acc;
 	/* cur and the accepted drafts are now in the cache with full-model K/V */

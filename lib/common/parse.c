@@ -165,26 +165,22 @@ int ntx_parse_id_list(const char *s, int32_t max, int32_t **ids, int *n,
 	return 0;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-
-	return (x > y) - (x < y);
-}
-
 int ntx_parse_range_list(const char *s, int n_layer, int **out, int *n,
 			 struct ntx_err *err)
 {
+	unsigned char *seen;
 	int *v;
-	int len = 0, i, j;
+	int len = 0, i;
 	const char *p = s;
 
 	*out = NULL;
 	*n = 0;
 	if (n_layer <= 0)
 		return ntx_err_set(err, NTX_EINVAL, "no layers");
-	v = malloc((size_t)n_layer * sizeof *v);
-	if (!v)
+	/* one flag per layer: duplicates and overlapping ranges cost nothing
+	 * and can never push later layers out of the result */
+	seen = calloc((size_t)n_layer, 1);
+	if (!seen)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	for (;;) {
 		char *end;
@@ -207,29 +203,39 @@ int ntx_parse_range_list(const char *s, int n_layer, int **out, int *n,
 			b = strtol(p, &end, 10);
 			p = end;
 		}
-		if (errno || a > b || b >= n_layer) {
-			free(v);
+		if (!errno && a > b) {
+			free(seen);
+			return ntx_err_set(err, NTX_EINVAL,
+					   "layer range %ld-%ld is reversed (write %ld-%ld)", a, b, b,
+					   a);
+		}
+		if (errno || b >= n_layer) {
+			free(seen);
 			return ntx_err_set(err, NTX_EINVAL,
 					   "layer range %ld-%ld is out of range [0, %d]",
 					   a, b, n_layer - 1);
 		}
-		for (; a <= b; a++) {
-			if (len < n_layer)
-				v[len++] = (int)a;
-		}
+		for (; a <= b; a++)
+			seen[a] = 1;
 		if (*p && *p != ',' && !isspace((unsigned char)*p))
 			goto bad;
 	}
-	qsort(v, (size_t)len, sizeof *v, cmp_int);
-	for (i = 0, j = 0; i < len; i++) {
-		if (j == 0 || v[j - 1] != v[i])
-			v[j++] = v[i];
+	for (i = 0; i < n_layer; i++)
+		len += seen[i];
+	v = malloc((size_t)(len ? len : 1) * sizeof *v);
+	if (!v) {
+		free(seen);
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	}
+	for (i = 0, len = 0; i < n_layer; i++)
+		if (seen[i])
+			v[len++] = i;
+	free(seen);
 	*out = v;
-	*n = j;
+	*n = len;
 	return 0;
 bad:
-	free(v);
+	free(seen);
 	return ntx_err_set(err, NTX_EINVAL,
 			   "invalid layer list '%s' (expected e.g. 3,5,10-12)", s);
 }

@@ -111,6 +111,8 @@ void ntx_sampler_accept(struct ntx_sampler *s, int32_t tok)
 		int cap = s->cap_hist ? s->cap_hist * 2 : 256;
 		int32_t *h = realloc(s->hist, (size_t)cap * sizeof *h);
 
+		if (!h && s->n_hist == 0)
+			return; /* no memory for any history: the penalty sees none */
 		if (!h) { /* keep the most recent half */
 			memmove(s->hist, s->hist + s->n_hist / 2,
 				(size_t)(s->n_hist - s->n_hist / 2) * sizeof *h);

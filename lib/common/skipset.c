@@ -1,20 +1,34 @@
 /* skipset.c - read ntx-skip-calib JSON (see skipset.h). */
 #include "skipset.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 static json_t *load_doc(const char *path, struct ntx_err *err)
 {
 	json_error_t je;
-	json_t *doc = json_load_file(path, 0, &je);
-	json_t *f;
+	FILE *fp = fopen(path, "rb");
+	json_t *doc, *f;
 
+	/* open it here: the message is then "path: strerror", once */
+	if (!fp) {
+		ntx_err_errno(err, errno, "%s", path);
+		return NULL;
+	}
+	doc = json_loadf(fp, 0, &je);
+	fclose(fp);
 	if (!doc) {
 		if (je.line <= 0)
 			ntx_err_set(err, NTX_EIO, "%s: %s", path, je.text);
 		else
 			ntx_err_set(err, NTX_EFORMAT, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+		return NULL;
+	}
+	if (!json_is_object(doc)) {
+		ntx_err_set(err, NTX_EFORMAT, "%s: not an ntx-skip-calib file (not a JSON object)", path);
+		json_decref(doc);
 		return NULL;
 	}
 	f = json_object_get(doc, "format");

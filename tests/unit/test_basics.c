@@ -54,6 +54,18 @@ static void test_numbers(void)
 	     "range list");
 	free(ls);
 	t_ok(ntx_parse_range_list("3-20", 16, &ls, &n, &err) == -1, "range past end: %s", err.msg);
+	/* duplicates beyond n_layer entries must not push later layers out */
+	t_ok(ntx_parse_range_list("2,2,2,2,2,2,4", 5, &ls, &n, &err) == 0 && n == 2 && ls[0] == 2 &&
+		     ls[1] == 4,
+	     "range list with many duplicates keeps every layer");
+	free(ls);
+	t_ok(ntx_parse_range_list("0-4,1-3,4", 5, &ls, &n, &err) == 0 && n == 5 && ls[4] == 4,
+	     "overlapping ranges");
+	free(ls);
+	t_ok(ntx_parse_range_list("3-1", 16, &ls, &n, &err) == -1 && strstr(err.msg, "reversed"),
+	     "reversed range: %s", err.msg);
+	t_ok(ntx_parse_range_list("", 16, &ls, &n, &err) == 0 && n == 0, "empty list");
+	free(ls);
 }
 
 static void test_fp16(void)

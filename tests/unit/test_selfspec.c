@@ -55,6 +55,28 @@ static int gen(struct ntx_engine *e, const int32_t *prompt, int np, int n, float
 	return ntx_generate(e, 0, prompt, np, &o, on_tok, c, &st, &err);
 }
 
+/* Greedy with a repetition penalty: the bonus token after a fully accepted
+ * draft must see the accepted tokens in the penalty's history. */
+static int gen_pen(struct ntx_engine *e, const int32_t *prompt, int np, int n, float penalty,
+		   const uint8_t *draft, struct cap *c)
+{
+	struct ntx_gen_opts o;
+	struct ntx_gen_stats st;
+	struct ntx_err err;
+
+	memset(&o, 0, sizeof o);
+	ntx_sampler_defaults(&o.sp);
+	o.sp.temp = 0;
+	o.sp.repeat_penalty = penalty;
+	o.n_predict = n;
+	o.self_spec = draft != NULL;
+	o.draft_mask = draft;
+	o.draft_k = 4;
+	o.adaptive_k = 1;
+	c->n = 0;
+	return ntx_generate(e, 0, prompt, np, &o, on_tok, c, &st, &err);
+}
+
 static struct ntx_engine *open_engine(const char *path, struct ntx_model **m)
 {
 	struct ntx_err err;
@@ -97,6 +119,39 @@ static void greedy_case(const char *rel, const int *skip, int n_skip)
 	t_ok(ok && a.n == 40 && b.n == 40 && c.n == 40 && !memcmp(a.tok, b.tok, 40 * sizeof(int32_t)) &&
 		     !memcmp(a.tok, c.tok, 40 * sizeof(int32_t)),
 	     "%s: greedy self-spec (k=3 and adaptive) equals plain decoding for 40 tokens", rel);
+	ntx_engine_free(e);
+	ntx_model_close(m);
+}
+
+static void penalty_case(void)
+{
+	char path[512];
+	struct ntx_model *m;
+	struct ntx_engine *e;
+	struct cap a, b;
+	uint8_t draft[16] = { 0 };
+	/* BOS "A computer is" and BOS "And the LORD said unto Moses," */
+	static const int32_t p0[] = { 8187, 32, 1823, 320 };
+	static const int32_t p1[] = { 8187, 697, 259, 481, 483, 430, 1323, 11 };
+	static const float pen[] = { 1.1f, 1.3f, 2.0f };
+	int i, j, ok;
+
+	snprintf(path, sizeof path, "%s/tinymodel/tinymodel-q8_0.gguf", t_fixtures());
+	e = open_engine(path, &m);
+	if (!t_ok(e != NULL, "tinymodel-q8_0: engine")) {
+		ntx_model_close(m);
+		return;
+	}
+	draft[6] = 1; /* a good draft: most steps accept every drafted token */
+	for (i = 0; i < 3; i++) {
+		for (j = 0; j < 2; j++) {
+			ok = gen_pen(e, j ? p1 : p0, j ? 8 : 4, 64, pen[i], NULL, &a) == 0 &&
+			     gen_pen(e, j ? p1 : p0, j ? 8 : 4, 64, pen[i], draft, &b) == 0;
+			t_ok(ok && a.n == 64 && b.n == 64 && !memcmp(a.tok, b.tok, sizeof a.tok),
+			     "tinymodel-q8_0: greedy self-spec with --repeat-penalty %.1f equals plain decoding (prompt %d)",
+			     pen[i], j);
+		}
+	}
 	ntx_engine_free(e);
 	ntx_model_close(m);
 }
@@ -222,6 +277,7 @@ int main(void)
 	greedy_case("models/ref-a-q6_k.gguf", one, 1);
 	greedy_case("models/stories260K.gguf", mid, 2);
 	greedy_case("tinymodel/tinymodel-q4_k_m.gguf", tiny, 3);
+	penalty_case();
 	sampling_case();
 	return t_done();
 }

@@ -1,11 +1,17 @@
 /* batch.c - --batch: JSON Lines requests on stdin, one JSON Lines result per
- * request on stdout as each finishes. Up to --parallel sequences decode
- * together (each with its own KV cache slot and sampler); a new request
- * takes the slot of a finished one (continuous batching). One engine step
- * evaluates every active sequence's next token (and chunks of new prompts),
- * so each weight transfer serves the whole batch. */
+ * request on stdout as each finishes (doc/batch-jsonl.md). Up to --parallel
+ * sequences decode together (each with its own KV cache slot and sampler); a
+ * new request takes the slot of a finished one (continuous batching). One
+ * engine step evaluates every active sequence's next token (and chunks of new
+ * prompts), so each weight transfer serves the whole batch.
+ *
+ * Every request line gets exactly one record: a result, or an error record
+ * with the line number (a bad line never stops the others). Ctrl-C ends the
+ * run with a record for each request in flight (stop_reason "interrupted");
+ * a closed stdout ends it quietly. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +26,8 @@ enum slot_state { SLOT_FREE, SLOT_PREFILL, SLOT_DECODE };
 
 struct slot {
 	enum slot_state state;
-	json_t *id;               /* the request's id (any JSON value) */
+	json_t *id;               /* the request's id (any JSON value), echoed */
+	long line;                /* its input line */
 	int32_t *prompt;
 	int n_prompt, n_fed;      /* prompt tokens and how many are in the cache */
 	int32_t *gen;
@@ -40,15 +47,17 @@ struct batch {
 	int n_ctx;
 	long line_no;
 	int eof;
-	char *buf;                /* partial input line */
+	int rerr;                 /* errno of a failed read of stdin */
+	int werr;                 /* errno of a failed write of stdout */
+	char *buf;                /* input not yet consumed */
 	size_t len, cap;
 	int32_t *tok, *pos, *seq;
 	uint8_t *want;
 	int *row_slot;
 	float *logits;
 	int n_ub;
-	int64_t done, gen_total, errors;
-	double t0;
+	int64_t done, gen_total, prompt_total, errors;
+	double t0, t_progress;
 	int tty;
 };
 
@@ -60,26 +69,39 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int emit_json(json_t *j)
+/* ---- output ---- */
+
+/* Write one record (takes j). After the first failed write nothing more is
+ * written; b->werr says why. Returns 0 or -1. */
+static int emit_json(struct batch *b, json_t *j)
 {
-	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
-	int rc = 0;
+	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	size_t n;
 
 	json_decref(j);
-	if (!s)
+	if (b->werr) {
+		free(s);
 		return -1;
-	if (fputs(s, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout))
-		rc = -1;
+	}
+	if (!s) {
+		b->werr = ENOMEM;
+		return -1;
+	}
+	n = strlen(s);
+	s[n] = '\n'; /* json_dumps' NUL: the line's end (written with n + 1) */
+	errno = 0;
+	if (fwrite(s, 1, n + 1, stdout) != n + 1 || fflush(stdout))
+		b->werr = errno ? errno : EIO;
 	free(s);
-	return rc;
+	return b->werr ? -1 : 0;
 }
 
-static int error_record(struct batch *b, json_t *id, const char *msg)
+static int error_record(struct batch *b, json_t *id, long line, const char *msg)
 {
 	b->errors++;
 	b->done++;
-	return emit_json(json_pack("{s:O?, s:s, s:I}", "id", id, "error", msg, "line",
-				   (json_int_t)b->line_no));
+	return emit_json(b, json_pack("{s:O?, s:s, s:I}", "id", id, "error", msg, "line",
+				      (json_int_t)line));
 }
 
 static void slot_clear(struct slot *s)
@@ -91,30 +113,59 @@ static void slot_clear(struct slot *s)
 	memset(s, 0, sizeof *s);
 }
 
+/* The result record of slot s; frees the slot. */
 static int finish(struct batch *b, struct slot *s)
 {
 	struct ntx_err err = { 0 };
 	char *text = NULL;
 	size_t tl = 0;
-	int n = s->n_gen, rc;
-	double t = now_s();
+	double t = now_s(), t_first = s->t_first > 0 ? s->t_first : t;
 	json_t *j;
+	int rc;
 
-	if (n && s->stop == NTX_STOP_EOG)
-		n--; /* the end-of-generation token is not part of the text */
-	if (ntx_detokenize(b->c->vocab, s->gen, n, 0, 0, &text, &tl, &err))
-		return error_record(b, s->id, err.msg);
-	j = json_pack("{s:O?, s:s%, s:i, s:s, s:i, s:{s:f, s:f, s:f}}", "id", s->id, "text",
+	if (run_gen_text(b->c, s->gen, s->n_gen, &text, &tl, &err)) {
+		rc = error_record(b, s->id, s->line, err.msg);
+		slot_clear(s);
+		return rc;
+	}
+	j = json_pack("{s:O?, s:s%, s:i, s:s, s:i, s:I, s:{s:f, s:f, s:f}}", "id", s->id, "text",
 		      text, tl, "tokens", s->n_gen, "stop_reason", ntx_stop_name(s->stop),
-		      "prompt_tokens", s->n_prompt, "timings", "prompt_ms",
-		      (s->t_first - s->t_start) * 1e3, "gen_ms", (t - s->t_first) * 1e3,
-		      "gen_tok_per_s", t > s->t_first ? s->n_gen / (t - s->t_first) : 0.0);
+		      "prompt_tokens", s->n_prompt, "line", (json_int_t)s->line, "timings",
+		      "prompt_ms", (t_first - s->t_start) * 1e3, "gen_ms", (t - t_first) * 1e3,
+		      "gen_tok_per_s", t > t_first ? s->n_gen / (t - t_first) : 0.0);
 	free(text);
 	b->done++;
 	b->gen_total += s->n_gen;
-	rc = emit_json(j);
+	rc = emit_json(b, j);
 	slot_clear(s);
 	return rc;
+}
+
+/* ---- requests ---- */
+
+/* An optional numeric field of req: 0 when absent or null (*have = 0) or
+ * valid (*have = 1, *out set), -1 with msg when it has the wrong type or
+ * range. Integer fields accept integral numbers only. */
+static int get_num(json_t *req, const char *key, int integer, double lo, double hi, double *out,
+		   int *have, char *msg, size_t msz)
+{
+	json_t *v = json_object_get(req, key);
+	double x;
+
+	*have = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	x = json_number_value(v);
+	if (!json_is_number(v) || x < lo || x > hi || (integer && x != floor(x))) {
+		if (integer)
+			snprintf(msg, msz, "\"%s\" must be an integer in [%.0f, %.0f]", key, lo, hi);
+		else
+			snprintf(msg, msz, "\"%s\" must be a number in [%g, %g]", key, lo, hi);
+		return -1;
+	}
+	*out = x;
+	*have = 1;
+	return 0;
 }
 
 /* Parse one request line into slot s; on a bad line write an error record
@@ -125,52 +176,65 @@ static int start_request(struct batch *b, struct slot *s, const char *line, size
 	struct ntx_err err = { 0 };
 	struct ntx_sampler_params sp = o->sp;
 	json_error_t je;
-	json_t *req = json_loadb(line, len, 0, &je), *v, *id;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je), *v, *id;
 	const char *prompt, *system = o->system;
-	char *chat = NULL, msg[300];
+	char *chat = NULL, msg[NTX_ERR_MAX];
 	int use_chat = o->chat, n_predict = o->n_predict, rc;
+	double x;
 
-	if (!req || !json_is_object(req)) {
-		snprintf(msg, sizeof msg, "line %ld: %s", b->line_no,
-			 req ? "a request must be a JSON object" : je.text);
+	if (!req) {
+		snprintf(msg, sizeof msg, "invalid JSON at column %d: %s", je.column, je.text);
+		return error_record(b, NULL, b->line_no, msg);
+	}
+	if (!json_is_object(req)) {
 		json_decref(req);
-		return error_record(b, NULL, msg);
+		return error_record(b, NULL, b->line_no, "a request must be a JSON object");
 	}
 	id = json_object_get(req, "id");
 	v = json_object_get(req, "prompt");
-	if (!json_is_string(v)) {
-		rc = error_record(b, id, "missing string \"prompt\"");
+	msg[0] = '\0';
+	if (!v)
+		snprintf(msg, sizeof msg, "missing \"prompt\"");
+	else if (!json_is_string(v))
+		snprintf(msg, sizeof msg, "\"prompt\" must be a string");
+	prompt = json_string_value(v);
+#define NUM(key, integer, lo, hi, dst, cast)                                            \
+	do {                                                                            \
+		int have_;                                                              \
+		if (!msg[0] && get_num(req, key, integer, lo, hi, &x, &have_, msg,      \
+				       sizeof msg) == 0 && have_)                       \
+			dst = (cast)x;                                                  \
+	} while (0)
+	/* the ranges of the command-line options; seeds up to 2^53 (exact in
+	 * a JSON number) */
+	NUM("n_predict", 1, -1, 1 << 30, n_predict, int);
+	NUM("temp", 0, 0, 100, sp.temp, float);
+	NUM("top_k", 1, 0, 1 << 30, sp.top_k, int);
+	NUM("top_p", 0, 0, 1, sp.top_p, float);
+	NUM("min_p", 0, 0, 1, sp.min_p, float);
+	NUM("repeat_penalty", 0, 0.01, 100, sp.repeat_penalty, float);
+	NUM("repeat_last_n", 1, -1, 1 << 30, sp.repeat_last_n, int);
+	NUM("seed", 1, 0, 9007199254740992.0, sp.seed, uint64_t);
+#undef NUM
+	v = json_object_get(req, "chat");
+	if (!msg[0] && v && !json_is_null(v)) {
+		if (json_is_boolean(v))
+			use_chat = json_is_true(v);
+		else
+			snprintf(msg, sizeof msg, "\"chat\" must be true or false");
+	}
+	v = json_object_get(req, "system");
+	if (!msg[0] && v && !json_is_null(v)) {
+		if (json_is_string(v))
+			system = json_string_value(v);
+		else
+			snprintf(msg, sizeof msg, "\"system\" must be a string");
+	}
+	if (msg[0]) {
+		rc = error_record(b, id, b->line_no, msg);
 		json_decref(req);
 		return rc;
 	}
-	prompt = json_string_value(v);
-#define NUM(key, lo, hi, dst, cast)                                                            \
-	v = json_object_get(req, key);                                                         \
-	if (v) {                                                                               \
-		double x = json_number_value(v);                                               \
-		if (!json_is_number(v) || x < (lo) || x > (hi)) {                              \
-			snprintf(msg, sizeof msg, "\"%s\" must be a number in [%g, %g]", key,   \
-				 (double)(lo), (double)(hi));                                  \
-			rc = error_record(b, id, msg);                                         \
-			json_decref(req);                                                      \
-			return rc;                                                             \
-		}                                                                              \
-		dst = (cast)x;                                                                 \
-	}
-	NUM("n_predict", -1, 1 << 30, n_predict, int)
-	NUM("temp", 0, 100, sp.temp, float)
-	NUM("top_k", 0, 1 << 30, sp.top_k, int)
-	NUM("top_p", 0, 1, sp.top_p, float)
-	NUM("min_p", 0, 1, sp.min_p, float)
-	NUM("repeat_penalty", 0.01, 100, sp.repeat_penalty, float)
-	NUM("seed", 0, 9007199254740992.0, sp.seed, uint64_t)
-#undef NUM
-	v = json_object_get(req, "chat");
-	if (v)
-		use_chat = json_is_true(v);
-	v = json_object_get(req, "system");
-	if (json_is_string(v))
-		system = json_string_value(v);
 	if (use_chat) {
 		struct ntx_chat_msg m[2];
 		int nm = 0;
@@ -182,7 +246,7 @@ static int start_request(struct batch *b, struct slot *s, const char *line, size
 		m[nm].role = "user";
 		m[nm++].content = prompt;
 		if (ntx_chat_format(b->c->vocab, NULL, m, nm, 1, &chat, &err)) {
-			rc = error_record(b, id, err.msg);
+			rc = error_record(b, id, b->line_no, err.msg);
 			json_decref(req);
 			return rc;
 		}
@@ -194,9 +258,10 @@ static int start_request(struct batch *b, struct slot *s, const char *line, size
 	free(chat);
 	if (rc == 0 && s->n_prompt == 0)
 		rc = ntx_err_set(&err, NTX_EINVAL, "the prompt is empty");
-	if (rc == 0 && s->n_prompt >= b->n_ctx)
+	/* the same limit as a single prompt: it may fill the context */
+	if (rc == 0 && s->n_prompt > b->n_ctx)
 		rc = ntx_err_set(&err, NTX_EINVAL,
-				 "the prompt has %d tokens; the context holds %d (use -c)",
+				 "the prompt has %d tokens, more than the context size %d (use -c)",
 				 s->n_prompt, b->n_ctx);
 	if (rc == 0) {
 		s->smp = ntx_sampler_new(&sp, b->V, &err);
@@ -205,23 +270,28 @@ static int start_request(struct batch *b, struct slot *s, const char *line, size
 	}
 	if (rc) {
 		free(s->prompt);
-		s->prompt = NULL;
-		rc = error_record(b, id, err.msg);
+		memset(s, 0, sizeof *s);
+		rc = error_record(b, id, b->line_no, err.msg);
 		json_decref(req);
 		return rc;
 	}
 	s->id = json_incref(id);
 	json_decref(req);
+	s->line = b->line_no;
 	s->n_predict = n_predict;
 	s->state = SLOT_PREFILL;
 	s->t_start = now_s();
+	b->prompt_total += s->n_prompt;
 	for (int i = 0; i < s->n_prompt; i++)
 		ntx_sampler_accept(s->smp, s->prompt[i]);
 	return 0;
 }
 
+/* ---- input ---- */
+
 /* Read one line if available (blocking only when block is set). Returns 1
- * with the line in b->buf[0..len), 0 if none now, -1 at end of input. */
+ * with the line in b->buf[0..len), 0 if none now, -1 at end of input (or
+ * when interrupted). A last line without a newline is a line. */
 static int read_line(struct batch *b, int block)
 {
 	for (;;) {
@@ -233,23 +303,27 @@ static int read_line(struct batch *b, int block)
 			return 1;
 		if (b->eof)
 			return b->len ? 1 : -1;
+		if (run_interrupted)
+			return -1;
 		if (!block && poll(&pfd, 1, 0) <= 0)
 			return 0;
 		if (b->cap - b->len < 65536) {
 			size_t cap = b->cap ? b->cap * 2 : 1 << 20;
 			char *nb = realloc(b->buf, cap);
 
-			if (!nb)
-				return -1;
+			if (!nb) {
+				b->rerr = ENOMEM;
+				b->eof = 1;
+				continue;
+			}
 			b->buf = nb;
 			b->cap = cap;
 		}
 		r = read(0, b->buf + b->len, b->cap - b->len);
-		if (r < 0 && errno == EINTR) {
-			if (run_interrupted)
-				return -1;
-			continue;
-		}
+		if (r < 0 && errno == EINTR)
+			continue; /* Ctrl-C: checked at the top */
+		if (r < 0)
+			b->rerr = errno;
 		if (r <= 0)
 			b->eof = 1;
 		else
@@ -257,7 +331,7 @@ static int read_line(struct batch *b, int block)
 	}
 }
 
-/* Fill free slots from the input. */
+/* Fill free slots from the input. Returns -1 when stdout fails. */
 static int fill_slots(struct batch *b)
 {
 	int i, active = 0;
@@ -270,7 +344,7 @@ static int fill_slots(struct batch *b)
 		while (s->state == SLOT_FREE && !run_interrupted) {
 			int r = read_line(b, active == 0);
 			char *nl;
-			size_t n;
+			size_t n, k = 0;
 
 			if (r <= 0)
 				return 0;
@@ -279,15 +353,11 @@ static int fill_slots(struct batch *b)
 			b->line_no++;
 			if (n && b->buf[n - 1] == '\r')
 				n--;
-			/* blank lines are skipped */
-			{
-				size_t k = 0;
-
-				while (k < n && (b->buf[k] == ' ' || b->buf[k] == '\t'))
-					k++;
-				if (k < n && start_request(b, s, b->buf, n))
-					return -1;
-			}
+			/* blank lines are skipped (they still count as lines) */
+			while (k < n && (b->buf[k] == ' ' || b->buf[k] == '\t'))
+				k++;
+			if (k < n && start_request(b, s, b->buf, n))
+				return -1;
 			n = nl ? (size_t)(nl - b->buf) + 1 : b->len;
 			memmove(b->buf, b->buf + n, b->len - n);
 			b->len -= n;
@@ -298,17 +368,27 @@ static int fill_slots(struct batch *b)
 	return 0;
 }
 
-static void progress(struct batch *b)
+static void progress(struct batch *b, int final)
 {
-	double t = now_s() - b->t0;
+	double t = now_s(), el = t - b->t0;
+	int i, active = 0;
 
-	if (b->tty && !b->c->o->quiet)
-		fprintf(stderr, "\r" PROG ": %lld done, %lld errors, %lld tokens, %.1f tok/s   ",
-			(long long)b->done, (long long)b->errors, (long long)b->gen_total,
-			t > 0 ? b->gen_total / t : 0.0);
+	if (!b->tty || b->c->o->quiet || (!final && t - b->t_progress < 0.2))
+		return;
+	b->t_progress = t;
+	for (i = 0; i < b->n_slots; i++)
+		active += b->slots[i].state != SLOT_FREE;
+	fprintf(stderr, "\r" PROG ": batch: %lld done (%lld errors), %d active, %lld tokens, %.1f tok/s\033[K",
+		(long long)b->done, (long long)b->errors, active, (long long)b->gen_total,
+		el > 0 ? b->gen_total / el : 0.0);
+	if (final)
+		fputc('\n', stderr);
 }
 
-/* One engine step over all active slots. */
+/* ---- decoding ---- */
+
+/* One engine step over all active slots. Returns -1 with *err on an engine
+ * error (NTX_EINTR when interrupted) or a failed write. */
 static int step(struct batch *b, struct ntx_err *err)
 {
 	int n = 0, nr = 0, i;
@@ -359,6 +439,12 @@ static int step(struct batch *b, struct ntx_err *err)
 			s->state = SLOT_DECODE;
 			s->n_past = s->n_prompt;
 			s->t_first = now_s();
+			if (s->n_predict == 0) { /* the prompt only, as -n 0 */
+				s->stop = NTX_STOP_LENGTH;
+				if (finish(b, s))
+					return ntx_err_set(err, NTX_EIO, "writing results failed");
+				continue;
+			}
 		} else {
 			s->n_past++;
 		}
@@ -375,6 +461,8 @@ static int step(struct batch *b, struct ntx_err *err)
 		}
 		s->gen[s->n_gen++] = t;
 		s->cur = t;
+		/* the order of ntx_generate: end of generation, then length,
+		 * then a full context (t would not fit) */
 		if (b->c->eog[t])
 			s->stop = NTX_STOP_EOG;
 		else if (s->n_predict >= 0 && s->n_gen >= s->n_predict)
@@ -387,11 +475,47 @@ static int step(struct batch *b, struct ntx_err *err)
 	return 0;
 }
 
+static int n_active(const struct batch *b)
+{
+	int i, n = 0;
+
+	for (i = 0; i < b->n_slots; i++)
+		n += b->slots[i].state != SLOT_FREE;
+	return n;
+}
+
+static int write_stats(struct batch *b, double t)
+{
+	const struct run_opts *o = b->c->o;
+	struct ntx_err err = { 0 };
+	json_t *j;
+	int rc;
+
+	j = json_pack("{s:s, s:i, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:f, s:f}",
+		      "format", "ntx.stats", "version", 1, "mode", "batch",
+		      "model_filename", b->c->model->gguf->path,
+		      "model_size", (json_int_t)b->c->model->gguf->file_size,
+		      "backend", ntx_backend_name(ntx_engine_backend(b->c->engine)),
+		      "n_threads", run_n_threads(o), "n_ctx", b->n_ctx, "n_parallel", b->n_slots,
+		      "kv_type", o->kv_type == NTX_KV_F32 ? "f32" : "f16",
+		      "n_requests", (json_int_t)b->done, "n_errors", (json_int_t)b->errors,
+		      "n_prompt", (json_int_t)b->prompt_total, "n_gen", (json_int_t)b->gen_total,
+		      "t_total_ms", t * 1e3, "gen_tok_per_s", t > 0 ? b->gen_total / t : 0.0);
+	if (!j) {
+		ntx_err_set(&err, NTX_ENOMEM, "out of memory");
+		return run_fail(&err);
+	}
+	rc = run_write_json_file(o->stats_json, j, &err);
+	json_decref(j);
+	return rc ? run_fail(&err) : 0;
+}
+
 int mode_batch(struct run_ctx *c)
 {
 	struct batch b;
 	struct ntx_err err = { 0 };
-	int rc = 0, i, active;
+	int rc = 0, i, failed = 0;
+	double t;
 
 	memset(&b, 0, sizeof b);
 	b.c = c;
@@ -414,32 +538,59 @@ int mode_batch(struct run_ctx *c)
 		goto out;
 	}
 	for (;;) {
-		if (fill_slots(&b)) {
-			rc = 1; /* stdout failed */
-			break;
-		}
-		for (active = 0, i = 0; i < b.n_slots; i++)
-			active += b.slots[i].state != SLOT_FREE;
-		if (!active)
+		if (fill_slots(&b))
+			break; /* stdout failed */
+		if (!n_active(&b))
 			break;
 		if (step(&b, &err)) {
-			if (err.code == NTX_EINTR)
-				rc = 130;
-			else
-				rc = run_fail(&err);
+			if (!b.werr)
+				failed = 1;
 			break;
 		}
-		progress(&b);
+		progress(&b, 0);
 	}
-	if (b.tty && !c->o->quiet)
-		fputc('\n', stderr);
+	if (run_interrupted || err.code == NTX_EINTR) {
+		/* Ctrl-C: what each request in flight has so far */
+		for (i = 0; i < b.n_slots; i++) {
+			if (b.slots[i].state != SLOT_FREE) {
+				b.slots[i].stop = NTX_STOP_INTERRUPT;
+				finish(&b, &b.slots[i]);
+			}
+		}
+		rc = 130;
+	} else if (failed) {
+		/* an engine error: every request in flight gets it as its
+		 * error record, then the run stops */
+		for (i = 0; i < b.n_slots; i++) {
+			if (b.slots[i].state != SLOT_FREE) {
+				error_record(&b, b.slots[i].id, b.slots[i].line, err.msg);
+				slot_clear(&b.slots[i]);
+			}
+		}
+		rc = run_fail(&err);
+	}
+	t = now_s() - b.t0;
+	if (b.werr == EPIPE) {
+		/* the reader has gone (| head): end quietly */
+		goto out;
+	}
+	progress(&b, 1);
+	if (b.werr) {
+		fprintf(stderr, PROG ": writing results: %s\n", strerror(b.werr));
+		rc = 1;
+	} else if (b.rerr) {
+		fprintf(stderr, PROG ": reading requests: %s\n", strerror(b.rerr));
+		rc = 1;
+	}
 	if (!c->o->quiet) {
-		double t = now_s() - b.t0;
-
+		if (rc == 130)
+			fprintf(stderr, PROG ": interrupted\n");
 		fprintf(stderr, PROG ": batch: %lld requests (%lld errors), %lld tokens generated in %.2f s (%.2f tok/s), %d parallel\n",
 			(long long)b.done, (long long)b.errors, (long long)b.gen_total, t,
 			t > 0 ? b.gen_total / t : 0.0, b.n_slots);
 	}
+	if (c->o->stats_json && write_stats(&b, t) && rc == 0)
+		rc = 1;
 out:
 	for (i = 0; b.slots && i < b.n_slots; i++)
 		slot_clear(&b.slots[i]);

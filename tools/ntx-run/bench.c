@@ -10,8 +10,6 @@
 
 #include "run.h"
 
-int run_write_json_file(const char *path, json_t *j, struct ntx_err *err);
-
 static double now_s(void)
 {
 	struct timespec ts;

@@ -146,11 +146,77 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
+static int usage_error(void)
+{
+	fprintf(stderr, "usage: " PROG " [options] -m MODEL.gguf [< prompt.txt]\n"
+			"Try '" PROG " --help' for more information.\n");
+	return 2;
+}
+
 static int bad_arg(const char *opt, const struct ntx_err *err)
 {
 	fprintf(stderr, PROG ": %s: %s\n", opt, err->msg);
-	fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-	return 2;
+	return usage_error();
+}
+
+/* A usage error that is not about one option's value. */
+static int bad_use(const char *msg)
+{
+	fprintf(stderr, PROG ": %s\n", msg);
+	return usage_error();
+}
+
+/* -h and -V: stdout must reach its destination (a full disk is an error). */
+static int close_stdout_info(void)
+{
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
+		fclose(stdout);
+		return 1;
+	}
+	if (fclose(stdout)) {
+		fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+/* Options that only make sense in some modes are usage errors elsewhere,
+ * rather than silently ignored. Returns 0 or the exit status 2. */
+static int check_modes(const struct run_opts *o)
+{
+	int n_modes = o->tokenize + !!o->perplexity + o->batch + o->bench;
+	int generate = n_modes == 0;
+
+	if (n_modes > 1)
+		return bad_use("--tokenize, --perplexity, --batch and --bench exclude each other");
+	if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->prompt_ids != NULL) > 1)
+		return bad_use("give only one of -p, -f and --prompt-ids");
+	if (o->skip_file && o->skip_layers)
+		return bad_use("give only one of --skip and --skip-layers");
+	if ((o->batch || o->perplexity || o->bench) &&
+	    (o->prompt || o->prompt_file || o->prompt_ids))
+		return bad_use(o->batch ? "--batch reads its requests from stdin: -p, -f and --prompt-ids do not apply"
+					: "-p, -f and --prompt-ids do not apply to --perplexity and --bench");
+	if (!generate && o->json)
+		return bad_use("--json applies to generation only (--batch always writes JSON Lines)");
+	if (!generate && o->dump_logits)
+		return bad_use("--dump-logits applies to generation only");
+	if (!generate && o->force_ids)
+		return bad_use("--force-ids applies to generation only");
+	if (!generate && (o->self_spec || o->draft_skip || o->draft_k))
+		return bad_use("--self-spec, --draft-k and --draft-skip apply to generation only");
+	if (!o->self_spec && (o->draft_skip || o->draft_k))
+		return bad_use("--draft-k and --draft-skip need --self-spec");
+	if (o->self_spec && o->dump_logits)
+		return bad_use("--dump-logits cannot be combined with --self-spec");
+	if ((o->perplexity || o->bench) && (o->chat || o->system))
+		return bad_use("--chat and --system do not apply to --perplexity and --bench");
+	if (o->system && !o->chat && !o->batch)
+		return bad_use("--system needs --chat");
+	if (o->stats_json && (o->tokenize || o->perplexity || o->bench))
+		return bad_use("--stats-json applies to generation and --batch");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -158,7 +224,7 @@ int main(int argc, char **argv)
 	struct run_opts o;
 	struct run_ctx c;
 	struct ntx_err err = { 0 };
-	int ch, rc, n_modes;
+	int ch, rc;
 	double d;
 	int64_t v;
 
@@ -173,7 +239,8 @@ int main(int argc, char **argv)
 	o.backend = NTX_BACKEND_AUTO;
 	o.kv_type = NTX_KV_F16;
 
-	while ((ch = getopt_long(argc, argv, "m:t:c:p:f:n:s:qvhV", longopts, NULL)) != -1) {
+	opterr = 0; /* our own messages, with the program's name */
+	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhV", longopts, NULL)) != -1) {
 		const char *a = optarg;
 
 		switch (ch) {
@@ -277,7 +344,17 @@ int main(int argc, char **argv)
 			break;
 		case O_IGNEOS: o.ignore_eos = 1; break;
 		case O_SKIP: o.skip_file = a; break;
-		case O_SKIPL: o.skip_layers = a; break;
+		case O_SKIPL: {
+			int *ls, n;
+
+			/* the syntax now (a usage error); the range once the
+			 * model's layer count is known */
+			if (ntx_parse_range_list(a, 1 << 24, &ls, &n, &err))
+				return bad_arg("--skip-layers", &err);
+			free(ls);
+			o.skip_layers = a;
+			break;
+		}
 		case O_SPEC: o.self_spec = 1; break;
 		case O_DRAFTK:
 			if (ntx_parse_int(a, 1, 64, &o.draft_k, &err))
@@ -311,38 +388,29 @@ int main(int argc, char **argv)
 		case 'v': o.verbose++; break;
 		case 'h':
 			usage(stdout);
-			return fclose(stdout) ? 1 : 0;
+			return close_stdout_info();
 		case 'V':
 			printf(PROG " " NTX_VERSION "\n");
-			return fclose(stdout) ? 1 : 0;
+			return close_stdout_info();
+		case ':':
+			fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
+			return usage_error();
 		default:
-			fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-			return 2;
+			if (optopt > 0 && optopt < 128)
+				fprintf(stderr, PROG ": invalid option '-%c'\n", optopt);
+			else
+				fprintf(stderr, PROG ": invalid option '%s'\n", argv[optind - 1]);
+			return usage_error();
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-		fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-		return 2;
+		return usage_error();
 	}
-	if (!o.model_path && !o.plan_path) {
-		fprintf(stderr, PROG ": no model: give -m MODEL.gguf or --plan plan.json\n");
-		fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-		return 2;
-	}
-	n_modes = o.tokenize + !!o.perplexity + o.batch + o.bench;
-	if (n_modes > 1) {
-		fprintf(stderr, PROG ": --tokenize, --perplexity, --batch and --bench exclude each other\n");
-		return 2;
-	}
-	if ((o.prompt != NULL) + (o.prompt_file != NULL) + (o.prompt_ids != NULL) > 1) {
-		fprintf(stderr, PROG ": give only one of -p, -f and --prompt-ids\n");
-		return 2;
-	}
-	if (o.skip_file && o.skip_layers) {
-		fprintf(stderr, PROG ": give only one of --skip and --skip-layers\n");
-		return 2;
-	}
+	if (!o.model_path && !o.plan_path)
+		return bad_use("no model: give -m MODEL.gguf or --plan plan.json");
+	if ((rc = check_modes(&o)) != 0)
+		return rc;
 	signal(SIGPIPE, SIG_IGN);
 	{
 		struct sigaction sa;

@@ -4,12 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "parse.h"
 #include "run.h"
-
-int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err);
 
 /* ---- tokenize ---- */
 
@@ -41,14 +40,20 @@ struct out_ctx {
 	struct ntx_detok *dt;
 	int json;
 	int failed;   /* stdout closed or failing */
+	int werr;     /* errno of the failed write (EPIPE: the reader left) */
 	int32_t *toks;
 	int n_toks, cap_toks;
 };
 
+/* Write and flush (the text appears token by token). */
 static int write_out(struct out_ctx *oc, const char *s, size_t n)
 {
+	if (oc->failed)
+		return 1;
+	errno = 0;
 	if (n && (fwrite(s, 1, n, stdout) != n || fflush(stdout))) {
 		oc->failed = 1;
+		oc->werr = errno ? errno : EIO;
 		return 1;
 	}
 	return 0;
@@ -95,6 +100,38 @@ static int on_token(void *p, int32_t tok)
 	return write_out(oc, s, n);
 }
 
+int run_gen_text(const struct run_ctx *c, const int32_t *ids, int n, char **out, size_t *len,
+		 struct ntx_err *err)
+{
+	size_t total = 0, k;
+	const char *p;
+	char *buf;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (c->eog[ids[i]])
+			continue;
+		if (!ntx_vocab_piece(c->vocab, ids[i], 0, &k))
+			return ntx_err_set(err, NTX_EINVAL, "token id %d is out of range", ids[i]);
+		total += k;
+	}
+	buf = malloc(total + 1);
+	if (!buf)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	total = 0;
+	for (i = 0; i < n; i++) {
+		if (c->eog[ids[i]])
+			continue;
+		p = ntx_vocab_piece(c->vocab, ids[i], 0, &k);
+		memcpy(buf + total, p, k);
+		total += k;
+	}
+	buf[total] = '\0';
+	*out = buf;
+	*len = total;
+	return 0;
+}
+
 static double rate(int n, double t)
 {
 	return t > 0 ? n / t : 0;
@@ -109,7 +146,18 @@ static uint64_t model_params(const struct ntx_model *m)
 	return n;
 }
 
-json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
+/* The thread count the engine uses (its default: every online core). */
+int run_n_threads(const struct run_opts *o)
+{
+	long n;
+
+	if (o->n_threads > 0)
+		return o->n_threads;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+static json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 {
 	struct ntx_engine_stats es;
 	json_t *j;
@@ -121,7 +169,7 @@ json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 		      "model_size", (json_int_t)c->model->gguf->file_size,
 		      "model_n_params", (json_int_t)model_params(c->model),
 		      "backend", ntx_backend_name(ntx_engine_backend(c->engine)),
-		      "n_threads", c->o->n_threads,
+		      "n_threads", run_n_threads(c->o),
 		      "n_ctx", ntx_engine_n_ctx(c->engine),
 		      "kv_type", c->o->kv_type == NTX_KV_F32 ? "f32" : "f16",
 		      "n_prompt", st->n_prompt, "n_gen", st->n_gen,
@@ -152,6 +200,16 @@ json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 	return j;
 }
 
+/* Remove a partly written output file, so that nothing that looks valid
+ * is left behind; devices, pipes and the like are left alone. */
+void run_discard_output(const char *path)
+{
+	struct stat st;
+
+	if (path && strcmp(path, "-") && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+		unlink(path);
+}
+
 int run_write_json_file(const char *path, json_t *j, struct ntx_err *err)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stderr;
@@ -159,10 +217,13 @@ int run_write_json_file(const char *path, json_t *j, struct ntx_err *err)
 
 	if (!f)
 		return ntx_err_errno(err, errno, "%s", path);
-	if (json_dumpf(j, f, JSON_INDENT(2)) || fputc('\n', f) == EOF)
-		rc = ntx_err_errno(err, errno, "%s", path);
+	errno = 0;
+	if (json_dumpf(j, f, JSON_INDENT(2)) || fputc('\n', f) == EOF || fflush(f))
+		rc = ntx_err_errno(err, errno ? errno : EIO, "%s", path);
 	if (f != stderr && fclose(f) && !rc)
 		rc = ntx_err_errno(err, errno, "%s", path);
+	if (rc)
+		run_discard_output(path);
 	return rc;
 }
 
@@ -221,6 +282,14 @@ int mode_generate(struct run_ctx *c)
 	oc.json = o->json;
 	if (run_read_prompt(o, c->vocab, &prompt, &n_prompt, &err))
 		return run_fail(&err);
+	if (o->verbose) {
+		int i;
+
+		fprintf(stderr, PROG ": prompt: %d tokens:", n_prompt);
+		for (i = 0; i < n_prompt; i++)
+			fprintf(stderr, " %d", prompt[i]);
+		fputc('\n', stderr);
+	}
 	force = parse_force(c, &n_force, &err);
 	if (o->force_ids && !force && err.msg[0]) {
 		free(prompt);
@@ -251,25 +320,27 @@ int mode_generate(struct run_ctx *c)
 		goto out;
 	}
 	if (ntx_generate(c->engine, 0, prompt, n_prompt, &go, on_token, &oc, &st, &err)) {
+		if (go.dump_logits && ferror(go.dump_logits))
+			ntx_err_prefix(&err, "%s", o->dump_logits);
 		rc = run_fail(&err);
 		goto out;
 	}
 	ntx_detok_flush(oc.dt, &s, &n);
 	if (!o->json)
 		write_out(&oc, s, n);
-	if (o->json) {
-		json_t *sum = run_stats_json(c, &st);
+	if (o->json && !oc.failed) {
+		json_t *sum = json_pack("{s:s}", "event", "done"), *stats = run_stats_json(c, &st);
 
-		json_object_set_new(sum, "event", json_string("done"));
-		if (oc.dt) {
+		/* the summary: "event" first, then the statistics */
+		json_object_update(sum, stats);
+		json_decref(stats);
+		{
 			char *text = NULL;
 			size_t tl = 0;
-			int k, ntext = oc.n_toks;
+			int k;
 
-			/* the text without a final end-of-generation token */
-			if (ntext && c->eog[oc.toks[ntext - 1]])
-				ntext--;
-			if (ntx_detokenize(c->vocab, oc.toks, ntext, 0, 0, &text, &tl, &err) == 0) {
+			/* exactly the text the plain mode prints */
+			if (run_gen_text(c, oc.toks, oc.n_toks, &text, &tl, &err) == 0) {
 				json_object_set_new(sum, "text", json_stringn(text, tl));
 				free(text);
 			}
@@ -285,10 +356,17 @@ int mode_generate(struct run_ctx *c)
 		if (!o->quiet)
 			fprintf(stderr, "\n" PROG ": interrupted\n");
 		rc = 130;
+	} else if (oc.failed && oc.werr != EPIPE) {
+		/* a full disk or a broken device: never exit 0 */
+		fprintf(stderr, PROG ": writing output: %s\n", strerror(oc.werr));
+		rc = 1;
 	} else if (st.stop == NTX_STOP_CALLER && !oc.failed) {
 		rc = 1;
 	}
-	print_timings(c, &st);
+	/* a closed stdout pipe (the reader has gone, as with | head) ends the
+	 * run quietly: no timings either */
+	if (!(oc.failed && oc.werr == EPIPE))
+		print_timings(c, &st);
 	if (o->stats_json) {
 		json_t *j = run_stats_json(c, &st);
 
@@ -301,6 +379,8 @@ out:
 		ntx_err_errno(&err, errno, "%s", o->dump_logits);
 		rc = run_fail(&err);
 	}
+	if (go.dump_logits && rc != 0) /* a partial dump must not look valid */
+		run_discard_output(o->dump_logits);
 	ntx_detok_free(oc.dt);
 	free(oc.toks);
 	free(prompt);
@@ -336,6 +416,13 @@ int mode_perplexity(struct run_ctx *c)
 	}
 	free(text);
 	n_ctx = o->n_ctx > 0 ? o->n_ctx : ntx_engine_n_ctx(c->engine);
+	if (n < n_ctx) {
+		free(ids);
+		ntx_err_set(&err, NTX_EINVAL,
+			    "%s: %d tokens, fewer than one chunk of %d (give a longer text or a smaller -c)",
+			    o->perplexity, n, n_ctx);
+		return run_fail(&err);
+	}
 	if (!o->quiet)
 		fprintf(stderr, PROG ": perplexity: %d tokens, %d chunks of %d\n", n, n / n_ctx, n_ctx);
 	if (ntx_perplexity(c->engine, ids, n, n_ctx, ntx_vocab_bos(c->vocab), NULL, NULL, NULL,

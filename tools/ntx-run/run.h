@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "engine.h"
 #include "generate.h"
 #include "model.h"
@@ -81,8 +83,26 @@ int run_exit_code(const struct ntx_err *err);
 int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err);
 void run_close(struct run_ctx *c);
 
+/* Read a whole file (NULL or "-" = stdin) into *text (malloc'ed). */
+int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err);
+
 int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t **ids, int *n,
 		    struct ntx_err *err);
+
+/* The generated text exactly as the plain mode prints it: the pieces of
+ * every token but the end-of-generation ones, concatenated (no clean-up
+ * pass, no leading space removed). *out is malloc'ed, NUL-terminated. */
+int run_gen_text(const struct run_ctx *c, const int32_t *ids, int n, char **out, size_t *len,
+		 struct ntx_err *err);
+
+/* The CPU thread count the engine uses (-t, else every online core). */
+int run_n_threads(const struct run_opts *o);
+
+/* Write a JSON document to path ("-" = stderr); a partial file is removed. */
+int run_write_json_file(const char *path, json_t *j, struct ntx_err *err);
+
+/* Remove a partly written regular output file (devices, pipes: left alone). */
+void run_discard_output(const char *path);
 
 int mode_tokenize(struct run_ctx *c);
 int mode_generate(struct run_ctx *c);

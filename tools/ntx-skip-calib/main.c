@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -59,7 +60,8 @@ static void usage(FILE *f)
 "      --plan FILE        take the model from a plan (and refuse a mismatch)\n"
 "  -f, --file FILE        calibration text (default: stdin)\n"
 "      --count LIST       set sizes to report, e.g. 1,2,4,6 (default 1,2,4,6)\n"
-"      --threshold T      also the set of layers with mean cosine >= T\n"
+"      --threshold T      also the set of layers with mean cosine >= T (it\n"
+"                         becomes the \"skip\" set)\n"
 "      --eval FILE        measure each set on held-out text (PPL, KLD, top-1)\n"
 "      --naive            also measure the last-N-layers set of each size\n"
 "      --allow-ends       the first and last layers may be skipped too\n"
@@ -69,15 +71,58 @@ static void usage(FILE *f)
 "  -o, --output FILE      write the JSON here (default stdout)\n"
 "  -q, --quiet            no progress on stderr\n"
 "  -h, --help, -V, --version\n"
-"exit status: 0 ok, 1 error, 2 usage\n");
+"exit status: 0 ok, 1 error, 2 usage, 130 interrupted\n");
 }
+
+#define MIN_TOKENS 16 /* fewer calibration tokens say nothing about a layer */
 
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int s)
 {
 	(void)s;
+	if (interrupted) /* a second Ctrl-C: stop now */
+		_exit(130);
 	interrupted = 1;
+}
+
+static int usage_error(void)
+{
+	fprintf(stderr, "usage: " PROG " -m MODEL.gguf [options] < calib.txt > skip.json\n"
+			"Try '" PROG " --help' for more information.\n");
+	return 2;
+}
+
+static int bad_arg(const char *opt, const char *msg)
+{
+	fprintf(stderr, PROG ": %s: %s\n", opt, msg);
+	return usage_error();
+}
+
+/* --count: a comma-separated list of set sizes, each in [1, 1024]. */
+static int parse_counts(const char *s, int *counts, int *n, struct ntx_err *err)
+{
+	char buf[32];
+	const char *p = s;
+
+	*n = 0;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		int v;
+
+		if (len == 0 || len >= sizeof buf)
+			return ntx_err_set(err, NTX_EINVAL, "expected sizes like 1,2,4,6, got '%s'", s);
+		memcpy(buf, p, len);
+		buf[len] = '\0';
+		if (ntx_parse_int(buf, 1, 1024, &v, err))
+			return -1;
+		if (*n == MAX_SETS)
+			return ntx_err_set(err, NTX_EINVAL, "at most %d sizes", MAX_SETS);
+		counts[(*n)++] = v;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
 }
 
 static int fail(const struct ntx_err *err)
@@ -86,11 +131,15 @@ static int fail(const struct ntx_err *err)
 	return err->code == NTX_EINTR ? 130 : 1;
 }
 
+/* Read a whole text file (NULL or "-" = stdin). */
 static int read_file(const char *path, char **text, size_t *len, struct ntx_err *err)
 {
-	FILE *f = path ? fopen(path, "rb") : stdin;
+	int use_stdin = !path || !strcmp(path, "-");
+	const char *name = use_stdin ? "stdin" : path;
+	FILE *f = use_stdin ? stdin : fopen(path, "rb");
 	size_t cap = 1 << 16, n = 0;
 	char *b;
+	int e = 0;
 
 	if (!f)
 		return ntx_err_errno(err, errno, "%s", path);
@@ -99,8 +148,11 @@ static int read_file(const char *path, char **text, size_t *len, struct ntx_err 
 		size_t r = fread(b + n, 1, cap - n, f);
 
 		n += r;
-		if (r == 0)
+		if (r == 0) {
+			if (ferror(f))
+				e = errno ? errno : EIO;
 			break;
+		}
 		if (n == cap) {
 			char *nb = realloc(b, cap * 2 + 1);
 
@@ -116,7 +168,13 @@ static int read_file(const char *path, char **text, size_t *len, struct ntx_err 
 	if (f != stdin)
 		fclose(f);
 	if (!b)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory reading %s", path ? path : "stdin");
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory reading %s", name);
+	if (e) {
+		free(b);
+		if (e == EINTR && interrupted)
+			return ntx_err_set(err, NTX_EINTR, "interrupted");
+		return ntx_err_errno(err, e, "%s", name);
+	}
 	b[n] = '\0';
 	*text = b;
 	*len = n;
@@ -221,7 +279,8 @@ int main(int argc, char **argv)
 	memset(&o, 0, sizeof o);
 	o.n_ctx = 512;
 	o.backend = NTX_BACKEND_AUTO;
-	while ((ch = getopt_long(argc, argv, "m:f:c:t:o:qhV", lo, NULL)) != -1) {
+	opterr = 0; /* our own messages, with the program's name */
+	while ((ch = getopt_long(argc, argv, ":m:f:c:t:o:qhV", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'm': o.model = optarg; break;
 		case 'P': o.plan_path = optarg; break;
@@ -231,37 +290,22 @@ int main(int argc, char **argv)
 		case 'A': o.allow_ends = 1; break;
 		case 'o': o.out = optarg; break;
 		case 'q': o.quiet = 1; break;
-		case 'C': {
-			int *ls, n;
-
-			if (ntx_parse_range_list(optarg, MAX_SETS + 1, &ls, &n, &err)) {
-				fprintf(stderr, PROG ": --count: %s\n", err.msg);
-				return 2;
-			}
-			for (i = 0; i < n && o.n_counts < MAX_SETS; i++)
-				if (ls[i] > 0)
-					o.counts[o.n_counts++] = ls[i];
-			free(ls);
+		case 'C':
+			if (parse_counts(optarg, o.counts, &o.n_counts, &err))
+				return bad_arg("--count", err.msg);
 			break;
-		}
 		case 'T':
-			if (ntx_parse_double(optarg, -1, 1, &o.threshold, &err)) {
-				fprintf(stderr, PROG ": --threshold: %s\n", err.msg);
-				return 2;
-			}
+			if (ntx_parse_double(optarg, -1, 1, &o.threshold, &err))
+				return bad_arg("--threshold", err.msg);
 			o.have_threshold = 1;
 			break;
 		case 'c':
-			if (ntx_parse_int(optarg, 8, 1 << 20, &o.n_ctx, &err)) {
-				fprintf(stderr, PROG ": --ctx-size: %s\n", err.msg);
-				return 2;
-			}
+			if (ntx_parse_int(optarg, 8, 1 << 20, &o.n_ctx, &err))
+				return bad_arg("--ctx-size", err.msg);
 			break;
 		case 't':
-			if (ntx_parse_int(optarg, 1, 1024, &o.n_threads, &err)) {
-				fprintf(stderr, PROG ": --threads: %s\n", err.msg);
-				return 2;
-			}
+			if (ntx_parse_int(optarg, 1, 1024, &o.n_threads, &err))
+				return bad_arg("--threads", err.msg);
 			break;
 		case 'B':
 			if (!strcmp(optarg, "cpu"))
@@ -270,36 +314,58 @@ int main(int argc, char **argv)
 				o.backend = NTX_BACKEND_CUDA;
 			else if (!strcmp(optarg, "auto"))
 				o.backend = NTX_BACKEND_AUTO;
-			else {
-				fprintf(stderr, PROG ": --backend: expected cpu, cuda or auto\n");
-				return 2;
-			}
+			else
+				return bad_arg("--backend", "expected cpu, cuda or auto");
 			break;
 		case 'h':
 			usage(stdout);
-			return fclose(stdout) ? 1 : 0;
+			if (fclose(stdout)) {
+				fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
+				return 1;
+			}
+			return 0;
 		case 'V':
 			printf(PROG " 0.1.0\n");
-			return fclose(stdout) ? 1 : 0;
+			if (fclose(stdout)) {
+				fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
+				return 1;
+			}
+			return 0;
+		case ':':
+			fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
+			return usage_error();
 		default:
-			fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-			return 2;
+			if (optopt > 0 && optopt < 128)
+				fprintf(stderr, PROG ": invalid option '-%c'\n", optopt);
+			else
+				fprintf(stderr, PROG ": invalid option '%s'\n", argv[optind - 1]);
+			return usage_error();
 		}
 	}
-	if (optind < argc || (!o.model && !o.plan_path)) {
-		fprintf(stderr, optind < argc ? PROG ": unexpected argument '%s'\n"
-					      : PROG ": no model: give -m MODEL.gguf or --plan plan.json\n",
-			optind < argc ? argv[optind] : "");
-		fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-		return 2;
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		return usage_error();
 	}
+	if (!o.model && !o.plan_path) {
+		fprintf(stderr, PROG ": no model: give -m MODEL.gguf or --plan plan.json\n");
+		return usage_error();
+	}
+
 	if (!o.n_counts) {
 		static const int def[] = { 1, 2, 4, 6 };
 
 		memcpy(o.counts, def, sizeof def);
 		o.n_counts = 4;
 	}
-	signal(SIGINT, on_sigint);
+	{
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_sigint;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 	pr.quiet = o.quiet;
 	pr.tty = isatty(2);
 
@@ -315,16 +381,37 @@ int main(int argc, char **argv)
 		ntx_err_prefix(&err, "%s", o.model);
 		goto out;
 	}
-	if (plan && ntx_plan_check_model(plan, m, &err))
+	if (plan && ntx_plan_check_model(plan, m, &err)) {
+		ntx_err_prefix(&err, "%s", o.plan_path);
 		goto out;
+	}
 	v = ntx_vocab_load(m->gguf, &err);
-	if (!v)
+	if (!v) {
+		ntx_err_prefix(&err, "%s", o.model);
 		goto out;
+	}
 	L = m->cfg.n_layer;
 	if (tokenize_file(v, o.calib, &ids, &n_ids, &err))
 		goto out;
+	if (n_ids < MIN_TOKENS) {
+		ntx_err_set(&err, NTX_EINVAL,
+			    "%s: the calibration text has %d tokens; at least %d are needed",
+			    o.calib && strcmp(o.calib, "-") ? o.calib : "stdin", n_ids, MIN_TOKENS);
+		goto out;
+	}
 	if (o.n_ctx > n_ids)
 		o.n_ctx = n_ids; /* short calibration text: one chunk */
+	/* the held-out text before any work: a bad one fails at once */
+	if (o.eval) {
+		if (tokenize_file(v, o.eval, &eids, &n_eids, &err))
+			goto out;
+		if (n_eids < o.n_ctx) {
+			ntx_err_set(&err, NTX_EINVAL,
+				    "%s: the evaluation text has %d tokens, fewer than one chunk of %d (give a longer text or a smaller -c)",
+				    o.eval, n_eids, o.n_ctx);
+			goto out;
+		}
+	}
 	memset(&eo, 0, sizeof eo);
 	eo.backend = o.backend;
 	eo.n_ctx = o.n_ctx;
@@ -335,6 +422,13 @@ int main(int argc, char **argv)
 	e = ntx_engine_new(m, &eo, &err);
 	if (!e)
 		goto out;
+	{
+		struct ntx_engine_stats es;
+
+		ntx_engine_get_stats(e, &es);
+		if (!o.quiet && es.fell_back_to_cpu)
+			fprintf(stderr, PROG ": %s: using the CPU\n", es.backend_note);
+	}
 
 	/* calibration: cosine per layer over the whole text */
 	pr.what = "calibration";
@@ -376,8 +470,13 @@ int main(int argc, char **argv)
 		qsort(order, (size_t)n_cand, sizeof *order, cmp_desc_g);
 		for (i = 0; i < o.n_counts; i++) {
 			struct cset *s = &sets[n_sets];
-			int k = o.counts[i] < n_cand ? o.counts[i] : n_cand;
+			int k = o.counts[i] < n_cand ? o.counts[i] : n_cand, j, dup = 0;
 
+			/* sizes past the candidates collapse into one set: once */
+			for (j = 0; j < n_sets; j++)
+				dup |= !strcmp(sets[j].method, "calibrated") && sets[j].n == k;
+			if (dup || k == 0)
+				continue;
 			s->method = "calibrated";
 			s->n = k;
 			memcpy(s->layers, order, (size_t)k * sizeof(int));
@@ -407,8 +506,7 @@ int main(int argc, char **argv)
 
 	/* evaluation on held-out text */
 	if (o.eval) {
-		if (tokenize_file(v, o.eval, &eids, &n_eids, &err))
-			goto out;
+
 		ref = tmpfile();
 		if (!ref) {
 			ntx_err_errno(&err, errno, "temporary file");
@@ -436,9 +534,10 @@ int main(int argc, char **argv)
 	}
 
 	/* the document */
-	doc = json_pack("{s:s, s:i, s:{s:s, s:s, s:i}, s:{s:i, s:i, s:f}}", "format", "ntx.skip",
-			"version", 1, "model", "path", o.model, "fingerprint", m->fingerprint_hex,
-			"n_layer", L, "calibration", "tokens", n_ids, "ctx", o.n_ctx, "ppl", base.ppl);
+	doc = json_pack("{s:s, s:i, s:{s:s, s:s, s:i}, s:{s:s, s:i, s:i, s:f}}", "format",
+			"ntx.skip", "version", 1, "model", "path", o.model, "fingerprint",
+			m->fingerprint_hex, "n_layer", L, "calibration", "file",
+			o.calib ? o.calib : "-", "tokens", n_ids, "ctx", o.n_ctx, "ppl", base.ppl);
 	jl = json_array();
 	for (l = 0; l < L; l++)
 		json_array_append_new(jl, json_pack("{s:i, s:f, s:f, s:I}", "index", l, "cos_mean",
@@ -471,18 +570,31 @@ int main(int argc, char **argv)
 					      "full_ppl", full_eval.ppl, "full_ppl_err",
 					      full_eval.ppl_err));
 	{
-		FILE *f = o.out ? fopen(o.out, "w") : stdout;
+		int to_file = o.out && strcmp(o.out, "-"), regular = 0;
+		FILE *f = to_file ? fopen(o.out, "w") : stdout;
+		struct stat st;
+		int bad, e;
 
 		if (!f) {
 			ntx_err_errno(&err, errno, "%s", o.out);
 			goto out;
 		}
-		int bad = json_dumpf(doc, f, JSON_INDENT(2)) || fputc('\n', f) == EOF;
-
+		/* only a regular file is removed after a failed write (never a
+		 * device such as /dev/full, nor a pipe) */
+		regular = to_file && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+		errno = 0;
+		bad = json_dumpf(doc, f, JSON_INDENT(2)) || fputc('\n', f) == EOF || fflush(f);
+		e = errno;
 		if (f == stdout)
 			stdout_closed = 1;
-		if (fclose(f) || bad) {
-			ntx_err_errno(&err, errno ? errno : EIO, "%s", o.out ? o.out : "stdout");
+		if (fclose(f) && !bad) {
+			bad = 1;
+			e = errno;
+		}
+		if (bad) {
+			ntx_err_errno(&err, e ? e : EIO, "%s", to_file ? o.out : "writing output");
+			if (regular) /* no partial document that looks valid */
+				unlink(o.out);
 			goto out;
 		}
 	}
@@ -504,7 +616,9 @@ out:
 	ntx_vocab_free(v);
 	ntx_plan_free(plan);
 	ntx_model_close(m);
-	if (!stdout_closed && fclose(stdout) && rc == 0)
+	if (!stdout_closed && fclose(stdout) && rc == 0) {
+		fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
 		rc = 1;
+	}
 	return rc;
 }

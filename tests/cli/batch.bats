@@ -1,0 +1,361 @@
+#!/usr/bin/env bats
+# ntx-run --batch (doc/batch-jsonl.md) and --json: every request's greedy text
+# equals the same prompt run alone, at any --parallel; bad lines, oversized
+# requests, a closing stdin, a closed stdout and Ctrl-C never lose the other
+# requests' results.
+
+load gguf_helpers
+
+setup_file() {
+	export RUN="$NTX_BIN/ntx-run"
+	export F="$NTX_FIXTURES"
+	export S="$F/models/stories260K.gguf"
+	export Q="$F/tinymodel/tinymodel-q8_0.gguf"
+	export D="$BATS_FILE_TMPDIR"
+	[ -x "$RUN" ] || { echo "no $RUN (make first)" >&2; return 1; }
+	[ -f "$Q" ] || { echo "no fixtures at '$F'" >&2; return 1; }
+	# six greedy requests of different lengths, and their texts run alone
+	python3 - "$D/req.jsonl" <<'PY'
+import json, sys
+P = [("In the beginning", 20), ("The old man looked at the sea and", 25), ("A computer is", 10),
+     ("And the LORD said unto Moses,", 31), ("The committee reported that", 7),
+     ("Blessed are", 16)]
+with open(sys.argv[1], "w") as f:
+    for i, (p, n) in enumerate(P):
+        f.write(json.dumps({"id": i, "prompt": p, "n_predict": n, "temp": 0}) + "\n")
+PY
+	python3 - "$D/req.jsonl" "$D/alone.json" <<'PY'
+import json, subprocess, os, sys
+out = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    t = subprocess.run([os.environ["RUN"], "-m", os.environ["Q"], "-q", "-p", r["prompt"],
+                        "-n", str(r["n_predict"]), "--temp", "0"], capture_output=True, check=True)
+    out[str(r["id"])] = t.stdout.decode()
+json.dump(out, open(sys.argv[2], "w"))
+PY
+}
+
+setup() {
+	T="$BATS_TEST_TMPDIR"
+}
+
+# json_lines FILE EXPR: EXPR (Python, r = the record) for each record of a
+# JSON Lines file in input-line order, printed with str() and joined by
+# spaces.
+json_lines() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+rs = sorted((json.loads(l) for l in open(sys.argv[1]) if l.strip()), key=lambda r: r["line"])
+print(" ".join(str(eval(sys.argv[2], {"r": r})) for r in rs))
+PY
+}
+
+# json_id FILE ID: the "text" of the record whose id prints as ID.
+json_id() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if str(r.get("id")) == sys.argv[2]:
+        sys.stdout.write(r["text"])
+PY
+}
+
+# check_alone RESULTS.jsonl: every result's text equals the prompt run alone,
+# every request has exactly one record, tokens = n_predict, stop "length".
+check_alone() {
+	python3 - "$1" "$D/req.jsonl" "$D/alone.json" <<'PY'
+import json, sys
+res = [json.loads(l) for l in open(sys.argv[1])]
+req = {json.loads(l)["id"]: json.loads(l) for l in open(sys.argv[2])}
+alone = json.load(open(sys.argv[3]))
+assert sorted(r["id"] for r in res) == sorted(req), [r["id"] for r in res]
+for r in res:
+    q = req[r["id"]]
+    assert r["text"] == alone[str(r["id"])], (r["id"], r["text"], alone[str(r["id"])])
+    assert r["tokens"] == q["n_predict"] and r["stop_reason"] == "length", r
+    assert r["prompt_tokens"] > 1 and r["line"] == r["id"] + 1, r
+    assert set(r["timings"]) == {"prompt_ms", "gen_ms", "gen_tok_per_s"}, r
+    assert list(r)[:6] == ["id", "text", "tokens", "stop_reason", "prompt_tokens", "line"], list(r)
+PY
+}
+
+@test "--parallel 1, 3 and 8: each greedy text equals the prompt run alone" {
+	for p in 1 3 8; do
+		run --separate-stderr "$RUN" -m "$Q" --batch --parallel $p <"$D/req.jsonl"
+		[ "$status" -eq 0 ]
+		printf '%s\n' "$output" >"$T/out$p.jsonl"
+		check_alone "$T/out$p.jsonl"
+		[[ "$stderr" == *"ntx-run: batch: 6 requests (0 errors), 109 tokens generated in "*", $p parallel" ]]
+	done
+	# with one slot the results come in input order
+	expect "$(python3 -c 'import json,sys; print([json.loads(l)["id"] for l in open(sys.argv[1])])' "$T/out1.jsonl")" \
+		"[0, 1, 2, 3, 4, 5]"
+}
+
+@test "results come as each request finishes: short ones first" {
+	printf '%s\n' '{"id":"long","prompt":"In the beginning","n_predict":40,"temp":0}' \
+		'{"id":"short","prompt":"In the beginning","n_predict":2,"temp":0}' >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch --parallel 2 <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	expect "$(printf '%s\n' "$output" | python3 -c 'import json,sys; print(" ".join(json.loads(l)["id"] for l in sys.stdin))')" \
+		"short long"
+}
+
+@test "malformed lines: error records with their line numbers; the others complete" {
+	{
+		echo '{"id": 1, "prompt": "In the beginning", "n_predict": 5, "temp": 0}'
+		echo 'not json'
+		echo '[1, 2]'
+		echo '"a string"'
+		echo '{"id": "np"}'
+		echo '{"id": "pi", "prompt": 42}'
+		echo '{"id": "nx", "prompt": "x", "n_predict": "x"}'
+		echo '{"id": "nf", "prompt": "x", "n_predict": 1.5}'
+		echo '{"id": "tn", "prompt": "x", "temp": -1}'
+		echo '{"id": "ch", "prompt": "x", "chat": "yes"}'
+		echo '{"id": "sy", "prompt": "x", "chat": true, "system": 5}'
+		echo '{"id": "dk", "prompt": "x", "prompt": "y"}'
+		echo ''
+		echo '{"id": 2, "prompt": "A computer is", "n_predict": 4, "temp": 0}'
+	} >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch --parallel 2 <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"batch: 13 requests (11 errors)"* ]]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	python3 - "$T/out.jsonl" <<'PY'
+import json, sys
+res = [json.loads(l) for l in open(sys.argv[1])]
+err = {r["line"]: r for r in res if "error" in r}
+ok = {r["id"]: r for r in res if "error" not in r}
+assert sorted(ok) == [1, 2] and ok[1]["tokens"] == 5 and ok[2]["tokens"] == 4, ok
+want = {2: (None, "invalid JSON at column "), 3: (None, "a request must be a JSON object"),
+        4: (None, "a request must be a JSON object"), 5: ("np", 'missing "prompt"'),
+        6: ("pi", '"prompt" must be a string'),
+        7: ("nx", '"n_predict" must be an integer in [-1, 1073741824]'),
+        8: ("nf", '"n_predict" must be an integer'), 9: ("tn", '"temp" must be a number in [0, 100]'),
+        10: ("ch", '"chat" must be true or false'), 11: ("sy", '"system" must be a string'),
+        12: ("dk", None)}
+assert sorted(err) == sorted(want), sorted(err)
+for line, (i, msg) in want.items():
+    r = err[line]
+    assert list(r) == ["id", "error", "line"], r
+    if line != 12:
+        assert r["id"] == i and r["error"].startswith(msg), (line, r)
+assert "duplicate" in err[12]["error"], err[12]
+PY
+}
+
+@test "a request larger than the context: an error record; the others complete" {
+	long=$(head -c 2000 "$F/tinymodel/eval.txt" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+	{
+		echo '{"id": "a", "prompt": "In the beginning", "n_predict": 5, "temp": 0}'
+		echo "{\"id\": \"big\", \"prompt\": $long, \"n_predict\": 5}"
+		echo '{"id": "b", "prompt": "A computer is", "n_predict": 100, "temp": 0}'
+	} >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" -c 64 --batch --parallel 2 <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	expect "$(json_lines "$T/out.jsonl" 'r["id"] == "big" and r["line"] == 2 and r["error"].startswith("the prompt has ") and r["error"].endswith("more than the context size 64 (use -c)")')" \
+		"False True False"
+	# b fills the 64-token context: stop reason "context", 64 - 4 + 1 tokens
+	expect "$(json_lines "$T/out.jsonl" 'r.get("stop_reason"), r.get("tokens")')" \
+		"('length', 5) (None, None) ('context', 61)"
+}
+
+@test "stdin closing mid-line: complete requests still run; a cut one is an error record" {
+	printf '%s\n%s' '{"id": 1, "prompt": "In the beginning", "n_predict": 3, "temp": 0}' \
+		'{"id": 2, "prompt": "A computer is", "n_predict": 3, "temp": 0}' >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	expect "$(json_lines "$T/out.jsonl" 'r["id"], r["tokens"]')" "(1, 3) (2, 3)"
+	printf '%s\n%s' '{"id": 1, "prompt": "In the beginning", "n_predict": 3, "temp": 0}' \
+		'{"id": 2, "prompt": "A comp' >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	expect "$(json_lines "$T/out.jsonl" 'r["id"], r.get("tokens"), r.get("line"), "error" in r')" \
+		"(1, 3, 1, False) (None, None, 2, True)"
+	# no input at all: no records, exit 0
+	run --separate-stderr "$RUN" -m "$Q" --batch </dev/null
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
+
+@test "ids are echoed as given; a missing id is null; unknown keys are ignored" {
+	{
+		echo '{"id": 7, "prompt": "In the beginning", "n_predict": 2, "temp": 0}'
+		echo '{"id": "seven", "prompt": "In the beginning", "n_predict": 2, "temp": 0, "foo": [1, {"x": 2}]}'
+		echo '{"id": {"k": [1, 2.5, null]}, "prompt": "In the beginning", "n_predict": 2, "temp": 0}'
+		echo '{"id": 1.5, "prompt": "In the beginning", "n_predict": 2, "temp": 0, "stream": true}'
+		echo '{"prompt": "In the beginning", "n_predict": 2, "temp": 0}'
+	} >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch --parallel 1 <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	expect "$(json_lines "$T/out.jsonl" 'r["id"]')" "7 seven {'k': [1, 2.5, None]} 1.5 None"
+	expect "$(json_lines "$T/out.jsonl" 'r["text"]')" "$(printf ', the %.0s' 1 2 3 4 5 | sed 's/ $//')"
+}
+
+@test "per-request temp and seed: reproducible, and equal to the same options alone" {
+	{
+		echo '{"id": 1, "prompt": "In the beginning", "n_predict": 15, "temp": 0.8, "seed": 42}'
+		echo '{"id": 2, "prompt": "In the beginning", "n_predict": 15, "temp": 0.8, "seed": 42}'
+		echo '{"id": 3, "prompt": "In the beginning", "n_predict": 15, "temp": 0.8, "seed": 43}'
+		echo '{"id": 4, "prompt": "In the beginning", "n_predict": 15, "temp": 0}'
+	} >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch --parallel 4 <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	t1=$(json_id "$T/out.jsonl" 1)
+	expect "$(json_id "$T/out.jsonl" 2)" "$t1"
+	[ "$(json_id "$T/out.jsonl" 3)" != "$t1" ]
+	[ "$(json_id "$T/out.jsonl" 4)" != "$t1" ]
+	run --separate-stderr "$RUN" -m "$Q" -q -p "In the beginning" -n 15 --temp 0.8 --seed 42
+	expect "$output" "$t1"
+	# the command line's sampling options are the defaults of every request
+	run --separate-stderr "$RUN" -m "$Q" --batch --temp 0.8 --seed 42 -n 15 \
+		<<<'{"id": 1, "prompt": "In the beginning"}'
+	printf '%s\n' "$output" >"$T/o2.jsonl"
+	expect "$(json_id "$T/o2.jsonl" 1)" "$t1"
+}
+
+@test "chat requests equal --chat alone; n_predict 0 generates nothing" {
+	{
+		echo '{"id": 1, "prompt": "Hello", "chat": true, "system": "Be brief.", "n_predict": 6, "temp": 0}'
+		echo '{"id": 2, "prompt": "Hello", "n_predict": 0}'
+	} >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" -q --chat --system "Be brief." -p Hello -n 6 --temp 0
+	expect "$(json_id "$T/out.jsonl" 1)" "$output"
+	expect "$(json_lines "$T/out.jsonl" 'r["prompt_tokens"], r["tokens"], r["stop_reason"]')" \
+		"(24, 6, 'length') (4, 0, 'length')"
+	expect "$(json_id "$T/out.jsonl" 2)" ""
+}
+
+@test "SentencePiece text keeps its leading space (stories260K), as the plain output" {
+	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a" -n 3 --temp 0
+	expect "$output" " time, there"
+	run --separate-stderr "$RUN" -m "$S" -q --batch <<<'{"id": 1, "prompt": "Once upon a", "n_predict": 3, "temp": 0}'
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	expect "$(json_id "$T/out.jsonl" 1)" " time, there"
+}
+
+@test "--json: token events, then a summary whose text equals the plain output" {
+	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a" -n 12 --temp 0
+	plain=$output
+	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a" -n 12 --temp 0 --json
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/ev.jsonl"
+	python3 - "$T/ev.jsonl" "$plain" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+tok, done = ev[:-1], ev[-1]
+assert len(tok) == 12 and all(list(e) == ["event", "id", "text"] and e["event"] == "token" for e in tok)
+assert list(done)[0] == "event" and done["event"] == "done", done
+assert "".join(e["text"] for e in tok) == done["text"] == sys.argv[2], (done["text"], sys.argv[2])
+assert done["tokens"] == [e["id"] for e in tok] and done["n_gen"] == 12, done
+assert done["stop_reason"] == "length" and done["n_prompt"] == 4 and done["format"] == "ntx.stats"
+PY
+}
+
+@test "a closed stdout (| head -n 1) ends a batch quietly with exit 0" {
+	python3 -c 'import json
+for i in range(40): print(json.dumps({"id": i, "prompt": "Once upon a time", "n_predict": 50}))' >"$T/r.jsonl"
+	run bash -c '"$RUN" -m "$S" --batch --parallel 2 <"$0" 2>"$1" | head -n 1; exit ${PIPESTATUS[0]}' "$T/r.jsonl" "$T/err"
+	[ "$status" -eq 0 ]
+	[[ "$output" == '{"id":'* ]]
+	! grep -v 'using the CPU' "$T/err"
+	# a full disk is an error
+	[ -c /dev/full ] || skip "no /dev/full"
+	run bash -c '"$RUN" -m "$S" -q --batch <"$0" >/dev/full' "$T/r.jsonl"
+	[ "$status" -eq 1 ]
+	expect "$output" "ntx-run: writing results: No space left on device"
+}
+
+@test "Ctrl-C: finished results kept, the request in flight reported as interrupted, exit 130" {
+	mkfifo "$T/in"
+	"$RUN" -m "$Q" -c 4096 --batch --parallel 2 <"$T/in" >"$T/out.jsonl" 2>"$T/err" 3>&- &
+	pid=$!
+	exec 5>"$T/in"
+	echo '{"id": "done", "prompt": "In the beginning", "n_predict": 3, "temp": 0}' >&5
+	echo '{"id": "long", "prompt": "In the beginning", "n_predict": 4000, "temp": 0}' >&5
+	sleep 1.5
+	kill -INT "$pid"
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	exec 5>&-
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid"
+		echo "ntx-run still running 5 s after SIGINT" >&2
+		return 1
+	fi
+	rc=0
+	wait "$pid" || rc=$?
+	expect "$rc" 130
+	expect "$(json_lines "$T/out.jsonl" 'r["id"], r["stop_reason"], r["tokens"] > 0')" \
+		"('done', 'length', True) ('long', 'interrupted', True)"
+	grep -q '^ntx-run: interrupted$' "$T/err"
+}
+
+@test "Ctrl-C while waiting for input: exit 130" {
+	mkfifo "$T/in"
+	"$RUN" -m "$S" --batch <"$T/in" >"$T/out.jsonl" 2>"$T/err" 3>&- &
+	pid=$!
+	exec 5>"$T/in"
+	echo '{"id": 1, "prompt": "Once", "n_predict": 2}' >&5
+	sleep 1
+	kill -INT "$pid"
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	exec 5>&-
+	rc=0
+	wait "$pid" || rc=$?
+	expect "$rc" 130
+	expect "$(json_lines "$T/out.jsonl" 'r["id"], r["tokens"]')" "(1, 2)"
+}
+
+@test "read errors during a batch: every request in flight gets an error record, exit 1" {
+	"$NTX_BIN/ntx-plan" "$Q" --vram-budget 0 --ram-budget 10M -c 256 --pack "$T/q.ntxp" -o "$T/plan.json"
+	"$NTX_BIN/ntx-pack" -q "$Q" --plan "$T/plan.json" --compress none
+	NTX_FAULT_READ=40 run --separate-stderr timeout 60 "$RUN" --plan "$T/plan.json" --batch \
+		--parallel 2 <"$D/req.jsonl"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"ntx-run: "*"Input/output error"* ]]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	# results before the fault, then one error record per request in flight
+	python3 - "$T/out.jsonl" <<'PY'
+import json, sys
+res = [json.loads(l) for l in open(sys.argv[1])]
+errs = [r for r in res if "error" in r]
+assert len(errs) == 2 and all("Input/output error" in r["error"] for r in errs), res
+assert len({r["id"] for r in res}) == len(res), res
+PY
+}
+
+@test "--stats-json for a batch; no progress bar when stderr is not a terminal" {
+	run --separate-stderr "$RUN" -m "$Q" --batch --parallel 3 --stats-json "$T/s.json" <"$D/req.jsonl"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" != *$'\r'* ]]
+	expect "$(json "$T/s.json" '[d[k] for k in ("format", "mode", "n_requests", "n_errors", "n_gen", "n_parallel")]')" \
+		'["ntx.stats", "batch", 6, 0, 109, 3]'
+}
+
+@test "a progress bar on stderr when it is a terminal" {
+	command -v script >/dev/null || skip "no script(1)"
+	run script -qec "\"$RUN\" -m \"$Q\" --batch --parallel 3 <\"$D/req.jsonl\" >\"$T/out.jsonl\"" /dev/null
+	[ "$status" -eq 0 ]
+	[[ "$output" == *$'\r'"ntx-run: batch: "*" done (0 errors), "* ]]
+	check_alone "$T/out.jsonl"
+	run script -qec "\"$RUN\" -q -m \"$Q\" --batch <\"$D/req.jsonl\" >\"$T/out.jsonl\"" /dev/null
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
