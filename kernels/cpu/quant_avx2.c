@@ -339,40 +339,30 @@ INLINE float load1_f(uint32_t type, const void *w, int64_t i)
 	return ntx_ld_f32(w, i);
 }
 
-/* Each row kernel computes R rows x NT tokens at once (R * NT <= 4):
- * out[r * NTX_TILE_T + t] = dot(row r, token t). Rows are ws bytes apart. */
-#define WROW(T, w, ws, r) ((const T *)((const char *)(w) + (size_t)(r) * (ws)))
-
-INLINE void row_float(uint32_t type, int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs,
-		      int NT, float *out)
+INLINE void row_float(uint32_t type, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
-	__m256 a0[4], a1[4];
+	__m256 a0[NTX_TILE_T], a1[NTX_TILE_T];
 	int64_t i = 0;
 
-	UNROLL for (int k = 0; k < R * NT; k++)
-		a0[k] = a1[k] = _mm256_setzero_ps();
+	UNROLL for (int t = 0; t < NT; t++)
+		a0[t] = a1[t] = _mm256_setzero_ps();
 	for (; i + 16 <= n; i += 16) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const void *wr = WROW(char, w, ws, r);
-			__m256 w0 = load8_f(type, wr, i), w1 = load8_f(type, wr, i + 8);
+		__m256 w0 = load8_f(type, w, i), w1 = load8_f(type, w, i + 8);
 
-			UNROLL for (int t = 0; t < NT; t++) {
-				const float *xt = XROW(float, x, xs, t);
-
-				a0[r * NT + t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt + i), a0[r * NT + t]);
-				a1[r * NT + t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + i + 8), a1[r * NT + t]);
-			}
-		}
-	}
-	UNROLL for (int r = 0; r < R; r++) {
 		UNROLL for (int t = 0; t < NT; t++) {
 			const float *xt = XROW(float, x, xs, t);
-			float s = hsum_ps(_mm256_add_ps(a0[r * NT + t], a1[r * NT + t]));
 
-			for (int64_t j = i; j < n; j++)
-				s += load1_f(type, WROW(char, w, ws, r), j) * ntx_ld_f32(xt, j);
-			out[r * NTX_TILE_T + t] = s;
+			a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt + i), a0[t]);
+			a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + i + 8), a1[t]);
 		}
+	}
+	UNROLL for (int t = 0; t < NT; t++) {
+		const float *xt = XROW(float, x, xs, t);
+		float s = hsum_ps(_mm256_add_ps(a0[t], a1[t]));
+
+		for (int64_t j = i; j < n; j++)
+			s += load1_f(type, w, j) * ntx_ld_f32(xt, j);
+		out[t] = s;
 	}
 }
 
@@ -391,179 +381,159 @@ INLINE __m256i q4_0_bytes(const struct ntx_block_q4_0 *b)
 	return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
 }
 
-INLINE void row_q8(int q4, int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs, int NT,
-		   float *out)
+INLINE void row_q8(int q4, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
-	__m256 acc[4];
+	const struct ntx_block_q4_0 *w4 = w;
+	const struct ntx_block_q8_0 *w8 = w;
+	__m256 acc[NTX_TILE_T];
 	int64_t nb = n / NTX_QK;
 
-	UNROLL for (int k = 0; k < R * NT; k++)
-		acc[k] = _mm256_setzero_ps();
+	UNROLL for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
 	for (int64_t i = 0; i < nb; i++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q4_0 *w4 = WROW(struct ntx_block_q4_0, w, ws, r) + i;
-			const struct ntx_block_q8_0 *w8 = WROW(struct ntx_block_q8_0, w, ws, r) + i;
-			__m256i wq = q4 ? q4_0_bytes(w4) : loadu256(w8->qs);
-			__m256i aw = _mm256_sign_epi8(wq, wq);
-			float dw = fp16(q4 ? w4->d : w8->d);
+		__m256i wq = q4 ? q4_0_bytes(w4 + i) : loadu256(w8[i].qs);
+		__m256i aw = _mm256_sign_epi8(wq, wq);
+		float dw = fp16(q4 ? w4[i].d : w8[i].d);
 
-			UNROLL for (int t = 0; t < NT; t++) {
-				const struct ntx_block_q8_0 *xb = XROW(struct ntx_block_q8_0, x, xs, t) + i;
-				__m256 p = _mm256_cvtepi32_ps(dot_i8(aw, wq, loadu256(xb->qs)));
+		UNROLL for (int t = 0; t < NT; t++) {
+			const struct ntx_block_q8_0 *xb = XROW(struct ntx_block_q8_0, x, xs, t) + i;
+			__m256 p = _mm256_cvtepi32_ps(dot_i8(aw, wq, loadu256(xb->qs)));
 
-				acc[r * NT + t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * fp16(xb->d)), acc[r * NT + t]);
-			}
+			acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * fp16(xb->d)), acc[t]);
 		}
 	}
-	UNROLL for (int k = 0; k < R * NT; k++)
-		out[k / NT * NTX_TILE_T + k % NT] = hsum_ps(acc[k]);
+	UNROLL for (int t = 0; t < NT; t++)
+		out[t] = hsum_ps(acc[t]);
 }
 
 /* Q4_K / Q5_K: per 32-element sub-block j, maddubs(q, x) then madd with the
  * scale sc_j; mins through bsums. */
-INLINE void row_q4_k(int q5, int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs, int NT,
-		     float *out)
+INLINE void row_q4_k(int q5, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-	__m256 acc[4], accm[4];
+	__m256 acc[NTX_TILE_T], accm[NTX_TILE_T];
 	int64_t nb = n / NTX_QK_K;
 
-	UNROLL for (int k = 0; k < R * NT; k++)
-		acc[k] = accm[k] = _mm256_setzero_ps();
+	UNROLL for (int t = 0; t < NT; t++)
+		acc[t] = accm[t] = _mm256_setzero_ps();
 	for (int64_t i = 0; i < nb; i++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q4_k *b4 = WROW(struct ntx_block_q4_k, w, ws, r) + i;
-			const struct ntx_block_q5_k *b5 = WROW(struct ntx_block_q5_k, w, ws, r) + i;
-			const uint8_t *qs = q5 ? b5->qs : b4->qs;
-			float d = fp16(q5 ? b5->d : b4->d), dmin = fp16(q5 ? b5->dmin : b4->dmin);
-			__m256i h = q5 ? loadu256(b5->qh) : _mm256_setzero_si256();
-			__m256i isum[NTX_TILE_T], sc16, mdup;
-			uint64_t sc, mn;
+		const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)w + i;
+		const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)w + i;
+		const uint8_t *qs = q5 ? b5->qs : b4->qs;
+		float d = fp16(q5 ? b5->d : b4->d), dmin = fp16(q5 ? b5->dmin : b4->dmin);
+		__m256i h = q5 ? loadu256(b5->qh) : _mm256_setzero_si256();
+		__m256i isum[NTX_TILE_T], sc16, mdup;
+		uint64_t sc, mn;
 
-			ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
-			sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-			mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)mn),
-								      _mm_cvtsi64_si128((long long)mn)));
-			UNROLL for (int t = 0; t < NT; t++)
-				isum[t] = _mm256_setzero_si256();
-			UNROLL for (int g = 0; g < 4; g++) {
-				__m256i q = loadu256(qs + 32 * g);
-				__m256i lo = _mm256_and_si256(q, m4);
-				__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-				/* scale of sub-blocks 2g, 2g+1 as int16 in every lane */
-				__m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * g + 1) + 4 * g)));
-				__m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * g + 3) + 4 * g + 2)));
+		ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
+		sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+		mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)mn),
+							      _mm_cvtsi64_si128((long long)mn)));
+		UNROLL for (int t = 0; t < NT; t++)
+			isum[t] = _mm256_setzero_si256();
+		UNROLL for (int g = 0; g < 4; g++) {
+			__m256i q = loadu256(qs + 32 * g);
+			__m256i lo = _mm256_and_si256(q, m4);
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+			/* scale of sub-blocks 2g, 2g+1 as int16 in every lane */
+			__m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * g + 1) + 4 * g)));
+			__m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * g + 3) + 4 * g + 2)));
 
-				if (q5) {
-					__m256i h0 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * g)), one);
-					__m256i h1 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * g + 1)), one);
+			if (q5) {
+				__m256i h0 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * g)), one);
+				__m256i h1 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * g + 1)), one);
 
-					lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-					hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
-				}
-				UNROLL for (int t = 0; t < NT; t++) {
-					const int8_t *xq = (XROW(struct ntx_block_q8_k, x, xs, t) + i)->qs + 64 * g;
-					__m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(xq)), s0);
-					__m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(xq + 32)), s1);
-
-					isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
-				}
+				lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+				hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
 			}
 			UNROLL for (int t = 0; t < NT; t++) {
-				const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
-				__m256i mm = _mm256_madd_epi16(mdup, loadu256(xb->bsums));
+				const int8_t *xq = (XROW(struct ntx_block_q8_k, x, xs, t) + i)->qs + 64 * g;
+				__m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(xq)), s0);
+				__m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(xq + 32)), s1);
 
-				acc[r * NT + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * xb->d),
-								  acc[r * NT + t]);
-				accm[r * NT + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmin * xb->d),
-								   accm[r * NT + t]);
+				isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
 			}
 		}
+		UNROLL for (int t = 0; t < NT; t++) {
+			const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
+			__m256i mm = _mm256_madd_epi16(mdup, loadu256(xb->bsums));
+
+			acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * xb->d), acc[t]);
+			accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), _mm256_set1_ps(dmin * xb->d), accm[t]);
+		}
 	}
-	UNROLL for (int k = 0; k < R * NT; k++)
-		out[k / NT * NTX_TILE_T + k % NT] = hsum_ps(acc[k]) - hsum_ps(accm[k]);
+	UNROLL for (int t = 0; t < NT; t++)
+		out[t] = hsum_ps(acc[t]) - hsum_ps(accm[t]);
 }
 
 /* Q6_K: unsigned 6-bit q (0..63) times x via maddubs, scales per 16 via
  * madd, and -32 * sum(sc * bsums) for the offset. */
-INLINE void row_q6_k(int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs, int NT, float *out)
+INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
-	__m256 acc[4];
+	__m256 acc[NTX_TILE_T];
 	int64_t nb = n / NTX_QK_K;
 
-	UNROLL for (int k = 0; k < R * NT; k++)
-		acc[k] = _mm256_setzero_ps();
+	UNROLL for (int t = 0; t < NT; t++)
+		acc[t] = _mm256_setzero_ps();
 	for (int64_t i = 0; i < nb; i++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q6_k *b = WROW(struct ntx_block_q6_k, w, ws, r) + i;
-			__m128i sc8 = loadu128(b->scales);
-			__m256i sc16 = _mm256_cvtepi8_epi16(sc8), isum[NTX_TILE_T];
-			float d = fp16(b->d);
+		const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)w + i;
+		__m128i sc8 = loadu128(b->scales);
+		__m256i sc16 = _mm256_cvtepi8_epi16(sc8), isum[NTX_TILE_T];
+		float d = fp16(b->d);
 
-			UNROLL for (int t = 0; t < NT; t++) {
-				const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
+		UNROLL for (int t = 0; t < NT; t++) {
+			const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
 
-				isum[t] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(xb->bsums)), 5);
-				isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), isum[t]);
-			}
-			UNROLL for (int h = 0; h < 2; h++) {
-				__m256i q[4];
+			isum[t] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(xb->bsums)), 5);
+			isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), isum[t]);
+		}
+		UNROLL for (int h = 0; h < 2; h++) {
+			__m256i q[4];
 
-				q6_k_half(b->ql + 64 * h, b->qh + 32 * h, q);
-				UNROLL for (int c = 0; c < 4; c++) {
-					/* 32 elements = sub-blocks k, k + 1 (k = 8h + 2c) */
-					int k = 8 * h + 2 * c;
-					__m256i sv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
-						sc8, _mm_set_epi64x(0x0101010101010101LL * (k + 1), 0x0101010101010101LL * k)));
+			q6_k_half(b->ql + 64 * h, b->qh + 32 * h, q);
+			UNROLL for (int c = 0; c < 4; c++) {
+				/* 32 elements = sub-blocks k, k + 1 (k = 8h + 2c) */
+				int k = 8 * h + 2 * c;
+				__m256i s = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(
+					sc8, _mm_set_epi64x(0x0101010101010101LL * (k + 1), 0x0101010101010101LL * k)));
 
-					UNROLL for (int t = 0; t < NT; t++) {
-						const int8_t *xq = (XROW(struct ntx_block_q8_k, x, xs, t) + i)->qs + 32 * (k / 2);
+				UNROLL for (int t = 0; t < NT; t++) {
+					const int8_t *xq = (XROW(struct ntx_block_q8_k, x, xs, t) + i)->qs + 32 * (k / 2);
 
-						isum[t] = _mm256_add_epi32(
-							isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], loadu256(xq)), sv));
-					}
+					isum[t] = _mm256_add_epi32(
+						isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], loadu256(xq)), s));
 				}
 			}
-			UNROLL for (int t = 0; t < NT; t++) {
-				const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
+		}
+		UNROLL for (int t = 0; t < NT; t++) {
+			const struct ntx_block_q8_k *xb = XROW(struct ntx_block_q8_k, x, xs, t) + i;
 
-				acc[r * NT + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * xb->d),
-								  acc[r * NT + t]);
-			}
+			acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * xb->d), acc[t]);
 		}
 	}
-	UNROLL for (int k = 0; k < R * NT; k++)
-		out[k / NT * NTX_TILE_T + k % NT] = hsum_ps(acc[k]);
+	UNROLL for (int t = 0; t < NT; t++)
+		out[t] = hsum_ps(acc[t]);
 }
 
 /* ---- tiles ---- */
 
-/* Expand a row kernel into a tile kernel: GEMV (one token) takes rows four
- * at a time (one loop, more independent chains); several tokens take rows
- * one at a time with up to NTX_TILE_T tokens, each group size a
- * compile-time constant. */
+/* Expand a row kernel into a tile kernel: rows one by one, tokens in groups
+ * of up to NTX_TILE_T with the group size a compile-time constant. */
 #define TILE(name, call)                                                                          \
 	static void name(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,   \
 			 int nt, float *y, int64_t ldy)                                           \
 	{                                                                                         \
-		float out[4 * NTX_TILE_T];                                                        \
-		int r = 0;                                                                        \
-		if (nt == 1)                                                                      \
-			for (; r + 4 <= nr; r += 4) {                                             \
-				call((const char *)w + (size_t)r * ws, 4, x, 1, out);             \
-				for (int k = 0; k < 4; k++)                                       \
-					y[r + k] = out[k * NTX_TILE_T];                           \
-			}                                                                         \
-		for (; r < nr; r++) {                                                             \
+		for (int r = 0; r < nr; r++) {                                                    \
 			const void *wr = (const char *)w + (size_t)r * ws;                        \
 			for (int t0 = 0; t0 < nt; t0 += NTX_TILE_T) {                             \
 				const void *xt = (const char *)x + (size_t)t0 * xs;               \
 				int k = nt - t0 < NTX_TILE_T ? nt - t0 : NTX_TILE_T;              \
+				float out[NTX_TILE_T];                                            \
 				switch (k) {                                                      \
-				case 1: call(wr, 1, xt, 1, out); break;                           \
-				case 2: call(wr, 1, xt, 2, out); break;                           \
-				case 3: call(wr, 1, xt, 3, out); break;                           \
-				default: call(wr, 1, xt, 4, out); break;                          \
+				case 1: call(wr, xt, 1, out); break;                              \
+				case 2: call(wr, xt, 2, out); break;                              \
+				case 3: call(wr, xt, 3, out); break;                              \
+				default: call(wr, xt, 4, out); break;                             \
 				}                                                                 \
 				for (int t = 0; t < k; t++)                                       \
 					y[(t0 + t) * ldy + r] = out[t];                           \
@@ -571,14 +541,14 @@ INLINE void row_q6_k(int64_t n, const void *w, size_t ws, int R, const void *x, 
 		}                                                                                 \
 	}
 
-#define CALL_F32(wr, R, xt, NT, out) row_float(NTX_TYPE_F32, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_F16(wr, R, xt, NT, out) row_float(NTX_TYPE_F16, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_BF16(wr, R, xt, NT, out) row_float(NTX_TYPE_BF16, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q4_0(wr, R, xt, NT, out) row_q8(1, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q8_0(wr, R, xt, NT, out) row_q8(0, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q4_K(wr, R, xt, NT, out) row_q4_k(0, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q5_K(wr, R, xt, NT, out) row_q4_k(1, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q6_K(wr, R, xt, NT, out) row_q6_k(n, wr, ws, R, xt, xs, NT, out)
+#define CALL_F32(wr, xt, NT, out) row_float(NTX_TYPE_F32, n, wr, xt, xs, NT, out)
+#define CALL_F16(wr, xt, NT, out) row_float(NTX_TYPE_F16, n, wr, xt, xs, NT, out)
+#define CALL_BF16(wr, xt, NT, out) row_float(NTX_TYPE_BF16, n, wr, xt, xs, NT, out)
+#define CALL_Q4_0(wr, xt, NT, out) row_q8(1, n, wr, xt, xs, NT, out)
+#define CALL_Q8_0(wr, xt, NT, out) row_q8(0, n, wr, xt, xs, NT, out)
+#define CALL_Q4_K(wr, xt, NT, out) row_q4_k(0, n, wr, xt, xs, NT, out)
+#define CALL_Q5_K(wr, xt, NT, out) row_q4_k(1, n, wr, xt, xs, NT, out)
+#define CALL_Q6_K(wr, xt, NT, out) row_q6_k(n, wr, xt, xs, NT, out)
 
 TILE(tile_f32, CALL_F32)
 TILE(tile_f16, CALL_F16)

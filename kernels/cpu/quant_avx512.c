@@ -15,6 +15,7 @@
  * Every integer is exact; only the float accumulation order differs from the
  * reference. */
 #include <immintrin.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cpu_impl.h"
@@ -25,19 +26,31 @@
 #define AT(T, x, off) ((T *)((char *)(x) + (off)))
 #define CAT(T, x, off) ((const T *)((const char *)(x) + (off)))
 
-#ifndef PF_DIST
-#define PF_DIST 1024
-#endif
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T0
-#endif
-/* Prefetch the weight stream PF_DIST bytes ahead (rows are read in order, so
- * this runs into the next row; prefetches past the end are harmless). */
-#define PREFETCH(p, len)                                                                          \
+/* Software prefetch of the weight stream: the cache lines that start in
+ * [p + d, p + d + len), d = PF_DIST_<type> bytes ahead of the block being
+ * read, so that each line is asked for once as the loop moves on by len.
+ * Rows are read one after the other (one stream per thread: interleaving
+ * rows looks faster in cache but loses a third of the memory bandwidth), so
+ * this runs on into the next row; prefetches past the end are harmless.
+ * Distances measured on Zen 4 (DRAM-fed GEMV); 0 = none. */
+#define PREFETCH(p, d, len)                                                                       \
 	do {                                                                                      \
-		for (int pf_ = 0; pf_ < (len); pf_ += 64)                                         \
-			_mm_prefetch((const char *)(p) + PF_DIST + pf_, PF_HINT);                   \
+		uintptr_t a_ = ((uintptr_t)(p) + (d) + 63) & ~(uintptr_t)63;                     \
+		for (; (d) && a_ < (uintptr_t)(p) + (d) + (len); a_ += 64)                        \
+			_mm_prefetch((const char *)a_, _MM_HINT_T0);                              \
 	} while (0)
+#ifndef PF_DIST_Q8_0
+#define PF_DIST_Q8_0 0 /* the hardware prefetcher keeps up; software ones cost 5-15% */
+#endif
+#ifndef PF_DIST_Q4_0
+#define PF_DIST_Q4_0 4096 /* +7% with 2 MiB pages */
+#endif
+#ifndef PF_DIST_Q4_K
+#define PF_DIST_Q4_K 4096 /* +20% (Q4_K and Q5_K), 4 KiB or 2 MiB pages */
+#endif
+#ifndef PF_DIST_Q6_K
+#define PF_DIST_Q6_K 4096 /* +23% with 2 MiB pages */
+#endif
 
 /* ---- helpers ---- */
 
@@ -50,16 +63,6 @@ static inline float hsum_ps256(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-static inline float fp16(uint16_t h)
-{
-	return _cvtsh_ss(h);
-}
-
-static inline __m512i loadu512(const void *p)
-{
-	return _mm512_loadu_si512(p);
-}
-
 static inline __m256i loadu256(const void *p)
 {
 	return _mm256_loadu_si256((const __m256i *)p);
@@ -68,6 +71,52 @@ static inline __m256i loadu256(const void *p)
 static inline __m128i loadu128(const void *p)
 {
 	return _mm_loadu_si128((const __m128i *)p);
+}
+
+/* ---- float weights ---- */
+
+INLINE __m512 load16_f(uint32_t type, const void *w, int64_t i, __mmask16 m)
+{
+	if (type == NTX_TYPE_F16)
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i));
+	if (type == NTX_TYPE_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(
+			_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i)), 16));
+	return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+}
+
+INLINE void row_float(uint32_t type, int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT,
+		      float *outR)
+{
+	for (int r = 0; r < R; r++) {
+		const void *w = (const char *)w0 + (size_t)r * ws;
+		float *out = outR + r * NTX_TILE_T;
+
+		__m512 a0[NTX_TILE_T], a1[NTX_TILE_T];
+		int64_t i = 0;
+
+		UNROLL for (int t = 0; t < NT; t++)
+			a0[t] = a1[t] = _mm512_setzero_ps();
+		for (; i + 32 <= n; i += 32) {
+			__m512 w0 = load16_f(type, w, i, 0xFFFF), w1 = load16_f(type, w, i + 16, 0xFFFF);
+
+			UNROLL for (int t = 0; t < NT; t++) {
+				const float *xt = XROW(float, x, xs, t);
+
+				a0[t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xt + i), a0[t]);
+				a1[t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xt + i + 16), a1[t]);
+			}
+		}
+		for (; i < n; i += 16) {
+			__mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+			__m512 w0 = load16_f(type, w, i, m);
+
+			UNROLL for (int t = 0; t < NT; t++)
+				a0[t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, XROW(float, x, xs, t) + i), a0[t]);
+		}
+		UNROLL for (int t = 0; t < NT; t++)
+			out[t] = _mm512_reduce_add_ps(_mm512_add_ps(a0[t], a1[t]));
+	}
 }
 
 /* ---- prepared activations ----
@@ -173,58 +222,6 @@ static void prepare(uint32_t wtype, const void *xq, void *xp, int64_t n)
 	}
 }
 
-/* ---- float weights ---- */
-
-INLINE __m512 load16_f(uint32_t type, const void *w, int64_t i, __mmask16 m)
-{
-	if (type == NTX_TYPE_F16)
-		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i));
-	if (type == NTX_TYPE_BF16)
-		return _mm512_castsi512_ps(_mm512_slli_epi32(
-			_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i)), 16));
-	return _mm512_maskz_loadu_ps(m, (const float *)w + i);
-}
-
-/* Each row kernel below computes R rows x NT tokens at once (R * NT <= 4):
- * out[r * NTX_TILE_T + t] = dot(row r, token t). Rows are ws bytes apart. */
-
-INLINE void row_float(uint32_t type, int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs,
-		      int NT, float *out)
-{
-	__m512 a0[4], a1[4];
-	int64_t i = 0;
-
-	UNROLL for (int k = 0; k < R * NT; k++)
-		a0[k] = a1[k] = _mm512_setzero_ps();
-	for (; i + 32 <= n; i += 32) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const char *wr = (const char *)w + r * ws;
-			__m512 w0 = load16_f(type, wr, i, 0xFFFF), w1 = load16_f(type, wr, i + 16, 0xFFFF);
-
-			UNROLL for (int t = 0; t < NT; t++) {
-				const float *xt = XROW(float, x, xs, t);
-
-				a0[r * NT + t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xt + i), a0[r * NT + t]);
-				a1[r * NT + t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xt + i + 16), a1[r * NT + t]);
-			}
-		}
-	}
-	for (; i < n; i += 16) {
-		__mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-
-		UNROLL for (int r = 0; r < R; r++) {
-			__m512 w0 = load16_f(type, (const char *)w + r * ws, i, m);
-
-			UNROLL for (int t = 0; t < NT; t++)
-				a0[r * NT + t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, XROW(float, x, xs, t) + i),
-								 a0[r * NT + t]);
-		}
-	}
-	UNROLL for (int r = 0; r < R; r++)
-		UNROLL for (int t = 0; t < NT; t++)
-			out[r * NTX_TILE_T + t] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r * NT + t], a1[r * NT + t]));
-}
-
 /* ---- Q8_0 and Q4_0 weights ---- */
 
 /* fp16 scales of 8 consecutive blocks (stride bytes apart) as floats: the
@@ -259,28 +256,30 @@ INLINE __m512i spread(int first, int per)
 	return _mm512_add_epi32(_mm512_set1_epi32(first), _mm512_srli_epi32(lane, per == 8 ? 3 : 2));
 }
 
-INLINE void row_q8_0(int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs, int NT, float *out)
+INLINE void row_q8_0(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT, float *outR)
 {
-	const struct layout L = layout_of(NTX_TYPE_Q8_0, n);
-	const __m512i zero = _mm512_setzero_si512();
-	int64_t nb = n / NTX_QK, i = 0;
-	__m512 acc[4];
+	for (int r = 0; r < R; r++) {
+		const void *w = (const char *)w0 + (size_t)r * ws;
+		float *out = outR + r * NTX_TILE_T;
 
-	UNROLL for (int k = 0; k < R * NT; k++)
-		acc[k] = _mm512_setzero_ps();
-	for (; i + 8 <= nb; i += 8) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q8_0 *wb = (const struct ntx_block_q8_0 *)((const char *)w + r * ws) + i;
-			__m256 dw = scales8(wb, sizeof *wb);
-			__m512 s8[4];
+		const struct ntx_block_q8_0 *wb = w;
+		const struct layout L = layout_of(NTX_TYPE_Q8_0, n);
+		const __m512i zero = _mm512_setzero_si512();
+		int64_t nb = n / NTX_QK, i = 0;
+		__m512 acc[NTX_TILE_T];
 
-			PREFETCH(wb, 8 * 34);
+		UNROLL for (int t = 0; t < NT; t++)
+			acc[t] = _mm512_setzero_ps();
+		for (; i + 8 <= nb; i += 8) {
+			__m256 dw = scales8(wb + i, sizeof *wb);
+			__m512 s8[NTX_TILE_T];
+
+			PREFETCH(wb + i, PF_DIST_Q8_0, 8 * 34);
 			UNROLL for (int t = 0; t < NT; t++)
-				s8[t] = _mm512_castps256_ps512(
-					_mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i)));
+				s8[t] = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i)));
 			UNROLL for (int p = 0; p < 4; p++) {
-				__m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(wb[2 * p].qs)),
-								loadu256(wb[2 * p + 1].qs), 1);
+				const struct ntx_block_q8_0 *b = wb + i + 2 * p;
+				__m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(b[0].qs)), loadu256(b[1].qs), 1);
 				__m512i aw = _mm512_abs_epi8(wq);
 				__mmask64 neg = _mm512_movepi8_mask(wq);
 				__m512i idx = spread(2 * p, 8);
@@ -289,53 +288,50 @@ INLINE void row_q8_0(int64_t n, const void *w, size_t ws, int R, const void *x, 
 					__m512i xv = _mm512_load_si512(XROW(int8_t, x, xs, t) + NTX_QK * (i + 2 * p));
 					__m512i pr = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(xv, neg, zero, xv));
 
-					acc[r * NT + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pr),
-									  _mm512_permutexvar_ps(idx, s8[t]), acc[r * NT + t]);
+					acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pr), _mm512_permutexvar_ps(idx, s8[t]), acc[t]);
 				}
 			}
 		}
-	}
-	UNROLL for (int r = 0; r < R; r++)
 		UNROLL for (int t = 0; t < NT; t++)
-			out[r * NTX_TILE_T + t] = _mm512_reduce_add_ps(acc[r * NT + t]);
-	for (; i < nb; i++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q8_0 *wb = (const struct ntx_block_q8_0 *)((const char *)w + r * ws) + i;
-			__m256i wq = loadu256(wb->qs);
+			out[t] = _mm512_reduce_add_ps(acc[t]);
+		for (; i < nb; i++) {
+			__m256i wq = loadu256(wb[i].qs);
 
 			UNROLL for (int t = 0; t < NT; t++) {
 				const int8_t *xq = XROW(int8_t, x, xs, t) + NTX_QK * i;
 				__m256i pr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
 								 _mm256_sign_epi8(loadu256(xq), wq));
 
-				out[r * NTX_TILE_T + t] += hsum_ps256(_mm256_cvtepi32_ps(pr)) *
-							   (_cvtsh_ss(wb->d) * CAT(float, XROW(char, x, xs, t), L.d)[i]);
+				out[t] += hsum_ps256(_mm256_cvtepi32_ps(pr)) *
+					  (_cvtsh_ss(wb[i].d) * CAT(float, XROW(char, x, xs, t), L.d)[i]);
 			}
 		}
 	}
 }
 
-INLINE void row_q4_0(int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs, int NT, float *out)
+INLINE void row_q4_0(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT, float *outR)
 {
-	const struct layout L = layout_of(NTX_TYPE_Q4_0, n);
-	const __m512i m4 = _mm512_set1_epi8(0x0F);
-	int64_t nb = n / NTX_QK, i = 0;
-	__m512 acc[4];
+	for (int r = 0; r < R; r++) {
+		const void *w = (const char *)w0 + (size_t)r * ws;
+		float *out = outR + r * NTX_TILE_T;
 
-	UNROLL for (int k = 0; k < R * NT; k++)
-		acc[k] = _mm512_setzero_ps();
-	for (; i + 8 <= nb; i += 8) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q4_0 *wb = (const struct ntx_block_q4_0 *)((const char *)w + r * ws) + i;
-			__m256 dw = scales8(wb, sizeof *wb);
-			__m512 s8[4];
+		const struct ntx_block_q4_0 *wb = w;
+		const struct layout L = layout_of(NTX_TYPE_Q4_0, n);
+		const __m512i m4 = _mm512_set1_epi8(0x0F);
+		int64_t nb = n / NTX_QK, i = 0;
+		__m512 acc[NTX_TILE_T];
 
-			PREFETCH(wb, 8 * 18);
+		UNROLL for (int t = 0; t < NT; t++)
+			acc[t] = _mm512_setzero_ps();
+		for (; i + 8 <= nb; i += 8) {
+			__m256 dw = scales8(wb + i, sizeof *wb);
+			__m512 s8[NTX_TILE_T];
+
+			PREFETCH(wb + i, PF_DIST_Q4_0, 8 * 18);
 			UNROLL for (int t = 0; t < NT; t++)
-				s8[t] = _mm512_castps256_ps512(
-					_mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i)));
+				s8[t] = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i)));
 			UNROLL for (int g = 0; g < 2; g++) {
-				const struct ntx_block_q4_0 *b = wb + 4 * g;
+				const struct ntx_block_q4_0 *b = wb + i + 4 * g;
 				int64_t G = i / 4 + g;
 				__m512i v = _mm512_castsi128_si512(loadu128(b[0].qs));
 				__m512i lo, hi, idx = spread(4 * g, 4);
@@ -351,22 +347,16 @@ INLINE void row_q4_0(int64_t n, const void *w, size_t ws, int R, const void *x, 
 
 					pr = _mm512_dpbusd_epi32(pr, lo, _mm512_load_si512(xr + 128 * G));
 					pr = _mm512_dpbusd_epi32(pr, hi, _mm512_load_si512(xr + 128 * G + 64));
-					acc[r * NT + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pr),
-									  _mm512_permutexvar_ps(idx, s8[t]), acc[r * NT + t]);
+					acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pr), _mm512_permutexvar_ps(idx, s8[t]), acc[t]);
 				}
 			}
 		}
-	}
-	UNROLL for (int r = 0; r < R; r++)
 		UNROLL for (int t = 0; t < NT; t++)
-			out[r * NTX_TILE_T + t] = _mm512_reduce_add_ps(acc[r * NT + t]);
-	for (; i < nb; i++) { /* blocks of the last, possibly short, groups */
-		int64_t G = i / 4;
-		int j = (int)(i % 4), k = nb - 4 * G < 4 ? (int)(nb - 4 * G) : 4;
-
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q4_0 *wb = (const struct ntx_block_q4_0 *)((const char *)w + r * ws) + i;
-			__m128i v = loadu128(wb->qs), m = _mm_set1_epi8(0x0F);
+			out[t] = _mm512_reduce_add_ps(acc[t]);
+		for (; i < nb; i++) { /* blocks of the last, possibly short, groups */
+			int64_t G = i / 4;
+			int j = (int)(i % 4), k = nb - 4 * G < 4 ? (int)(nb - 4 * G) : 4;
+			__m128i v = loadu128(wb[i].qs), m = _mm_set1_epi8(0x0F);
 			__m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
 
 			UNROLL for (int t = 0; t < NT; t++) {
@@ -378,7 +368,7 @@ INLINE void row_q4_0(int64_t n, const void *w, size_t ws, int R, const void *x, 
 				pr = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, 0x4E));
 				pr = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, 0xB1));
 				sum = _mm_cvtsi128_si32(pr) + CAT(int32_t, xr, L.ext)[16 * G + 4 * j];
-				out[r * NTX_TILE_T + t] += (float)sum * (_cvtsh_ss(wb->d) * CAT(float, xr, L.d)[i]);
+				out[t] += (float)sum * (_cvtsh_ss(wb[i].d) * CAT(float, xr, L.d)[i]);
 			}
 		}
 	}
@@ -397,38 +387,36 @@ INLINE __m512i byte_pair(int a, int b)
 	return _mm512_inserti64x4(_mm512_set1_epi8((char)a), _mm256_set1_epi8((char)b), 1);
 }
 
-INLINE void row_q4_k(int q5, int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs, int NT,
-		     float *out)
+INLINE void row_q4_k(int q5, int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT,
+		     float *outR)
 {
-	const struct layout L = layout_of(NTX_TYPE_Q4_K, n);
-	const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
-	/* register k holds sub-blocks (0,2) (1,3) (4,6) (5,7) */
-	const __m512i sel[4] = { scale_sel(0, 2), scale_sel(1, 3), scale_sel(4, 6), scale_sel(5, 7) };
-	const __m512i hbit[4] = { byte_pair(1, 4), byte_pair(2, 8), byte_pair(16, 64), byte_pair(32, -128) };
-	__m512 acc[4];
-	__m128 accm[4];
-	int64_t nb = n / NTX_QK_K;
+	for (int r = 0; r < R; r++) {
+		const void *w = (const char *)w0 + (size_t)r * ws;
+		float *out = outR + r * NTX_TILE_T;
 
-	UNROLL for (int k = 0; k < R * NT; k++) {
-		acc[k] = _mm512_setzero_ps();
-		accm[k] = _mm_setzero_ps();
-	}
-	for (int64_t i = 0; i < nb; i++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const char *wr = (const char *)w + r * ws;
-			const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)wr + i;
-			const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)wr + i;
+		const struct layout L = layout_of(NTX_TYPE_Q4_K, n);
+		const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
+		/* register k holds sub-blocks (0,2) (1,3) (4,6) (5,7) */
+		const __m512i sel[4] = { scale_sel(0, 2), scale_sel(1, 3), scale_sel(4, 6), scale_sel(5, 7) };
+		const __m512i hbit[4] = { byte_pair(1, 4), byte_pair(2, 8), byte_pair(16, 64), byte_pair(32, -128) };
+		__m512 acc[NTX_TILE_T];
+		__m128 accm[NTX_TILE_T];
+		int64_t nb = n / NTX_QK_K;
+
+		UNROLL for (int t = 0; t < NT; t++) {
+			acc[t] = _mm512_setzero_ps();
+			accm[t] = _mm_setzero_ps();
+		}
+		for (int64_t i = 0; i < nb; i++) {
+			const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)w + i;
+			const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)w + i;
 			const uint8_t *qs = q5 ? b5->qs : b4->qs;
+			float d = _cvtsh_ss(q5 ? b5->d : b4->d), dmin = _cvtsh_ss(q5 ? b5->dmin : b4->dmin);
 			__m512i W[4], S[4], bsc, q0, q1;
 			__m128i m16;
-			__m128 dd;
 			uint64_t sc, mn;
-			uint32_t d2;
 
-			memcpy(&d2, q5 ? (const void *)b5 : (const void *)b4, 4); /* d, dmin */
-			dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d2));
-
-			PREFETCH(q5 ? (const void *)b5 : (const void *)b4, q5 ? 176 : 144);
+			PREFETCH(q5 ? (const void *)b5 : (const void *)b4, PF_DIST_Q4_K, q5 ? 176 : 144);
 			ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
 			bsc = _mm512_set1_epi64((long long)sc);
 			m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
@@ -449,26 +437,22 @@ INLINE void row_q4_k(int q5, int64_t n, const void *w, size_t ws, int R, const v
 			UNROLL for (int t = 0; t < NT; t++) {
 				const char *xr = XROW(char, x, xs, t);
 				const int8_t *xq = (const int8_t *)xr + NTX_QK_K * i;
-				/* (d, dmin) * dx */
-				__m128 ddx = _mm_mul_ps(dd, _mm_set1_ps(CAT(float, xr, L.d)[i]));
+				float dx = CAT(float, xr, L.d)[i];
 				__m512i s = _mm512_setzero_si512();
 				__m128i mins = _mm_madd_epi16(m16, _mm_load_si128(CAT(__m128i, xr, L.ext) + i));
 
 				UNROLL for (int k = 0; k < 4; k++)
-					s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[k], _mm512_load_si512(xq + 64 * k)),
-								S[k]);
-				acc[r * NT + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(ddx),
-								  acc[r * NT + t]);
-				accm[r * NT + t] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_shuffle_ps(ddx, ddx, 0x55),
-								accm[r * NT + t]);
+					s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[k], _mm512_load_si512(xq + 64 * k)), S[k]);
+				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * dx), acc[t]);
+				accm[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(dmin * dx), accm[t]);
 			}
 		}
-	}
-	UNROLL for (int k = 0; k < R * NT; k++) {
-		__m128 m = _mm_add_ps(accm[k], _mm_movehl_ps(accm[k], accm[k]));
+		UNROLL for (int t = 0; t < NT; t++) {
+			__m128 m = _mm_add_ps(accm[t], _mm_movehl_ps(accm[t], accm[t]));
 
-		m = _mm_add_ss(m, _mm_movehdup_ps(m));
-		out[k / NT * NTX_TILE_T + k % NT] = _mm512_reduce_add_ps(acc[k]) - _mm_cvtss_f32(m);
+			m = _mm_add_ss(m, _mm_movehdup_ps(m));
+			out[t] = _mm512_reduce_add_ps(acc[t]) - _mm_cvtss_f32(m);
+		}
 	}
 }
 
@@ -495,29 +479,32 @@ INLINE void q6_k_unpack(const struct ntx_block_q6_k *b, __m512i W[4])
 	}
 }
 
-INLINE void row_q6_k(int64_t n, const void *w, size_t ws, int R, const void *x, size_t xs, int NT, float *out)
+INLINE void row_q6_k(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT, float *outR)
 {
-	const struct layout L = layout_of(NTX_TYPE_Q6_K, n);
-	__m512i idx[4];
-	__m512 acc[4];
-	int64_t nb = n / NTX_QK_K;
+	for (int r = 0; r < R; r++) {
+		const void *w = (const char *)w0 + (size_t)r * ws;
+		float *out = outR + r * NTX_TILE_T;
 
-	/* vpermw indices: scale 4c + lane for each 128-bit lane */
-	UNROLL for (int c = 0; c < 4; c++)
-		idx[c] = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)),
-					  _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(
-								     _mm_set1_epi16(1), _mm_setzero_si128())),
-							     _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1));
-	UNROLL for (int k = 0; k < R * NT; k++)
-		acc[k] = _mm512_setzero_ps();
-	for (int64_t i = 0; i < nb; i++) {
-		UNROLL for (int r = 0; r < R; r++) {
-			const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)((const char *)w + r * ws) + i;
+		const struct layout L = layout_of(NTX_TYPE_Q6_K, n);
+		__m512i idx[4];
+		__m512 acc[NTX_TILE_T];
+		int64_t nb = n / NTX_QK_K;
+
+		/* vpermw indices: scale 4c + lane for each 128-bit lane */
+		UNROLL for (int c = 0; c < 4; c++)
+			idx[c] = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)),
+						  _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(
+									     _mm_set1_epi16(1), _mm_setzero_si128())),
+								     _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1));
+		UNROLL for (int t = 0; t < NT; t++)
+			acc[t] = _mm512_setzero_ps();
+		for (int64_t i = 0; i < nb; i++) {
+			const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)w + i;
 			__m256i sc16 = _mm256_cvtepi8_epi16(loadu128(b->scales));
 			float d = _cvtsh_ss(b->d);
 			__m512i W[4], S[4];
 
-			PREFETCH(b, 210);
+			PREFETCH(b, PF_DIST_Q6_K, 210);
 			q6_k_unpack(b, W);
 			UNROLL for (int c = 0; c < 4; c++)
 				S[c] = _mm512_permutexvar_epi16(idx[c], _mm512_castsi256_si512(sc16));
@@ -529,36 +516,34 @@ INLINE void row_q6_k(int64_t n, const void *w, size_t ws, int R, const void *x, 
 				__m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
 
 				UNROLL for (int c = 0; c < 4; c++)
-					s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[c], _mm512_load_si512(xq + 64 * c)),
-								S[c]);
-				acc[r * NT + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-								  _mm512_set1_ps(d * CAT(float, xr, L.d)[i]), acc[r * NT + t]);
+					s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[c], _mm512_load_si512(xq + 64 * c)), S[c]);
+				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * CAT(float, xr, L.d)[i]), acc[t]);
 			}
 		}
+		UNROLL for (int t = 0; t < NT; t++)
+			out[t] = _mm512_reduce_add_ps(acc[t]);
 	}
-	UNROLL for (int k = 0; k < R * NT; k++)
-		out[k / NT * NTX_TILE_T + k % NT] = _mm512_reduce_add_ps(acc[k]);
 }
 
 /* ---- tiles ---- */
 
-/* Expand a row kernel into a tile kernel: GEMV (one token) takes rows four
- * at a time (shared activation loads, one loop, more independent chains);
- * several tokens take rows one at a time with up to NTX_TILE_T tokens, each
- * group size a compile-time constant. */
+/* Expand a row kernel into a tile kernel. Rows are always taken one after
+ * the other (one memory stream); a GEMV (one token) passes all nr rows to
+ * one call, so that loop-invariant set-up is done once per tile. Several
+ * tokens go in groups of up to NTX_TILE_T, each size a compile-time
+ * constant. */
 #define TILE(name, call)                                                                          \
 	static void name(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,   \
 			 int nt, float *y, int64_t ldy)                                           \
 	{                                                                                         \
-		float out[4 * NTX_TILE_T];                                                        \
-		int r = 0;                                                                        \
-		if (nt == 1)                                                                      \
-			for (; r + 4 <= nr; r += 4) {                                             \
-				call((const char *)w + (size_t)r * ws, 4, x, 1, out);             \
-				for (int k = 0; k < 4; k++)                                       \
-					y[r + k] = out[k * NTX_TILE_T];                           \
-			}                                                                         \
-		for (; r < nr; r++) {                                                             \
+		float out[NTX_TILE_R * NTX_TILE_T];                                               \
+		if (nt == 1) {                                                                    \
+			call(w, nr, x, 1, out);                                                   \
+			for (int r = 0; r < nr; r++)                                              \
+				y[r] = out[r * NTX_TILE_T];                                       \
+			return;                                                                   \
+		}                                                                                 \
+		for (int r = 0; r < nr; r++) {                                                    \
 			const void *wr = (const char *)w + (size_t)r * ws;                        \
 			for (int t0 = 0; t0 < nt; t0 += NTX_TILE_T) {                             \
 				const void *xt = (const char *)x + (size_t)t0 * xs;               \
