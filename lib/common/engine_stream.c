@@ -436,7 +436,10 @@ int ntx_stream_start(struct ntx_engine *e, struct ntx_err *err)
 			if (x->stored_size > max_stored)
 				max_stored = x->stored_size;
 		}
-		s->dio = ntx_dio_open(e->pack_path, 4, 8 << 20, err);
+		/* 8 threads, 16 MiB chunks: a queue deep enough for NVMe and large
+		 * enough reads for virtio disks (measured: 4 x 8 MiB read at 86% of
+		 * the raw O_DIRECT rate with verification running alongside) */
+		s->dio = ntx_dio_open(e->pack_path, 8, 16 << 20, err);
 		if (!s->dio) {
 			ntx_err_prefix(err, "%s", e->pack_path);
 			return -1;

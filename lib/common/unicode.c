@@ -1,6 +1,10 @@
 /* unicode.c - UTF-8 and category lookups (see unicode.h). */
 #include "unicode.h"
 
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 /* ---- categories ---- */
 
 static unsigned is_whitespace(uint32_t cp)
@@ -145,4 +149,34 @@ int ntx_utf8_check(const unsigned char *s, size_t len)
 			return -1;
 	}
 	return (int)need;
+}
+
+char *ntx_utf8_sanitize(const char *s, size_t len, size_t *out_len)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	char *out;
+	size_t i = 0, o = 0;
+
+	if (len > (SIZE_MAX - 1) / 3)
+		return NULL;
+	out = malloc(len * 3 + 1); /* an invalid byte grows to 3 bytes */
+	if (!out)
+		return NULL;
+	while (i < len) {
+		int n = ntx_utf8_check(u + i, len - i);
+
+		if (n > 0) {
+			memcpy(out + o, u + i, (size_t)n);
+			o += (size_t)n;
+			i += (size_t)n;
+		} else {
+			memcpy(out + o, "\xEF\xBF\xBD", 3);
+			o += 3;
+			i++;
+		}
+	}
+	out[o] = '\0';
+	if (out_len)
+		*out_len = o;
+	return out;
 }

@@ -64,4 +64,10 @@ size_t ntx_utf8_encode(uint32_t cp, char out[4]);
  * -1 if the first byte can never start a valid sequence here. */
 int ntx_utf8_check(const unsigned char *s, size_t len);
 
+/* A copy of s[0..len) that is valid UTF-8: every byte that does not start a
+ * complete strict sequence becomes U+FFFD (JSON output needs valid text;
+ * generated text can end inside a character). NUL-terminated; *out_len
+ * bytes; malloc'ed (caller frees); NULL when out of memory. */
+char *ntx_utf8_sanitize(const char *s, size_t len, size_t *out_len);
+
 #endif

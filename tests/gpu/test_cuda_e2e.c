@@ -4,13 +4,16 @@
  * identical wherever the top-1/top-2 margin exceeds twice that tolerance, and
  * the same greedy text for stories260K and the trained tiny model.
  *
- * Tolerances (max |diff| of logits, both engines with an F16 KV cache):
- *   F32/F16 weights: 2e-3 (both compute in float; the GPU sums in another
- *     order and uses fast exp: ~1e-5 expected, 2e-3 is the F16-KV rounding
- *     bound from the fixtures README);
- *   quantized weights: 0.1 max, 0.015 mean (the CPU quantizes activations per
- *     256 for K-quants, the GPU per 32: one int8 rounding that flips moves
- *     set-A logits by ~1e-2, README section 3.2). */
+ * Every model is compared twice: with an F32 KV cache on both sides, where
+ * float weights must agree to 1e-3 (the two sides only sum in another
+ * order), and with the default F16 KV cache,
+ * where one F16 rounding of K or V that lands on the other side of a
+ * boundary moves logits by ~1e-2 x s (README 3.2: stories260K 1.8e-2), with
+ * s = the CPU logits' standard deviation / 0.44 (the set-A scale the README
+ * measured at; at least 1).
+ * Quantized weights: 0.1 x s max and 0.015 x s mean in both cases (the CPU
+ * quantizes activations per 256 for K-quants, the GPU per 32: one int8
+ * rounding that flips moves set-A logits by ~1e-2, README 3.2). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +31,15 @@ struct mcase {
 };
 
 static const struct mcase cases[] = {
-	{ "models/ref-a-f32.gguf", 2e-3, 0 },
-	{ "models/ref-a-f16.gguf", 2e-3, 0 },
+	{ "models/ref-a-f32.gguf", 1e-2, 0 },
+	{ "models/ref-a-f16.gguf", 1e-2, 0 },
 	{ "models/ref-a-q8_0.gguf", 0.1, 0.015 },
 	{ "models/ref-a-q4_0.gguf", 0.1, 0.015 },
 	{ "models/ref-a-q4_k_m.gguf", 0.1, 0.015 },
 	{ "models/ref-a-q5_k_m.gguf", 0.1, 0.015 },
 	{ "models/ref-a-q6_k.gguf", 0.1, 0.015 },
-	{ "models/stories260K.gguf", 2e-3, 0 },
-	{ "tinymodel/tinymodel-f16.gguf", 2e-2, 0 },
+	{ "models/stories260K.gguf", 1e-2, 0 },
+	{ "tinymodel/tinymodel-f16.gguf", 1e-2, 0 },
 	{ "tinymodel/tinymodel-q8_0.gguf", 0.1, 0.015 },
 	{ "tinymodel/tinymodel-q4_k_m.gguf", 0.1, 0.015 },
 };
@@ -44,12 +47,14 @@ static const struct mcase cases[] = {
 #define NP 24
 #define NG 24
 
-static struct ntx_engine *mk(const struct ntx_model *m, enum ntx_backend b, struct ntx_err *err)
+static struct ntx_engine *mk(const struct ntx_model *m, enum ntx_backend b, int kv32,
+			     struct ntx_err *err)
 {
 	struct ntx_engine_opts o;
 
 	memset(&o, 0, sizeof o);
 	o.backend = b;
+	o.kv_type = kv32 ? NTX_KV_F32 : NTX_KV_F16;
 	o.n_ctx = 256;
 	o.n_threads = 0;
 	return ntx_engine_new(m, &o, err);
@@ -97,7 +102,7 @@ static double margin(const float *row, int64_t V)
 	return row[a] - b;
 }
 
-static void one(const struct mcase *mc)
+static void one_kv(const struct mcase *mc, int kv32)
 {
 	char path[512];
 	struct ntx_err err = { 0 };
@@ -106,7 +111,7 @@ static void one(const struct mcase *mc)
 	int64_t V, i, n;
 	int32_t ids[NP + NG];
 	float *lc = NULL, *lg = NULL;
-	double mx = 0, sum = 0;
+	double mx = 0, sum = 0, scale = 1, tol;
 	uint64_t x = 12345;
 
 	if (mc->file[0] == '/' || mc->file[0] == '.')
@@ -117,10 +122,10 @@ static void one(const struct mcase *mc)
 	if (!t_ok(m != NULL, "%s: open (%s)", mc->file, err.msg))
 		return;
 	V = m->cfg.n_vocab;
-	cpu = mk(m, NTX_BACKEND_CPU, &err);
+	cpu = mk(m, NTX_BACKEND_CPU, kv32, &err);
 	if (!t_ok(cpu != NULL, "%s: CPU engine (%s)", mc->file, err.msg))
 		goto out;
-	gpu = mk(m, NTX_BACKEND_CUDA, &err);
+	gpu = mk(m, NTX_BACKEND_CUDA, kv32, &err);
 	if (!t_ok(gpu != NULL, "%s: CUDA engine (%s)", mc->file, err.msg))
 		goto out;
 	for (i = 0; i < NP + NG; i++) {
@@ -136,6 +141,19 @@ static void one(const struct mcase *mc)
 	if (!t_ok(run(cpu, ids, lc, V, &err) == 0, "%s: CPU run (%s)", mc->file, err.msg) ||
 	    !t_ok(run(gpu, ids, lg, V, &err) == 0, "%s: CUDA run (%s)", mc->file, err.msg))
 		goto out;
+	{
+		double s1 = 0, s2 = 0, sd;
+
+		for (i = 0; i < n; i++) {
+			s1 += lc[i];
+			s2 += (double)lc[i] * lc[i];
+		}
+		sd = sqrt(fmax(0, s2 / n - (s1 / n) * (s1 / n)));
+		scale = sd / 0.44 > 1 ? sd / 0.44 : 1;
+	}
+	tol = mc->tol * scale;
+	if (mc->mean_tol == 0 && kv32)
+		tol = 1e-3; /* float weights, F32 KV: only summation order differs */
 	for (i = 0; i < n; i++) {
 		double d = fabs((double)lc[i] - lg[i]);
 
@@ -143,9 +161,9 @@ static void one(const struct mcase *mc)
 			mx = isnan(d) ? INFINITY : d;
 		sum += d;
 	}
-	t_ok(mx <= mc->tol && (!mc->mean_tol || sum / n <= mc->mean_tol),
-	     "%s: CUDA vs CPU logits (prompt + teacher-forced): max %.2e (tol %.0e) mean %.2e",
-	     mc->file, mx, mc->tol, sum / n);
+	t_ok(mx <= tol && (!mc->mean_tol || sum / n <= mc->mean_tol * scale),
+	     "%s (KV %s): CUDA vs CPU logits (prompt + teacher-forced): max %.2e (tol %.2e) mean %.2e",
+	     mc->file, kv32 ? "f32" : "f16", mx, tol, sum / n);
 	/* greedy continuation from the prompt, compared where decisive */
 	{
 		int32_t cc = ntx_argmax(lc + (int64_t)(NP - 1) * V, V);
@@ -157,7 +175,7 @@ static void one(const struct mcase *mc)
 
 		memset(&b, 0, sizeof b);
 		for (i = 0; i < 32 && rc && rg; i++) {
-			if (margin(i ? rc : lc + (int64_t)(NP - 1) * V, V) <= 2 * mc->tol)
+			if (margin(i ? rc : lc + (int64_t)(NP - 1) * V, V) <= 2 * tol)
 				break;
 			if (cc != cg) {
 				same = 0;
@@ -176,7 +194,8 @@ static void one(const struct mcase *mc)
 			cc = ntx_argmax(rc, V);
 			cg = ntx_argmax(rg, V);
 		}
-		t_ok(same, "%s: greedy ids identical on %d decisive steps", mc->file, steps);
+		t_ok(same, "%s (KV %s): greedy ids identical on %d decisive steps", mc->file,
+		     kv32 ? "f32" : "f16", steps);
 		free(rc);
 		free(rg);
 	}
@@ -186,6 +205,12 @@ out:
 	ntx_engine_free(cpu);
 	ntx_engine_free(gpu);
 	ntx_model_close(m);
+}
+
+static void one(const struct mcase *mc)
+{
+	one_kv(mc, 1);
+	one_kv(mc, 0);
 }
 
 /* Models named on the command line (absolute or relative paths): float
