@@ -311,6 +311,196 @@ template <int T> NTX_HD float ntx_unit_value(const ntx_wu &w, int e)
 		return ntx_mul(ntx_mul(w.a, (float)(e < 16 ? w.s0 : w.s1)), (float)q);
 }
 
+/* ---- pairs of K-quant units (the GEMV's unit of work) ----
+ * A "pair" is 64 elements of a K-quant super-block that share their weight
+ * bytes, so that each loaded byte is used whole:
+ *   Q4_K / Q5_K pair p (0..3): units 2p (low nibbles of qs[32p ..+32]) and
+ *     2p+1 (high nibbles of the same bytes); Q5_K adds bits 2p, 2p+1 of qh.
+ *   Q6_K pair p (0..3), h = p/2, k = p%2: units 4h+k (low nibbles of
+ *     ql[64h+32k ..+32], qh bits 2k, 2k+1) and 4h+k+2 (high nibbles of the
+ *     same ql bytes, qh bits 2k+4, 2k+5).
+ * Decoding keeps the unsigned values: Q4_K's high nibbles stay in place
+ * (16 x the value, dotted with an unsigned x signed dp4a and shifted back:
+ * exact), Q6_K's -32 is applied to the integer sums through the sums of the
+ * activations over each 16 (sum (q - 32) x = sum q x - 32 sum x: exact).
+ * The float arithmetic per unit is that of ntx_unit_dot, so a pair's result
+ * equals the sum of its two units' ntx_unit_dot. */
+
+/* Unsigned bytes of a times signed bytes of b, plus c. */
+NTX_HD int ntx_dp4a_us(uint32_t a, uint32_t b, int c)
+{
+#ifdef __CUDA_ARCH__
+	int d;
+
+	asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+#else
+	for (int i = 0; i < 4; i++)
+		c += (int)(uint8_t)(a >> (8 * i)) * (int)(int8_t)(uint8_t)(b >> (8 * i));
+	return c;
+#endif
+}
+
+/* 6-bit scales and mins of sub-blocks 2p and 2p+1 from the scale words s0
+ * (bytes 0-3), s1 (4-7), s2 (8-11), without branches on p (the GEMV's lanes
+ * hold different p): two bytes each in *sc and *m. Same values as
+ * ntx_kscale(2p + e) for e = 0, 1. */
+NTX_HD void ntx_kscale_pair(int p, uint32_t s0, uint32_t s1, uint32_t s2, uint32_t *sc,
+			    uint32_t *m)
+{
+	const uint32_t sh = 16u * (uint32_t)(p & 1);
+	const uint32_t a = s0 >> sh, b = s1 >> sh, c = s2 >> sh;
+	const uint32_t sc_lo = a & 0x3f3fu, m_lo = b & 0x3f3fu;
+	const uint32_t sc_hi = (c & 0x0f0fu) | ((a >> 2) & 0x3030u);
+	const uint32_t m_hi = ((c >> 4) & 0x0f0fu) | ((b >> 2) & 0x3030u);
+
+	*sc = p >= 2 ? sc_hi : sc_lo;
+	*m = p >= 2 ? m_hi : m_lo;
+}
+
+/* A decoded pair: v0 = the first unit's 32 values (word k = elements 4k..),
+ * v1 = the second's (Q4_K: 16 x the value); per unit a, b (as ntx_wu) and,
+ * for Q6_K, the two int8 sub-block scales s[unit][half]. */
+struct ntx_wp {
+	uint32_t v0[8], v1[8];
+	float a0, b0, a1, b1;
+	int s00, s01, s10, s11;
+};
+
+/* Decode pair p (0..3) of the K-quant block at blk. Q4_K / Q5_K blocks are
+ * 16-byte aligned (16-byte loads); Q6_K blocks 2-byte aligned. */
+template <int T> NTX_HD void ntx_pair_decode(const uint8_t *blk, int p, ntx_wp &w)
+{
+	static_assert(T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K || T == NTX_TYPE_Q6_K, "K-quants");
+	if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K) {
+		uint32_t h[4], q[8], sc, m;
+
+		ntx_ld_words_a16<4>(blk, h);
+		ntx_kscale_pair(p, h[1], h[2], h[3], &sc, &m);
+		if constexpr (T == NTX_TYPE_Q4_K) {
+			ntx_ld_words_a16<8>(blk + 16 + 32 * p, q);
+#pragma unroll
+			for (int k = 0; k < 8; k++) {
+				w.v0[k] = q[k] & 0x0F0F0F0Fu;
+				w.v1[k] = q[k] & 0xF0F0F0F0u;
+			}
+		} else {
+			uint32_t qh[8];
+			const uint32_t hs = 2u * (uint32_t)p;
+
+			ntx_ld_words_a16<8>(blk + 16, qh);
+			ntx_ld_words_a16<8>(blk + 48 + 32 * p, q);
+#pragma unroll
+			for (int k = 0; k < 8; k++) {
+				const uint32_t t = qh[k] >> hs;
+
+				w.v0[k] = (q[k] & 0x0F0F0F0Fu) | ((t << 4) & 0x10101010u);
+				w.v1[k] = ((q[k] >> 4) & 0x0F0F0F0Fu) | ((t << 3) & 0x10101010u);
+			}
+		}
+		const float d = ntx_h2f(h[0] & 0xFFFF), dmin = ntx_h2f(h[0] >> 16);
+
+		w.a0 = d * (float)(sc & 0xFF);
+		w.a1 = d * (float)(sc >> 8);
+		w.b0 = dmin * (float)(m & 0xFF);
+		w.b1 = dmin * (float)(m >> 8);
+		w.s00 = w.s01 = w.s10 = w.s11 = 1;
+	} else {
+		uint32_t ql[8], qh[8];
+		const int hf = p >> 1, k2 = p & 1;
+		const uint32_t hs = 2u * (uint32_t)k2;
+		const int u0 = 4 * hf + k2;
+		const uint32_t sc0 = ntx_ld16(blk + 192 + 2 * u0), sc1 = ntx_ld16(blk + 196 + 2 * u0);
+
+		ntx_ld_words_a2<8>(blk + 64 * hf + 32 * k2, ql);
+		ntx_ld_words_a2<8>(blk + 128 + 32 * hf, qh);
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const uint32_t t = qh[k] >> hs;
+
+			w.v0[k] = (ql[k] & 0x0F0F0F0Fu) | ((t & 0x03030303u) << 4);
+			w.v1[k] = ((ql[k] >> 4) & 0x0F0F0F0Fu) | (t & 0x30303030u);
+		}
+		w.a0 = w.a1 = ntx_h2f(ntx_ld16(blk + 208));
+		w.b0 = w.b1 = 0.0f;
+		w.s00 = (int)(int8_t)(uint8_t)(sc0 & 0xFF);
+		w.s01 = (int)(int8_t)(uint8_t)(sc0 >> 8);
+		w.s10 = (int)(int8_t)(uint8_t)(sc1 & 0xFF);
+		w.s11 = (int)(int8_t)(uint8_t)(sc1 >> 8);
+	}
+}
+
+/* Activations of one pair for one token: the two 32-blocks x0 (first unit)
+ * and x1 (second unit) as packed int8 words, their (d, d*sum), and for Q6_K
+ * the sums of each 16 (h00, h01: x0's halves; h10, h11: x1's). */
+struct ntx_xp {
+	uint32_t x0[8], x1[8];
+	float2 ds0, ds1;
+	int h00, h01, h10, h11;
+};
+
+/* Fill the Q6_K half sums of xp (other types need none). */
+template <int T> NTX_HD void ntx_xp_sums(ntx_xp &x)
+{
+	if constexpr (T == NTX_TYPE_Q6_K) {
+		int a = 0, b = 0, c = 0, e = 0;
+
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			a = ntx_dp4a(0x01010101u, x.x0[k], a);
+			b = ntx_dp4a(0x01010101u, x.x0[k + 4], b);
+			c = ntx_dp4a(0x01010101u, x.x1[k], c);
+			e = ntx_dp4a(0x01010101u, x.x1[k + 4], e);
+		}
+		x.h00 = a, x.h01 = b, x.h10 = c, x.h11 = e;
+	}
+}
+
+/* Dot of a decoded pair with one token's activations. */
+template <int T> NTX_HD float ntx_pair_dot(const ntx_wp &w, const ntx_xp &x)
+{
+	int p0 = 0, p1 = 0, q0 = 0, q1 = 0;
+
+	if constexpr (T == NTX_TYPE_Q4_K) {
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			p0 = ntx_dp4a(w.v0[k], x.x0[k], p0);
+			p1 = ntx_dp4a(w.v0[k + 4], x.x0[k + 4], p1);
+			q0 = ntx_dp4a_us(w.v1[k], x.x1[k], q0);
+			q1 = ntx_dp4a_us(w.v1[k + 4], x.x1[k + 4], q1);
+		}
+		q0 >>= 4, q1 >>= 4; /* exact: 16 x an integer */
+	} else {
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			p0 = ntx_dp4a(w.v0[k], x.x0[k], p0);
+			p1 = ntx_dp4a(w.v0[k + 4], x.x0[k + 4], p1);
+			q0 = ntx_dp4a(w.v1[k], x.x1[k], q0);
+			q1 = ntx_dp4a(w.v1[k + 4], x.x1[k + 4], q1);
+		}
+	}
+	if constexpr (T == NTX_TYPE_Q6_K) {
+		p0 -= 32 * x.h00, p1 -= 32 * x.h01, q0 -= 32 * x.h10, q1 -= 32 * x.h11;
+		return w.a0 * x.ds0.x * (float)(w.s00 * p0 + w.s01 * p1) +
+		       w.a1 * x.ds1.x * (float)(w.s10 * q0 + w.s11 * q1);
+	} else {
+		return (w.a0 * x.ds0.x * (float)(p0 + p1) - w.b0 * x.ds0.y) +
+		       (w.a1 * x.ds1.x * (float)(q0 + q1) - w.b1 * x.ds1.y);
+	}
+}
+
+/* Index (0..7) of the two units of pair p within their block. */
+template <int T> NTX_HD void ntx_pair_units(int p, int *u0, int *u1)
+{
+	if constexpr (T == NTX_TYPE_Q6_K) {
+		*u0 = 4 * (p >> 1) + (p & 1);
+		*u1 = *u0 + 2;
+	} else {
+		*u0 = 2 * p;
+		*u1 = 2 * p + 1;
+	}
+}
+
 /* ---- q8 activations ---- */
 
 /* Quantize 32 floats: amax = max |x|, d = amax / 127, q = rne(x * 127/amax)

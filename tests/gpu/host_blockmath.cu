@@ -13,7 +13,11 @@
  *   - the same on plain random activations vs the float64 dot of the
  *     dequantized row: NMSE <= 1e-4 (activation quantization noise);
  *   - ntx_q8_quantize32 == ntx_quantize_act_ref(Q8_0) on those inputs;
- *   - the 2-byte-aligned word loader at both alignments. */
+ *   - the 2-byte-aligned word loader at both alignments;
+ *   - K-quant pairs (the GEMV's unit of work): ntx_pair_decode holds the
+ *     same values, scales and mins as ntx_unit_decode of its two units, and
+ *     row dots through ntx_pair_dot match ntx_vec_dot_ref (same integers)
+ *     and the float64 dequantized dot, as the unit path does. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +242,110 @@ static void test_type(const tinfo &ti)
 	free(w);
 }
 
+/* ---- K-quant pairs ---- */
+
+template <int T> static float pair_row_dot(const tinfo &ti, const uint8_t *row, int n,
+					   const int8_t *qs, const float *d, const float *ds)
+{
+	double acc = 0;
+
+	for (int b = 0; b < n / ti.bs; b++) {
+		for (int p = 0; p < 4; p++) {
+			ntx_wp w;
+			ntx_xp x;
+			int u0, u1;
+
+			ntx_pair_decode<T>(row + (size_t)b * ti.bb, p, w);
+			ntx_pair_units<T>(p, &u0, &u1);
+			memcpy(x.x0, qs + 256 * b + 32 * u0, 32);
+			memcpy(x.x1, qs + 256 * b + 32 * u1, 32);
+			x.ds0 = make_float2(d[8 * b + u0], ds[8 * b + u0]);
+			x.ds1 = make_float2(d[8 * b + u1], ds[8 * b + u1]);
+			ntx_xp_sums<T>(x);
+			acc += ntx_pair_dot<T>(w, x);
+		}
+	}
+	return (float)acc;
+}
+
+/* Decoded pair == the two decoded units (Q4_K: v1 is 16 x the value, Q6_K:
+ * the values before -32). Returns the number of mismatches. */
+template <int T> static long pair_vs_units(const tinfo &ti, const uint8_t *blk)
+{
+	long bad = 0;
+
+	for (int p = 0; p < 4; p++) {
+		ntx_wp w;
+		ntx_wu a, b;
+		int u0, u1;
+
+		ntx_pair_decode<T>(blk, p, w);
+		ntx_pair_units<T>(p, &u0, &u1);
+		ntx_unit_decode<T>(blk, u0, a);
+		ntx_unit_decode<T>(blk, u1, b);
+		for (int k = 0; k < 8; k++) {
+			uint32_t e0 = w.v0[k], e1 = w.v1[k];
+
+			if (T == NTX_TYPE_Q4_K)
+				e1 >>= 4;
+			if (T == NTX_TYPE_Q6_K) { /* bytewise v - 32 as in ntx_unit_decode */
+				e0 = (e0 + 0x60606060u) ^ 0x80808080u;
+				e1 = (e1 + 0x60606060u) ^ 0x80808080u;
+			}
+			bad += e0 != a.v[k];
+			bad += e1 != b.v[k];
+		}
+		bad += w.a0 != a.a || w.b0 != a.b || w.a1 != b.a || w.b1 != b.b;
+		bad += w.s00 != a.s0 || w.s01 != a.s1 || w.s10 != b.s0 || w.s11 != b.s1;
+	}
+	return bad;
+}
+
+template <int T> static void test_pairs(const tinfo &ti)
+{
+	const int nb = N_EL / ti.bs, rb = nb * ti.bb;
+	uint8_t *w = (uint8_t *)aligned_alloc(64, (size_t)rb * N_ROWS + 64);
+	float x[N_EL], yref[N_EL], dd[N_EL / 32], ds[N_EL / 32];
+	int8_t qs[N_EL];
+	void *xr = malloc(ntx_act_bytes(ntx_act_type(ti.t), N_EL));
+	double got[N_ROWS], ref[N_ROWS], got2[N_ROWS], ref2[N_ROWS];
+	long bad = 0;
+
+	random_blocks(ti, w, nb * N_ROWS);
+	/* a few blocks with extreme scale bytes: all 6-bit scales 63, int8 -128 */
+	memset(w + (ti.t == NTX_TYPE_Q6_K ? 192 : 4), ti.t == NTX_TYPE_Q6_K ? 0x80 : 0xFF,
+	       ti.t == NTX_TYPE_Q6_K ? 16 : 12);
+	for (int b = 0; b < nb * N_ROWS; b++)
+		bad += pair_vs_units<T>(ti, w + (size_t)b * ti.bb);
+	t_ok(bad == 0, "%s: pair decode == the two unit decodes (%ld mismatches)", ti.name, bad);
+	for (int r = 0; r < N_ROWS; r++) {
+		strict_acts(x, N_EL);
+		q8_acts(x, N_EL, qs, dd, ds);
+		ntx_quantize_act_ref(ntx_act_type(ti.t), x, xr, N_EL);
+		got[r] = pair_row_dot<T>(ti, w + (size_t)r * rb, N_EL, qs, dd, ds);
+		ref[r] = ntx_vec_dot_ref(ti.t, N_EL, w + (size_t)r * rb, xr);
+		for (int i = 0; i < N_EL; i++)
+			x[i] = 4.0f * rng_gauss();
+		q8_acts(x, N_EL, qs, dd, ds);
+		ntx_dequant_row_ref(ti.t, w + (size_t)r * rb, yref, N_EL);
+		got2[r] = pair_row_dot<T>(ti, w + (size_t)r * rb, N_EL, qs, dd, ds);
+		ref2[r] = 0;
+		for (int i = 0; i < N_EL; i++)
+			ref2[r] += (double)yref[i] * x[i];
+	}
+	{
+		double e1 = nmse(got, ref, N_ROWS), e2 = nmse(got2, ref2, N_ROWS);
+
+		t_ok(e1 <= NMSE_STRICT, "%s: pair dot vs ntx_vec_dot_ref, same integers: NMSE %.3g <= %g",
+		     ti.name, e1, NMSE_STRICT);
+		t_ok(e2 <= NMSE_RANDOM && e2 > 0,
+		     "%s: pair dot vs float64 dequantized dot: NMSE %.3g <= %g (and > 0)", ti.name, e2,
+		     NMSE_RANDOM);
+	}
+	free(xr);
+	free(w);
+}
+
 static void test_loaders(void)
 {
 	uint8_t buf[64];
@@ -264,6 +372,13 @@ int main(void)
 	test_loaders();
 	for (const tinfo &ti : types)
 		test_type(ti);
+	test_pairs<NTX_TYPE_Q4_K>(types[2]);
+	test_pairs<NTX_TYPE_Q5_K>(types[3]);
+	test_pairs<NTX_TYPE_Q6_K>(types[4]);
+	/* bytes (0, 255, 128, 1) . (-128, 5, 127, -1) */
+	t_ok(ntx_dp4a_us(0x0180FF00u, 0xFF7F0580u, 3) ==
+		     3 + 0 * -128 + 255 * 5 + 128 * 127 + 1 * -1,
+	     "ntx_dp4a_us host fallback: unsigned x signed bytes");
 	{
 		float z[32] = { 0 }, d = 1, ds = 1;
 		int8_t q[32];
