@@ -15,7 +15,13 @@
  *      acc[g][d..d+3] += p[g][pos] V[pos][d..d+3] over its positions.
  * At the end the position groups are summed in shared memory (fixed order)
  * and the CTA writes either the normalized output (one split) or the
- * partial (m, l, acc) that ntx_attn_combine_kernel merges. */
+ * partial (m, l, acc) of its split. ntx_cuda_attention merges the partials
+ * in a second kernel (ntx_attn_combine_kernel); ntx_cuda_attention_q8 in
+ * the same launch: every split CTA counts itself in a per-(token, kv head)
+ * counter in the workspace after a memory fence, and the last one merges
+ * the G heads and resets the counter (so a CUDA graph can replay it). Both
+ * can write the output in q8 form as well (ntx_q8_store4), which saves the
+ * quantization kernel before the output projection. */
 #include "common.cuh"
 
 #define AT_THREADS 128
@@ -32,8 +38,40 @@ struct at_args {
 	const int32_t *seq, *pos;
 	float *part_acc; /* [n_tok][n_head][n_split][hd] */
 	float2 *part_ml; /* [n_tok][n_head][n_split] (m, l) */
+	unsigned *cnt;   /* [n_tok][n_kv] split counters (fused merge), or NULL */
+	int8_t *xqs;     /* q8 output [n_tok][n_head * hd], or NULL */
+	float2 *xds;     /* its (d, d*sum) [n_tok][n_head * hd / 32] */
 	float scale;
 };
+
+/* Splits of n_pos positions that hold any (a prefix of the n_split). */
+__device__ __forceinline__ int at_n_eff(int n_pos, int n_split)
+{
+	int chunk = (n_pos + n_split - 1) / n_split;
+
+	if (chunk < AT_MIN_CHUNK)
+		chunk = AT_MIN_CHUNK;
+	return min(n_split, (n_pos + chunk - 1) / chunk);
+}
+
+/* q8 form of the n = G * hd output values in shared memory o (this CTA's
+ * heads, which start at element e0 of token t's row): each warp takes 128
+ * values per step, 8 lanes per block of 32 (n % 32 == 0). */
+__device__ __forceinline__ void at_store_q8(const at_args &a, const float *o, int n, int t,
+					    int64_t e0)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int64_t row = (int64_t)a.n_head * a.hd;
+
+	for (int b = 128 * warp; b < n; b += AT_THREADS * 4) {
+		const int i = b + 4 * lane;
+		const int ok = i < n;
+		const float4 v = ok ? *(const float4 *)(o + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+
+		ntx_q8_store4(v, a.xqs + (int64_t)t * row, a.xds + (int64_t)t * (row / 32), (e0 + i) / 4,
+			      ok);
+	}
+}
 
 /* Split s of n_pos positions: [*beg, *end), possibly empty. */
 __device__ __forceinline__ void at_range(int n_pos, int n_split, int s, int *beg, int *end)
@@ -91,7 +129,65 @@ template <bool F16> __device__ __forceinline__ void at_ld4(const void *base, int
 	}
 }
 
-template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS) ntx_attn_kernel(at_args a)
+/* Fused merge: called by every thread of every split CTA of (t, kvh) after
+ * it wrote its partial (or found its split empty). The last CTA to arrive
+ * merges the G heads' partials into out (and the q8 output), then resets
+ * the counter. ml and o are shared scratch (4 * GMAX and G * hd floats). */
+template <int GMAX>
+__device__ __forceinline__ void at_merge(const at_args &a, int t, int kvh, int n_pos, float *ml, float *o)
+{
+	__shared__ float w[GMAX][AT_MAX_SPLIT]; /* exp(m_s - M) / L */
+	__shared__ int last;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = a.G, hd = a.hd;
+	unsigned *cnt = a.cnt + (int64_t)t * a.n_kv + kvh;
+	const int n_eff = at_n_eff(n_pos, a.n_split);
+
+	__threadfence(); /* this CTA's partials are visible before it counts */
+	__syncthreads();
+	if (tid == 0)
+		last = atomicAdd(cnt, 1u) == (unsigned)a.n_split - 1;
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	for (int g = warp; g < G; g += AT_THREADS / 32) {
+		const int64_t p0 = ((int64_t)t * a.n_head + (int64_t)kvh * G + g) * a.n_split;
+		float M = -INFINITY, L = 0.0f;
+
+		for (int s = lane; s < n_eff; s += 32)
+			M = fmaxf(M, __ldcg(&a.part_ml[p0 + s].x));
+		M = ntx_warp_max(M);
+		for (int s = lane; s < n_eff; s += 32) {
+			const float2 v = __ldcg(&a.part_ml[p0 + s]);
+
+			L += expf(v.x - M) * v.y;
+		}
+		L = ntx_warp_sum(L);
+		for (int s = lane; s < n_eff; s += 32)
+			w[g][s] = expf(__ldcg(&a.part_ml[p0 + s].x) - M) / L;
+	}
+	__syncthreads();
+	for (int i = tid; i < G * hd; i += AT_THREADS) {
+		const int g = i / hd, d = i % hd;
+		const int64_t p0 = ((int64_t)t * a.n_head + (int64_t)kvh * G + g) * a.n_split;
+		float acc = 0.0f;
+
+		for (int s = 0; s < n_eff; s++)
+			acc += w[g][s] * __ldcg(&a.part_acc[(p0 + s) * hd + d]);
+		acc = n_eff ? acc : NAN;
+		a.out[((int64_t)t * a.n_head + (int64_t)kvh * G + g) * hd + d] = acc;
+		o[i] = acc;
+	}
+	if (tid == 0)
+		*cnt = 0; /* every split has counted: ready for the next call */
+	if (a.xqs) {
+		__syncthreads();
+		at_store_q8(a, o, G * hd, t, (int64_t)kvh * G * hd);
+	}
+	(void)ml;
+}
+
+template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, 1) ntx_attn_kernel(at_args a)
 {
 	extern __shared__ __align__(16) float at_smem[];
 	const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
@@ -108,7 +204,9 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS) ntx_
 		n_pos = 0;
 	at_range(n_pos, a.n_split, split, &beg, &end);
 	if (a.n_split > 1 && beg >= end) {
-		/* empty split: the combine skips it (it computes the same ranges) */
+		/* empty split: the merge skips it (it computes the same ranges) */
+		if (a.cnt)
+			at_merge<GMAX>(a, t, kvh, n_pos, ml, sc);
 		return;
 	}
 
@@ -240,7 +338,9 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS) ntx_
 		for (int j = 0; j < n_pg; j++)
 			s += sc[((int64_t)j * G + g) * hd + d];
 		if (a.n_split == 1) {
-			a.out[((int64_t)t * a.n_head + h) * hd + d] = s / ml[GMAX + g]; /* 0/0 = NaN if invalid */
+			s /= ml[GMAX + g]; /* 0/0 = NaN if invalid */
+			a.out[((int64_t)t * a.n_head + h) * hd + d] = s;
+			sc[i] = s; /* only this thread reads column i above */
 		} else {
 			const int64_t pi = ((int64_t)t * a.n_head + h) * a.n_split + split;
 
@@ -248,6 +348,14 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS) ntx_
 			if (d == 0)
 				a.part_ml[pi] = make_float2(ml[g], ml[GMAX + g]);
 		}
+	}
+	if (a.n_split == 1) {
+		if (a.xqs) {
+			__syncthreads();
+			at_store_q8(a, sc, G * hd, t, (int64_t)kvh * G * hd);
+		}
+	} else if (a.cnt) {
+		at_merge<GMAX>(a, t, kvh, n_pos, ml, sc);
 	}
 }
 
@@ -282,6 +390,16 @@ __global__ void ntx_attn_combine_kernel(at_args a)
 			acc += expf(a.part_ml[p0 + s].x - M) * a.part_acc[(p0 + s) * a.hd + d];
 		a.out[((int64_t)t * a.n_head + h) * a.hd + d] = n_eff ? acc / L : NAN;
 	}
+	if (a.xqs) { /* q8 of this head (hd % 32 == 0) from what was just written */
+		__shared__ __align__(16) float o[AT_MAX_HD];
+
+		__syncthreads();
+		for (int d = threadIdx.x; d < a.hd; d += blockDim.x)
+			o[d] = a.out[((int64_t)t * a.n_head + h) * a.hd + d];
+		__syncthreads();
+		if (threadIdx.x < 32 * ((a.hd + 127) / 128)) /* whole warps */
+			at_store_q8(a, o, a.hd, t, (int64_t)h * a.hd);
+	}
 }
 
 /* Splits: enough CTAs to fill the GPU at decode (about 2048 / n_head per
@@ -298,6 +416,13 @@ static int at_splits(int n_tok, int n_head, int n_ctx)
 	return want < 1 ? 1 : (int)want;
 }
 
+/* Workspace: split counters first, at a fixed place for every n_tok (the
+ * engine shares one workspace between calls of different sizes, and the
+ * counters must stay zero between calls), then the partials. A split > 1
+ * needs n_tok * n_head < 2048 (at_splits), so AT_CNT counters suffice. */
+#define AT_CNT 2048
+#define AT_CNT_BYTES (AT_CNT * sizeof(unsigned))
+
 extern "C" size_t ntx_cuda_attention_ws_bytes(int n_tok, int n_head, int head_dim, int n_ctx)
 {
 	int ns;
@@ -307,7 +432,8 @@ extern "C" size_t ntx_cuda_attention_ws_bytes(int n_tok, int n_head, int head_di
 	ns = at_splits(n_tok, n_head, n_ctx);
 	if (ns == 1)
 		return 0;
-	return (size_t)n_tok * n_head * ns * ((size_t)head_dim * sizeof(float) + sizeof(float2)) + 256;
+	return AT_CNT_BYTES +
+	       (size_t)n_tok * n_head * ns * ((size_t)head_dim * sizeof(float) + sizeof(float2)) + 256;
 }
 
 template <int GMAX, bool F16>
@@ -326,7 +452,7 @@ static int at_launch(const at_args &a, cudaStream_t s, struct ntx_err *err)
 	ntx_attn_kernel<GMAX, F16><<<grid, AT_THREADS, smem, s>>>(a);
 	if (ntx_cu_launched("attention", err))
 		return -1;
-	if (a.n_split > 1) {
+	if (a.n_split > 1 && !a.cnt) {
 		ntx_attn_combine_kernel<<<(unsigned)(a.n_tok * a.n_head), a.hd <= 128 ? 128 : 256, 0, s>>>(a);
 		return ntx_cu_launched("attention combine", err);
 	}
@@ -346,44 +472,76 @@ template <bool F16> static int at_g(const at_args &a, cudaStream_t s, struct ntx
 	return at_launch<16, F16>(a, s, err);
 }
 
-extern "C" int ntx_cuda_attention(float *out, const float *q, int n_tok, int n_head,
-				  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
-				  void *ws, size_t ws_bytes, ntx_stream_t st, struct ntx_err *err)
+/* Both entry points; fused = merge the splits in the attention launch
+ * (counters in ws), xq = q8 output or NULL. */
+static int at_run(const char *fn, float *out, void *xq, const float *q, int n_tok, int n_head,
+		  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos, void *ws,
+		  size_t ws_bytes, int fused, cudaStream_t st, struct ntx_err *err)
 {
 	at_args a;
 	size_t need;
 
 	if (!kv || !out || !q || !seq || !pos || !kv->k || !kv->v)
-		return ntx_err_set(err, NTX_EINVAL, "attention: NULL argument");
+		return ntx_err_set(err, NTX_EINVAL, "%s: NULL argument", fn);
 	if (n_tok < 1 || n_tok > INT32_MAX / 2 || n_head < 1 || kv->n_head_kv < 1 ||
 	    n_head % kv->n_head_kv || n_head / kv->n_head_kv > 16 || kv->n_head_kv > 65535 ||
 	    kv->n_ctx < 1 || kv->n_seq < 1)
 		return ntx_err_set(err, NTX_EINVAL,
-				   "attention: n_tok = %d, n_head = %d, n_head_kv = %d (group <= 16), "
+				   "%s: n_tok = %d, n_head = %d, n_head_kv = %d (group <= 16), "
 				   "n_ctx = %d, n_seq = %d",
-				   n_tok, n_head, kv->n_head_kv, kv->n_ctx, kv->n_seq);
+				   fn, n_tok, n_head, kv->n_head_kv, kv->n_ctx, kv->n_seq);
 	if (kv->head_dim < 8 || kv->head_dim % 8 || kv->head_dim > AT_MAX_HD)
-		return ntx_err_set(err, NTX_EINVAL, "attention: head_dim = %d (a multiple of 8, <= %d)",
+		return ntx_err_set(err, NTX_EINVAL, "%s: head_dim = %d (a multiple of 8, <= %d)", fn,
 				   kv->head_dim, AT_MAX_HD);
 	if (!ntx_cu_aligned(q, 16) || !ntx_cu_aligned(out, 16) || !ntx_cu_aligned(kv->k, 16) ||
 	    !ntx_cu_aligned(kv->v, 16))
-		return ntx_err_set(err, NTX_EINVAL, "attention: q, out and the cache must be 16-byte aligned");
+		return ntx_err_set(err, NTX_EINVAL, "%s: q, out and the cache must be 16-byte aligned", fn);
+	if (xq && (kv->head_dim % 32 || !ntx_cu_aligned(xq, 16)))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "%s: q8 output needs head_dim %% 32 == 0 (head_dim = %d) and 16-byte alignment",
+				   fn, kv->head_dim);
 	a.out = out, a.q = q, a.n_tok = n_tok, a.n_head = n_head;
 	a.G = n_head / kv->n_head_kv, a.hd = kv->head_dim, a.n_kv = kv->n_head_kv;
 	a.n_ctx = kv->n_ctx, a.n_seq = kv->n_seq;
 	a.n_split = at_splits(n_tok, n_head, kv->n_ctx);
 	a.kc = kv->k, a.vc = kv->v, a.seq = seq, a.pos = pos;
 	a.scale = 1.0f / sqrtf((float)kv->head_dim);
-	a.part_acc = NULL, a.part_ml = NULL;
+	a.part_acc = NULL, a.part_ml = NULL, a.cnt = NULL;
+	a.xqs = (int8_t *)xq;
+	a.xds = xq ? (float2 *)((char *)xq +
+				 ntx_cuda_q8_qs_bytes((int64_t)n_head * kv->head_dim, n_tok))
+		   : NULL;
 	need = ntx_cuda_attention_ws_bytes(n_tok, n_head, kv->head_dim, kv->n_ctx);
 	if (a.n_split > 1) {
+		char *w = (char *)ws;
+
 		if (!ws || ws_bytes < need || !ntx_cu_aligned(ws, 16))
 			return ntx_err_set(err, NTX_EINVAL,
-					   "attention: workspace of %zu bytes; need %zu, 16-byte aligned",
+					   "%s: workspace of %zu bytes; need %zu, 16-byte aligned", fn,
 					   ws_bytes, need);
-		a.part_acc = (float *)ws;
-		a.part_ml = (float2 *)((char *)ws + (((size_t)n_tok * n_head * a.n_split * a.hd *
-						      sizeof(float) + 15) & ~(size_t)15));
+		if (fused) /* at_splits: n_tok * n_kv <= n_tok * n_head < AT_CNT */
+			a.cnt = (unsigned *)w;
+		a.part_acc = (float *)(w + AT_CNT_BYTES);
+		a.part_ml = (float2 *)(w + AT_CNT_BYTES +
+				       (((size_t)n_tok * n_head * a.n_split * a.hd * sizeof(float) + 15) &
+					~(size_t)15));
 	}
-	return kv->kv_f16 ? at_g<true>(a, (cudaStream_t)st, err) : at_g<false>(a, (cudaStream_t)st, err);
+	return kv->kv_f16 ? at_g<true>(a, st, err) : at_g<false>(a, st, err);
+}
+
+extern "C" int ntx_cuda_attention(float *out, const float *q, int n_tok, int n_head,
+				  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
+				  void *ws, size_t ws_bytes, ntx_stream_t st, struct ntx_err *err)
+{
+	return at_run("attention", out, NULL, q, n_tok, n_head, kv, seq, pos, ws, ws_bytes, 0,
+		      (cudaStream_t)st, err);
+}
+
+extern "C" int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, int n_tok,
+				     int n_head, const struct ntx_cuda_kv *kv, const int32_t *seq,
+				     const int32_t *pos, void *ws, size_t ws_bytes, ntx_stream_t st,
+				     struct ntx_err *err)
+{
+	return at_run("attention_q8", out, xq_out, q, n_tok, n_head, kv, seq, pos, ws, ws_bytes, 1,
+		      (cudaStream_t)st, err);
 }

@@ -4,7 +4,10 @@
  * Float weights: rows are read directly with 16-byte streaming loads (8
  * halves or 4 floats per lane), lanes of a warp on consecutive 16-byte
  * chunks (fully coalesced), U chunks per row in flight per lane before the
- * first use; activations come through L1 as float4. FMA in float. */
+ * first use; activations come through L1 as float4. FMA in float. One
+ * launch serves several matrices of one float type (gemv_multi). */
+#include <string.h>
+
 #include "gemv.cuh"
 
 template <int WT> __device__ __forceinline__ float gv_dot16(uint4 w, const float *x)
@@ -35,84 +38,80 @@ template <int WT> __device__ __forceinline__ float gv_dot16(uint4 w, const float
 }
 
 template <int WT, int NT, int RH, int NM, int U>
-__global__ void __launch_bounds__(GV_WARPS * 32) ntx_gemv_f_kernel(gv_args a)
+__global__ void __launch_bounds__(GV_WARPS * 32, 1) ntx_gemv_f_kernel(gv_args a)
 {
 	constexpr int R = RH * NM, EPC = WT == NTX_TYPE_F32 ? 4 : 8;
 	constexpr int HALF = gv_pow2(RH * NT), V = HALF * NM;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int row0 = (blockIdx.x * GV_WARPS + warp) * RH;
-
-	if (row0 >= a.n_out)
-		return;
-
-	const uint4 *rp[R];
+	const gv_where wh = gv_locate<RH>(a, warp);
 	float acc[V];
-	const int nch = a.n_in / EPC;
 
-#pragma unroll
-	for (int r = 0; r < R; r++) {
-		int ri = min(row0 + r % RH, a.n_out - 1);
-
-		rp[r] = (const uint4 *)((r < RH ? a.w0 : a.w1) + (uint64_t)ri * a.row_bytes);
-	}
 #pragma unroll
 	for (int i = 0; i < V; i++)
 		acc[i] = 0.0f;
-
-	for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-		uint4 wv[R][U];
+	if (wh.active) {
+		const uint4 *rp[R];
+		const int nch = a.n_in / EPC;
 
 #pragma unroll
-		for (int r = 0; r < R; r++) {
-#pragma unroll
-			for (int u = 0; u < U; u++) {
-				const int c = c0 + 32 * u;
+		for (int r = 0; r < R; r++)
+			rp[r] = (const uint4 *)gv_row<RH>(a, wh, r);
+		/* iterations of 32 * U chunks: warp kw takes kw, kw + ks, ... */
+		for (int c0 = lane + 32 * U * wh.kw; c0 < nch; c0 += 32 * U * a.ks) {
+			uint4 wv[R][U];
 
-				wv[r][u] = c < nch ? ntx_ld_stream16(rp[r] + c) : make_uint4(0, 0, 0, 0);
-			}
-		}
 #pragma unroll
-		for (int t = 0; t < NT; t++) {
-			if (t < a.n_tok) {
+			for (int r = 0; r < R; r++) {
 #pragma unroll
 				for (int u = 0; u < U; u++) {
 					const int c = c0 + 32 * u;
 
-					if (c < nch) {
-						const float4 *xp = (const float4 *)(a.x + (int64_t)t * a.n_in +
-										    (int64_t)c * EPC);
-						float xf[EPC];
+					wv[r][u] = c < nch ? ntx_ld_stream16(rp[r] + c) : make_uint4(0, 0, 0, 0);
+				}
+			}
+#pragma unroll
+			for (int t = 0; t < NT; t++) {
+				if (t < a.n_tok) {
+#pragma unroll
+					for (int u = 0; u < U; u++) {
+						const int c = c0 + 32 * u;
+
+						if (c < nch) {
+							const float4 *xp = (const float4 *)(a.x + (int64_t)t * a.n_in +
+											    (int64_t)c * EPC);
+							float xf[EPC];
 
 #pragma unroll
-						for (int i = 0; i < EPC / 4; i++) {
-							float4 f = __ldg(xp + i);
+							for (int i = 0; i < EPC / 4; i++) {
+								float4 f = __ldg(xp + i);
 
-							xf[4 * i] = f.x, xf[4 * i + 1] = f.y;
-							xf[4 * i + 2] = f.z, xf[4 * i + 3] = f.w;
+								xf[4 * i] = f.x, xf[4 * i + 1] = f.y;
+								xf[4 * i + 2] = f.z, xf[4 * i + 3] = f.w;
+							}
+#pragma unroll
+							for (int r = 0; r < R; r++)
+								acc[(r / RH) * HALF + (r % RH) * NT + t] +=
+									gv_dot16<WT>(wv[r][u], xf);
 						}
-#pragma unroll
-						for (int r = 0; r < R; r++)
-							acc[(r / RH) * HALF + (r % RH) * NT + t] +=
-								gv_dot16<WT>(wv[r][u], xf);
 					}
 				}
 			}
 		}
 	}
-	gv_epilogue<NT, RH, NM>(acc, lane, row0, a);
+	gv_epilogue<NT, RH, NM>(acc, lane, warp, wh, a);
 }
 
 template <int WT, int NT, int RH, int NM, int U>
-static int gvf_launch(const gv_args &a, cudaStream_t s, struct ntx_err *err)
+static int gvf_launch(gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
-	const int rows = GV_WARPS * RH;
+	constexpr int EPC = WT == NTX_TYPE_F32 ? 4 : 8;
+	const int grid = ntx_gv_plan(a, RH, (a.n_in / EPC + 32 * U - 1) / (32 * U));
 
-	ntx_gemv_f_kernel<WT, NT, RH, NM, U>
-		<<<(unsigned)((a.n_out + rows - 1) / rows), GV_WARPS * 32, 0, s>>>(a);
+	ntx_gemv_f_kernel<WT, NT, RH, NM, U><<<(unsigned)grid, GV_WARPS * 32, 0, s>>>(a);
 	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_f" : "gemv_f", err);
 }
 
-template <int WT, int NM> static int gvf_nt(const gv_args &a, cudaStream_t s, struct ntx_err *err)
+template <int WT, int NM> static int gvf_nt(gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
 	if (a.n_tok <= 1)
 		return gvf_launch<WT, 1, 2 / NM, NM, 4>(a, s, err);
@@ -123,15 +122,54 @@ template <int WT, int NM> static int gvf_nt(const gv_args &a, cudaStream_t s, st
 	return gvf_launch<WT, 8, 4 / NM, NM, 2>(a, s, err);
 }
 
-static int gvf(uint32_t type, int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err)
+/* All segments of one float type. */
+static int gvf(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
-	switch (type) {
+	switch (a.seg[0].type) {
 	case NTX_TYPE_F32: return nm == 2 ? gvf_nt<NTX_TYPE_F32, 2>(a, s, err) : gvf_nt<NTX_TYPE_F32, 1>(a, s, err);
 	case NTX_TYPE_F16: return nm == 2 ? gvf_nt<NTX_TYPE_F16, 2>(a, s, err) : gvf_nt<NTX_TYPE_F16, 1>(a, s, err);
 	case NTX_TYPE_BF16: return nm == 2 ? gvf_nt<NTX_TYPE_BF16, 2>(a, s, err) : gvf_nt<NTX_TYPE_BF16, 1>(a, s, err);
 	default:
-		return ntx_err_set(err, NTX_EUNSUP, "gemv: type %s has no float kernel", ntx_type_name(type));
+		return ntx_err_set(err, NTX_EUNSUP, "gemv: type %s has no float kernel",
+				   ntx_type_name((uint32_t)a.seg[0].type));
 	}
+}
+
+/* ---- work split ---- */
+
+static int gv_sm_count(void)
+{
+	static int n;
+
+	if (!n) {
+		int dev = 0, v = 0;
+
+		if (cudaGetDevice(&dev) == cudaSuccess &&
+		    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
+			n = v;
+		else
+			n = 100;
+		cudaGetLastError();
+	}
+	return n;
+}
+
+/* Warps wanted in flight: about 32 per SM. Fewer row groups than that:
+ * split rows over 2 or 4 warps, as long as each warp keeps whole stages. */
+int ntx_gv_plan(gv_args &a, int rh, int n_st)
+{
+	const int64_t want = (int64_t)gv_sm_count() * 32;
+	int64_t groups = 0;
+	int ks = 1;
+
+	for (int i = 0; i < a.n_seg; i++) {
+		a.seg[i].g0 = (int)groups;
+		groups += (a.seg[i].n_out + rh - 1) / rh;
+	}
+	while (ks < GV_WARPS && groups * ks < want && n_st >= 2 * ks)
+		ks *= 2;
+	a.ks = ks;
+	return (int)((groups + GV_WARPS / ks - 1) / (GV_WARPS / ks));
 }
 
 /* ---- entry points ---- */
@@ -154,52 +192,83 @@ extern "C" int ntx_cuda_wtype_q8(uint32_t wtype)
 	}
 }
 
-/* Validate and run one GEMV (nm = 1) or the fused gate/up (nm = 2, w1 the
- * up matrix of the same type). */
-static int gv_run(const char *fn, uint32_t type, const void *w0, const void *w1, int64_t n_in,
-		  int64_t n_out, const float *x, const void *xq, float *y, int n_tok, int epi, int nm,
-		  cudaStream_t s, struct ntx_err *err)
+/* Check one matrix of a GEMV call; q8: its type takes q8 activations. */
+static int gv_check(const char *fn, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
+		    float *y, struct ntx_err *err)
 {
 	int q8 = ntx_cuda_wtype_q8(type);
-	gv_args a;
 
 	if (q8 < 0)
 		return ntx_err_set(err, NTX_EUNSUP, "%s: weight type %s is not supported on CUDA", fn,
 				   ntx_type_name(type));
-	if (n_tok < 1 || n_tok > NTX_CUDA_GEMV_MAX_TOK)
-		return ntx_err_set(err, NTX_EINVAL, "%s: n_tok = %d is outside 1..%d", fn, n_tok,
-				   NTX_CUDA_GEMV_MAX_TOK);
 	if (n_out < 1 || n_out > INT32_MAX / 2)
 		return ntx_err_set(err, NTX_EINVAL, "%s: n_out = %lld is outside 1..%d", fn,
 				   (long long)n_out, INT32_MAX / 2);
 	/* float rows are read 16 bytes at a time: rows must start 16-aligned;
 	 * quantized rows need what their blocks need (ntx_cu_type_align) */
-	if (ntx_cu_check_w(fn, type, w0, n_in, q8 ? 1 : 16, err) ||
-	    (nm == 2 && ntx_cu_check_w(fn, type, w1, n_in, q8 ? 1 : 16, err)))
+	if (ntx_cu_check_w(fn, type, w, n_in, q8 ? 1 : 16, err))
 		return -1;
 	if (!q8 && n_in % (type == NTX_TYPE_F32 ? 4 : 8))
 		return ntx_err_set(err, NTX_EINVAL, "%s: n_in = %lld is not a multiple of %d for %s", fn,
 				   (long long)n_in, type == NTX_TYPE_F32 ? 4 : 8, ntx_type_name(type));
 	if (!y)
 		return ntx_err_set(err, NTX_EINVAL, "%s: NULL output", fn);
+	return 0;
+}
+
+/* Check the activations for a type family and fill them into a. */
+static int gv_acts(const char *fn, int q8, uint32_t type, int64_t n_in, const float *x,
+		   const void *xq, int n_tok, gv_args &a, struct ntx_err *err)
+{
+	if (n_tok < 1 || n_tok > NTX_CUDA_GEMV_MAX_TOK)
+		return ntx_err_set(err, NTX_EINVAL, "%s: n_tok = %d is outside 1..%d", fn, n_tok,
+				   NTX_CUDA_GEMV_MAX_TOK);
 	if (q8 && (!xq || !ntx_cu_aligned(xq, 16)))
 		return ntx_err_set(err, NTX_EINVAL, "%s: %s weights need q8 activations (xq), 16-byte aligned",
 				   fn, ntx_type_name(type));
 	if (!q8 && (!x || !ntx_cu_aligned(x, 16)))
 		return ntx_err_set(err, NTX_EINVAL, "%s: %s weights need float activations (x), 16-byte aligned",
 				   fn, ntx_type_name(type));
-	a.w0 = (const uint8_t *)w0;
-	a.w1 = (const uint8_t *)w1;
-	a.row_bytes = ntx_cu_row_bytes(type, n_in);
 	a.n_in = (int)n_in;
-	a.n_out = (int)n_out;
 	a.n_tok = n_tok;
-	a.epi = epi;
 	a.xqs = (const int8_t *)xq;
 	a.xds = q8 ? (const float2 *)((const char *)xq + ntx_cuda_q8_qs_bytes(n_in, n_tok)) : NULL;
 	a.x = x;
-	a.y = y;
-	return q8 ? ntx_gv_q8(type, nm, a, s, err) : gvf(type, nm, a, s, err);
+	return 0;
+}
+
+static void gv_seg_set(gv_seg &sg, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
+		       float *y, int epi)
+{
+	sg.w = (const uint8_t *)w;
+	sg.y = y;
+	sg.row_bytes = ntx_cu_row_bytes(type, n_in);
+	sg.n_out = (int)n_out;
+	sg.type = (int)type;
+	sg.epi = epi;
+	sg.g0 = 0;
+}
+
+/* Validate and run one GEMV (nm = 1) or the fused gate/up (nm = 2, w1 the
+ * up matrix of the same type). */
+static int gv_run(const char *fn, uint32_t type, const void *w0, const void *w1, int64_t n_in,
+		  int64_t n_out, const float *x, const void *xq, float *y, int n_tok, int epi, int nm,
+		  cudaStream_t s, struct ntx_err *err)
+{
+	gv_args a;
+	int q8;
+
+	memset(&a, 0, sizeof a);
+	if (gv_check(fn, type, w0, n_in, n_out, y, err) ||
+	    (nm == 2 && gv_check(fn, type, w1, n_in, n_out, y, err)))
+		return -1;
+	q8 = ntx_cuda_wtype_q8(type);
+	if (gv_acts(fn, q8, type, n_in, x, xq, n_tok, a, err))
+		return -1;
+	gv_seg_set(a.seg[0], type, w0, n_in, n_out, y, epi);
+	a.n_seg = 1;
+	a.w1 = (const uint8_t *)w1;
+	return q8 ? ntx_gv_q8(nm, a, s, err) : gvf(nm, a, s, err);
 }
 
 extern "C" int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
@@ -208,6 +277,57 @@ extern "C" int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_
 {
 	return gv_run("gemv", wtype, w, NULL, n_in, n_out, x, xq, y, n_tok,
 		      accumulate ? GV_EPI_ACC : GV_EPI_STORE, 1, (cudaStream_t)s, err);
+}
+
+extern "C" int ntx_cuda_gemv_multi(const struct ntx_cuda_gemv_seg *segs, int n_seg, int64_t n_in,
+				   const float *x, const void *xq, int n_tok, ntx_stream_t st,
+				   struct ntx_err *err)
+{
+	gv_args a;
+	int n_q8 = 0;
+
+	if (!segs || n_seg < 1 || n_seg > NTX_CUDA_GEMV_MAX_SEG)
+		return ntx_err_set(err, NTX_EINVAL, "gemv_multi: %d segments (1..%d)", n_seg,
+				   NTX_CUDA_GEMV_MAX_SEG);
+	for (int i = 0; i < n_seg; i++) {
+		if (gv_check("gemv_multi", segs[i].wtype, segs[i].w, n_in, segs[i].n_out, segs[i].y, err))
+			return -1;
+		n_q8 += ntx_cuda_wtype_q8(segs[i].wtype);
+	}
+	/* quantized segments: one launch whatever their mix of types */
+	if (n_q8) {
+		memset(&a, 0, sizeof a);
+		if (gv_acts("gemv_multi", 1, NTX_TYPE_Q8_0, n_in, x, xq, n_tok, a, err))
+			return -1;
+		for (int i = 0; i < n_seg; i++)
+			if (ntx_cuda_wtype_q8(segs[i].wtype))
+				gv_seg_set(a.seg[a.n_seg++], segs[i].wtype, segs[i].w, n_in, segs[i].n_out,
+					   segs[i].y, segs[i].accumulate ? GV_EPI_ACC : GV_EPI_STORE);
+		if (ntx_gv_q8(1, a, (cudaStream_t)st, err))
+			return -1;
+	}
+	/* float segments: one launch per float type */
+	for (int i = 0; i < n_seg; i++) {
+		uint32_t t = segs[i].wtype;
+		int seen = 0;
+
+		if (ntx_cuda_wtype_q8(t))
+			continue;
+		for (int j = 0; j < i; j++)
+			seen |= segs[j].wtype == t;
+		if (seen)
+			continue;
+		memset(&a, 0, sizeof a);
+		if (gv_acts("gemv_multi", 0, t, n_in, x, xq, n_tok, a, err))
+			return -1;
+		for (int j = i; j < n_seg; j++)
+			if (segs[j].wtype == t)
+				gv_seg_set(a.seg[a.n_seg++], t, segs[j].w, n_in, segs[j].n_out, segs[j].y,
+					   segs[j].accumulate ? GV_EPI_ACC : GV_EPI_STORE);
+		if (gvf(1, a, (cudaStream_t)st, err))
+			return -1;
+	}
+	return 0;
 }
 
 extern "C" int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const void *wu,

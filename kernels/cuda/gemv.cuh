@@ -1,36 +1,51 @@
 /* gemv.cuh - what the two GEMV files (gemv.cu: float weights and the public
  * entry points; gemv_q8.cu: quantized weights with q8 activations) share:
- * the argument block, the warp reduction and the epilogue.
+ * the argument block, the work split, the warp reduction and the epilogue.
  *
- * Work split common to both: a CTA is GV_WARPS warps; each warp owns RH
- * output rows (RH rows of one matrix, or RH gate rows plus the same RH up
- * rows for the fused SwiGLU, NM = 2) and walks the whole row length, lanes
- * splitting the columns. Every weight byte is loaded once and used for all
- * n_tok <= NT tokens; each activation load is reused for the warp's R rows.
- * Per-lane partial sums acc[m][rh][t] are reduced across the warp by a
- * reduce-scatter butterfly (31 shuffles for 32 values instead of 160), after
- * which lane group i holds value i; the epilogue stores, accumulates or
- * applies silu(g) * u. No shared state between warps: a warp past the last
- * row simply returns. */
+ * Work split common to both: the rows of up to GV_MAX_SEG matrices that
+ * share one input (segments: Q, K, V) are cut into row groups of RH rows
+ * (RH gate rows plus the same RH up rows for the fused SwiGLU, NM = 2),
+ * numbered across the segments. A CTA is GV_WARPS warps; ks (1, 2 or 4)
+ * warps share a row group and split its row length (warp kw takes stages
+ * kw, kw + ks, ...), so that small matrices still put enough warps and
+ * bytes in flight; a CTA holds GV_WARPS / ks row groups. Every weight byte
+ * is loaded once and used for all n_tok <= NT tokens; each activation load
+ * is reused for the warp's R rows. Per-lane partial sums acc[m][rh][t] are
+ * reduced across the warp by a reduce-scatter butterfly (31 shuffles for 32
+ * values instead of 160), after which lane group i holds value i; with
+ * ks > 1 the warps of a group add their values through shared memory in a
+ * fixed order; the epilogue stores, accumulates or applies silu(g) * u. */
 #ifndef NTX_CUDA_GEMV_CUH
 #define NTX_CUDA_GEMV_CUH
 
 #include "common.cuh"
 
 #define GV_WARPS 4
+#define GV_MAX_SEG 4
 
 enum { GV_EPI_STORE = 0, GV_EPI_ACC = 1, GV_EPI_SWIGLU = 2 };
 
-struct gv_args {
-	const uint8_t *w0; /* (n_out, n_in) weights; gate for NM = 2 */
-	const uint8_t *w1; /* up weights for NM = 2, else unused */
+struct gv_seg {
+	const uint8_t *w;   /* (n_out, n_in) weights; the gate for NM = 2 */
+	float *y;           /* [n_tok][n_out] */
 	uint64_t row_bytes;
-	int n_in, n_out, n_tok;
-	int epi;             /* GV_EPI_*: y = v, y += v, y = silu(y) * v */
-	const int8_t *xqs;   /* q8 activations: int8 [n_tok][n_in] */
-	const float2 *xds;   /* q8 activations: (d, d*sum) [n_tok][n_in/32] */
-	const float *x;      /* float activations [n_tok][n_in] */
-	float *y;            /* [n_tok][n_out] */
+	int n_out;
+	int type;
+	int epi;            /* GV_EPI_*: y = v, y += v, y = silu(y) * v */
+	int g0;             /* first row group of this segment */
+};
+
+struct gv_args {
+	gv_seg seg[GV_MAX_SEG];
+	int n_seg;
+	const uint8_t *w1;  /* up weights for NM = 2 (rows as seg[0].w) */
+	int n_in, n_tok;
+	int ks;             /* warps per row group */
+	int st;             /* ring slots per warp in use (q8 kernel) */
+	int sb;             /* shared-memory bytes per row and stage (q8 kernel) */
+	const int8_t *xqs;  /* q8 activations: int8 [n_tok][n_in] */
+	const float2 *xds;  /* q8 activations: (d, d*sum) [n_tok][n_in/32] */
+	const float *x;     /* float activations [n_tok][n_in] */
 };
 
 __host__ __device__ constexpr int gv_pow2(int x)
@@ -41,6 +56,31 @@ __host__ __device__ constexpr int gv_pow2(int x)
 __host__ __device__ constexpr int gv_log2(int x)
 {
 	return x <= 1 ? 0 : 1 + gv_log2(x / 2);
+}
+
+/* This warp's row group, segment, first row and share of the row (kw of
+ * ks); active = 0 for a warp past the last group (it still takes part in
+ * the CTA's barrier). */
+struct gv_where {
+	int s, row0, kw, active;
+};
+
+template <int RH> __device__ __forceinline__ gv_where gv_locate(const gv_args &a, int warp)
+{
+	const int gpc = GV_WARPS / a.ks; /* groups per CTA */
+	const int g = blockIdx.x * gpc + warp / a.ks;
+	gv_where w;
+	int s = 0;
+
+#pragma unroll
+	for (int i = 1; i < GV_MAX_SEG; i++)
+		if (i < a.n_seg && g >= a.seg[i].g0)
+			s = i;
+	w.s = s;
+	w.kw = warp % a.ks;
+	w.row0 = (g - a.seg[s].g0) * RH;
+	w.active = w.row0 < a.seg[s].n_out;
+	return w;
 }
 
 /* Reduce-scatter of V values (a power of two <= 32) across the warp: after
@@ -72,12 +112,15 @@ template <int V> struct gv_rs<V, 0> {
 	}
 };
 
-/* acc layout: index m * HALF + rh * NT + t, HALF = gv_pow2(RH * NT). */
+/* acc layout: index m * HALF + rh * NT + t, HALF = gv_pow2(RH * NT). Every
+ * thread of the CTA must call this (barrier when ks > 1). */
 template <int NT, int RH, int NM>
-__device__ __forceinline__ void gv_epilogue(float *acc, int lane, int row0, const gv_args &a)
+__device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, const gv_where &wh,
+					    const gv_args &a)
 {
 	constexpr int HALF = gv_pow2(RH * NT), V = HALF * NM, LOGV = gv_log2(V);
 	static_assert(V <= 32, "too many accumulators for one warp");
+	__shared__ float red[GV_WARPS][NM][32];
 	float v, u = 0.0f;
 	int idx, rh, t, row;
 
@@ -85,6 +128,24 @@ __device__ __forceinline__ void gv_epilogue(float *acc, int lane, int row0, cons
 	v = acc[0];
 	if constexpr (NM == 2)
 		u = __shfl_xor_sync(NTX_FULL_MASK, v, 16); /* value idx + HALF */
+	if (a.ks > 1) {
+		red[warp][0][lane] = v;
+		if constexpr (NM == 2)
+			red[warp][NM - 1][lane] = u;
+		__syncthreads();
+		if (wh.kw)
+			return;
+		v = red[warp][0][lane];
+		if constexpr (NM == 2)
+			u = red[warp][NM - 1][lane];
+		for (int k = 1; k < a.ks; k++) {
+			v += red[warp + k][0][lane];
+			if constexpr (NM == 2)
+				u += red[warp + k][NM - 1][lane];
+		}
+	}
+	if (!wh.active)
+		return;
 	if (lane & ((32 >> LOGV) - 1))
 		return;
 	idx = lane >> (5 - LOGV);
@@ -92,21 +153,40 @@ __device__ __forceinline__ void gv_epilogue(float *acc, int lane, int row0, cons
 		return;
 	rh = idx / NT;
 	t = idx % NT;
-	row = row0 + rh;
-	if (rh >= RH || t >= a.n_tok || row >= a.n_out)
+	row = wh.row0 + rh;
+	const gv_seg &sg = a.seg[wh.s];
+	if (rh >= RH || t >= a.n_tok || row >= sg.n_out)
 		return;
-	float *yp = a.y + (int64_t)t * a.n_out + row;
+	float *yp = sg.y + (int64_t)t * sg.n_out + row;
 	if constexpr (NM == 2)
 		*yp = ntx_silu_mul(v, u);
-	else if (a.epi == GV_EPI_ACC)
+	else if (sg.epi == GV_EPI_ACC)
 		*yp += v;
-	else if (a.epi == GV_EPI_SWIGLU)
+	else if (sg.epi == GV_EPI_SWIGLU)
 		*yp = ntx_silu_mul(*yp, v);
 	else
 		*yp = v;
 }
 
-/* gemv_q8.cu: run the q8 GEMV for a quantized type (nm = 1 or 2). */
-int ntx_gv_q8(uint32_t type, int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err);
+/* Row pointer of row r (of R = RH * NM) of this warp's group: rows past the
+ * end of the segment recompute its last row (their results are dropped). */
+template <int RH>
+__device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const gv_where &wh, int r)
+{
+	const gv_seg &sg = a.seg[wh.s];
+	const int ri = min(wh.row0 + r % RH, sg.n_out - 1);
+
+	return (r < RH ? sg.w : a.w1) + (uint64_t)ri * sg.row_bytes;
+}
+
+/* Host: number the row groups of a's segments (RH rows each), choose the
+ * warps per group ks (1, 2, 4: more when there are too few groups to fill
+ * the GPU and each warp keeps at least one of the row's n_st stages), and
+ * return the grid size. */
+int ntx_gv_plan(gv_args &a, int rh, int n_st);
+
+/* gemv_q8.cu: run the q8 GEMV over a's segments (all quantized types, any
+ * mix; nm = 1, or 2 for the fused gate/up with one segment). */
+int ntx_gv_q8(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err);
 
 #endif

@@ -51,6 +51,23 @@ int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
 		  const float *x, const void *xq, float *y, int n_tok, int accumulate,
 		  ntx_stream_t s, struct ntx_err *err);
 
+/* Several matrices that share one input in one launch (attention Q, K, V):
+ * for each segment, y[t][r] (=|+=) W[r] . x[t] with the segment's type,
+ * rows and output. Quantized segments of any mix of types run as one
+ * launch; float segments as one launch per float type. Same contract as
+ * ntx_cuda_gemv otherwise (x and/or xq as the types need). */
+#define NTX_CUDA_GEMV_MAX_SEG 4
+struct ntx_cuda_gemv_seg {
+	uint32_t wtype;
+	const void *w;  /* (n_out rows of n_in), GGUF layout */
+	int64_t n_out;
+	float *y;       /* [n_tok][n_out] */
+	int accumulate;
+};
+int ntx_cuda_gemv_multi(const struct ntx_cuda_gemv_seg *segs, int n_seg, int64_t n_in,
+			const float *x, const void *xq, int n_tok, ntx_stream_t s,
+			struct ntx_err *err);
+
 /* Fused feed-forward up-projection: h[t][r] = silu(Wg[r] . x[t]) * (Wu[r] . x[t]).
  * Wg and Wu may have different types (then x and/or xq are used as each
  * needs). */
@@ -131,6 +148,17 @@ size_t ntx_cuda_attention_ws_bytes(int n_tok, int n_head, int head_dim, int n_ct
 int ntx_cuda_attention(float *out, const float *q, int n_tok, int n_head,
 		       const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
 		       void *ws, size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
+
+/* As ntx_cuda_attention, in one launch instead of two (the last CTA of each
+ * token's splits merges them), and when xq_out is non-NULL also writes out
+ * as q8 activations of n_head*head_dim per token (head_dim % 32 == 0), for
+ * the output projection's GEMV. The workspace holds counters that must be
+ * zero before the first call: cudaMemset the whole of ws once after
+ * allocating it; every call leaves them zero again. Calls that share a
+ * workspace must not run concurrently. */
+int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, int n_tok, int n_head,
+			  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
+			  void *ws, size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
 
 /* ---- misc ---- */
 

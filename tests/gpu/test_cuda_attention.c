@@ -4,7 +4,11 @@
  * of 2..16, head_dim 48..256, contexts 1, 33, 4097, positions at n_ctx - 1,
  * several sequences, decode and 512-token prefill, an out-of-range position
  * (NaN out, no stray write), and a CUDA graph captured once and replayed at
- * new positions (the launch must not depend on pos). */
+ * new positions (the launch must not depend on pos). ntx_cuda_attention_q8
+ * (splits merged in the same launch, q8 output): the same cases, twice on
+ * one workspace (its counters must be left zero), the q8 bytes equal to the
+ * host quantizer's on the float output, and a graph replayed at new
+ * positions. */
 #include "gpu_util.h"
 #include "ntx_ops.h"
 
@@ -157,6 +161,130 @@ static void test_attention_case(const struct acase *c)
 	free(got);
 }
 
+/* The fused variant; returns the NMSE of the worse of two runs and counts
+ * q8 blocks that differ from the host quantizer of the float output. */
+static double attn_q8_run(struct abuf *b, const struct acase *c, void *dxq, float *got,
+			  unsigned char *hq, long *bad, cudaStream_t st)
+{
+	size_t nrow = (size_t)c->n_head * c->hd, nq = (size_t)c->n_tok * nrow;
+	size_t qb = dxq ? ntx_cuda_q8_bytes((int64_t)nrow, c->n_tok) : 0;
+	size_t qsb = dxq ? ntx_cuda_q8_qs_bytes((int64_t)nrow, c->n_tok) : 0;
+	size_t wsb = ntx_cuda_attention_ws_bytes(c->n_tok, c->n_head, c->hd, c->n_ctx);
+	double e;
+
+	dev_poison(b->dout, nq * 4);
+	if (dxq)
+		dev_poison(dxq, qb);
+	T_CUDA(ntx_cuda_attention_q8(b->dout, dxq, b->dq, c->n_tok, c->n_head, &b->kv, b->dseq,
+				     b->dpos, b->ws, wsb, (ntx_stream_t)st, &g_err));
+	CK(cudaStreamSynchronize(st));
+	dev_get(got, b->dout, nq * 4);
+	e = attn_ref_nmse(b, c, got);
+	if (dxq) {
+		dev_get(hq, dxq, qb);
+		for (int t = 0; t < c->n_tok; t++) {
+			for (size_t k = 0; k < nrow / 32; k++) {
+				int8_t q[32];
+				float d, ds, gd[2];
+
+				ntx_ref_q8_32(got + t * nrow + 32 * k, q, &d, &ds);
+				memcpy(gd, hq + qsb + ((size_t)t * (nrow / 32) + k) * 8, 8);
+				*bad += memcmp(q, hq + t * nrow + 32 * k, 32) != 0 || gd[0] != d ||
+					gd[1] != ds;
+			}
+		}
+	}
+	return e;
+}
+
+static void test_attention_q8_case(const struct acase *c)
+{
+	struct abuf b;
+	size_t nrow = (size_t)c->n_head * c->hd, nq = (size_t)c->n_tok * nrow;
+	size_t wsb = ntx_cuda_attention_ws_bytes(c->n_tok, c->n_head, c->hd, c->n_ctx);
+	int q8 = c->hd % 32 == 0;
+	float *got = malloc(nq * 4);
+	void *dxq = q8 ? dev_alloc(ntx_cuda_q8_bytes((int64_t)nrow, c->n_tok)) : NULL;
+	unsigned char *hq = q8 ? malloc(ntx_cuda_q8_bytes((int64_t)nrow, c->n_tok)) : NULL;
+	long bad = 0;
+	double e1, e2;
+
+	abuf_init(&b, c);
+	if (b.ws)
+		CK(cudaMemset(b.ws, 0, wsb));
+	e1 = attn_q8_run(&b, c, dxq, got, hq, &bad, 0);
+	e2 = attn_q8_run(&b, c, dxq, got, hq, &bad, 0); /* counters reset by the first */
+	t_ok(fmax(e1, e2) <= NMSE_ATTN && bad == 0,
+	     "attention_q8 %s: %d tok, %d/%d heads, hd %d, n_ctx %d: NMSE %.3g, %.3g; q8 %s (%ld bad blocks)",
+	     c->what, c->n_tok, c->n_head, c->n_kv, c->hd, c->n_ctx, e1, e2,
+	     q8 ? "== host quantizer" : "not asked (hd % 32)", bad);
+	abuf_free(&b);
+	dev_free(dxq);
+	free(got), free(hq);
+}
+
+/* Fused variant in a graph: captured once, replayed at new positions. */
+static void test_attention_q8_graph(void)
+{
+	struct acase c = { "graph q8", 1, 32, 8, 128, 4097, 1, 1, 0, { 5 }, { 0 } };
+	static const int32_t replay_pos[4] = { 10, 4000, 63, 4096 };
+	size_t nq = (size_t)c.n_head * c.hd;
+	float *got = malloc(nq * 4);
+	void *dxq = dev_alloc(ntx_cuda_q8_bytes((int64_t)nq, 1));
+	unsigned char *hq = malloc(ntx_cuda_q8_bytes((int64_t)nq, 1));
+	struct abuf b;
+	cudaStream_t st;
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	double worst = 0;
+	long bad = 0;
+
+	abuf_init(&b, &c);
+	CK(cudaMemset(b.ws, 0, ntx_cuda_attention_ws_bytes(1, c.n_head, c.hd, c.n_ctx)));
+	CK(cudaStreamCreate(&st));
+	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+	if (ntx_cuda_attention_q8(b.dout, dxq, b.dq, 1, c.n_head, &b.kv, b.dseq, b.dpos, b.ws,
+				  ntx_cuda_attention_ws_bytes(1, c.n_head, c.hd, c.n_ctx),
+				  (ntx_stream_t)st, &g_err)) {
+		cudaStreamEndCapture(st, &g);
+		t_ok(0, "attention_q8 captured in a graph: %s", g_err.msg);
+		return;
+	}
+	CK(cudaStreamEndCapture(st, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	for (int i = 0; i < 4; i++) {
+		double e;
+
+		b.pos[0] = replay_pos[i];
+		CK(cudaMemcpy(b.dpos, b.pos, 4, cudaMemcpyHostToDevice));
+		dev_poison(b.dout, nq * 4);
+		dev_poison(dxq, ntx_cuda_q8_bytes((int64_t)nq, 1));
+		CK(cudaGraphLaunch(ge, st));
+		CK(cudaStreamSynchronize(st));
+		dev_get(got, b.dout, nq * 4);
+		dev_get(hq, dxq, ntx_cuda_q8_bytes((int64_t)nq, 1));
+		e = attn_ref_nmse(&b, &c, got);
+		worst = e > worst ? e : worst;
+		for (size_t k = 0; k < nq / 32; k++) {
+			int8_t q[32];
+			float d, ds, gd[2];
+
+			ntx_ref_q8_32(got + 32 * k, q, &d, &ds);
+			memcpy(gd, hq + ntx_cuda_q8_qs_bytes((int64_t)nq, 1) + k * 8, 8);
+			bad += memcmp(q, hq + 32 * k, 32) != 0 || gd[0] != d || gd[1] != ds;
+		}
+	}
+	t_ok(worst <= NMSE_ATTN && bad == 0,
+	     "attention_q8 graph replayed at pos 10, 4000, 63, 4096: NMSE %.3g, %ld bad q8 blocks",
+	     worst, bad);
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	CK(cudaStreamDestroy(st));
+	abuf_free(&b);
+	dev_free(dxq);
+	free(got), free(hq);
+}
+
 /* pos out of range: that token's output is NaN; the others are right. */
 static void test_attention_bad_pos(void)
 {
@@ -254,8 +382,11 @@ int main(int argc, char **argv)
 	test_rope(1, 32, 1, 0.25f);
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		test_attention_case(&cases[i]);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		test_attention_q8_case(&cases[i]);
 	test_attention_bad_pos();
 	test_attention_graph();
+	test_attention_q8_graph();
 	t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
 	return t_done();
 }
