@@ -234,6 +234,8 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	if (dalloc(&g->ws_mm, g->ws_mm_bytes, "matmul workspace", err) ||
 	    dalloc(&g->ws_att, g->ws_att_bytes, "attention workspace", err))
 		return -1;
+	/* ntx_cuda_attention_q8 keeps split counters there: zero once */
+	CK(cudaMemset(g->ws_att, 0, g->ws_att_bytes ? g->ws_att_bytes : 16), "cudaMemset");
 
 	/* non-layer tensors */
 	if (e->head_on_gpu) {
@@ -483,17 +485,37 @@ int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct n
 
 	/* attention */
 	if (ntx_cuda_rmsnorm(g->xb, needs_q8(n, lt->wq, lt->wk, lt->wv) ? g->xq : NULL, g->x,
-			     (const float *)W[0], n, E, eps, st, err) ||
-	    mm(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
-	    mm(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
-	    mm(e, lt->wv, W[3], g->xb, g->v, n, 0, err) ||
-	    ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
-				err) ||
-	    ntx_cuda_attention(g->att, g->q, n, c->n_head, &kv, g->d_seq, g->d_pos, g->ws_att,
-			       g->ws_att_bytes, st, err))
+			     (const float *)W[0], n, E, eps, st, err))
 		return -1;
-	if (needs_q8(n, lt->wo, NULL, NULL) && ntx_cuda_quantize_q8(g->att, g->xq, Q, n, st, err))
+	if (n <= NTX_CUDA_GEMV_MAX_TOK) {
+		/* Q, K and V share their input: one launch (mixed types too) */
+		struct ntx_cuda_gemv_seg qkv[3] = {
+			{ lt->wq->type, W[1], lt->wq->ne[1], g->q, 0 },
+			{ lt->wk->type, W[2], lt->wk->ne[1], g->k, 0 },
+			{ lt->wv->type, W[3], lt->wv->ne[1], g->v, 0 },
+		};
+
+		if (ntx_cuda_gemv_multi(qkv, 3, lt->wq->ne[0], g->xb, g->xq, n, st, err))
+			return -1;
+	} else if (mm(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
+		   mm(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
+		   mm(e, lt->wv, W[3], g->xb, g->v, n, 0, err)) {
 		return -1;
+	}
+	if (ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
+				err))
+		return -1;
+	{
+		/* attention writes the q8 input of the output projection itself
+		 * when the head size allows (head_dim % 32 == 0) */
+		int q8 = needs_q8(n, lt->wo, NULL, NULL), fuse = q8 && c->head_dim % 32 == 0;
+
+		if (ntx_cuda_attention_q8(g->att, fuse ? g->xq : NULL, g->q, n, c->n_head, &kv,
+					  g->d_seq, g->d_pos, g->ws_att, g->ws_att_bytes, st, err))
+			return -1;
+		if (q8 && !fuse && ntx_cuda_quantize_q8(g->att, g->xq, Q, n, st, err))
+			return -1;
+	}
 	if (mm(e, lt->wo, W[4], g->att, g->x, n, 1, err))
 		return -1;
 	/* feed-forward */
