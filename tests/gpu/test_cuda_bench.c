@@ -6,7 +6,16 @@
  *     the 50 MB L2 cannot serve repeats;
  *   fused gate/up (SwiGLU) GEMV, Q4_K 4096 -> 14336;
  *   matmul, n_tok 512: TFLOP/s (cuBLAS when it loads, else our WMMA);
- *   attention: decode at 4096 positions and a 512-token prefill.
+ *   attention: decode at 4096 positions and a 512-token prefill;
+ *   gemv_multi: Q, K, V of an 8B Q4_K_M layer (Q4_K, Q4_K, Q6_K) in one
+ *     launch vs three ntx_cuda_gemv launches;
+ *   attention_q8 (merge and q8 output in one launch) at pos 100 and 4095;
+ *   layer: the per-layer kernel sequence of the engine (ntx_gpu_layer) for
+ *     an 8B Q4_K_M layer (Q4_K q/k/o/gate/up, Q6_K v/down), n_tok 1, F16
+ *     KV cache, as a CUDA graph over 4 layers' weights (556 MB, so L2
+ *     cannot hold them) replayed 250 times: us per layer and the implied
+ *     tok/s for 32 layers + the Q6_K head; once as the engine runs it and
+ *     once unfused (Q, K, V as three GEMVs, attention + quantize_q8).
  * Each timing is the median over 5 repetitions of back-to-back launches
  * timed with CUDA events, after a warm-up. Lines start with "# bench". */
 #include "gpu_util.h"
@@ -312,7 +321,7 @@ struct at_ctx {
 	int n_tok, n_head;
 	struct ntx_cuda_kv kv;
 	int32_t *dseq, *dpos;
-	void *ws;
+	void *ws, *xq; /* xq: use ntx_cuda_attention_q8 with this q8 output */
 	size_t wsb;
 };
 
@@ -321,8 +330,12 @@ static void at_launch(void *p, int i)
 	struct at_ctx *c = p;
 
 	(void)i;
-	T_CUDA(ntx_cuda_attention(c->dout, c->dq, c->n_tok, c->n_head, &c->kv, c->dseq, c->dpos, c->ws,
-				  c->wsb, NULL, &g_err));
+	if (c->xq)
+		T_CUDA(ntx_cuda_attention_q8(c->dout, c->xq, c->dq, c->n_tok, c->n_head, &c->kv, c->dseq,
+					     c->dpos, c->ws, c->wsb, NULL, &g_err));
+	else
+		T_CUDA(ntx_cuda_attention(c->dout, c->dq, c->n_tok, c->n_head, &c->kv, c->dseq, c->dpos,
+					  c->ws, c->wsb, NULL, &g_err));
 }
 
 static void run_attention(void)
@@ -359,14 +372,341 @@ static void run_attention(void)
 			       ms * 1e3, 2.0 * cel * 2 / ms * 1e-6);
 		dev_free(c.dpos), dev_free(c.ws);
 	}
+	/* decode: the fused merge + q8 output vs attention + combine + quantize */
+	c.n_tok = 1;
+	c.wsb = ntx_cuda_attention_ws_bytes(1, n_head, hd, n_ctx);
+	c.ws = dev_alloc(c.wsb);
+	CK(cudaMemset(c.ws, 0, c.wsb));
+	c.dpos = dev_alloc(4);
+	{
+		void *xq = dev_alloc(ntx_cuda_q8_bytes(n_head * hd, 1));
+		static const int32_t at_pos[2] = { 100, 4095 };
+
+		for (int k = 0; k < 2; k++) {
+			double ms_q8, ms_old;
+
+			CK(cudaMemcpy(c.dpos, &at_pos[k], 4, cudaMemcpyHostToDevice));
+			c.xq = xq;
+			ms_q8 = time_ms(at_launch, &c, 200);
+			c.xq = NULL;
+			ms_old = time_ms(at_launch, &c, 200);
+			t_diag("bench attention_q8 decode at pos %4d (merge + q8 in one launch): %6.1f us;"
+			       " attention (+ combine): %6.1f us", at_pos[k], ms_q8 * 1e3, ms_old * 1e3);
+		}
+		dev_free(xq);
+	}
+	dev_free(c.dpos), dev_free(c.ws);
 	dev_free(c.kv.k), dev_free(c.kv.v), dev_free(c.dq), dev_free(c.dout), dev_free(c.dseq);
 	free(hk), free(pos), free(seq), free(q);
+}
+
+/* ---- gemv_multi ---- */
+
+struct mq_ctx {
+	struct wm *m[3];
+	float *dy[3];
+	void *dxq;
+	int multi;
+};
+
+static void mq_launch(void *p, int i)
+{
+	struct mq_ctx *c = p;
+	struct ntx_cuda_gemv_seg sg[3];
+
+	for (int k = 0; k < 3; k++) {
+		struct wm *m = c->m[k];
+
+		sg[k] = (struct ntx_cuda_gemv_seg){ m->t, m->d + (size_t)(i % m->ncopy) * m->bytes,
+						    m->n_out, c->dy[k], 0 };
+	}
+	if (c->multi) {
+		T_CUDA(ntx_cuda_gemv_multi(sg, 3, 4096, NULL, c->dxq, 1, NULL, &g_err));
+		return;
+	}
+	for (int k = 0; k < 3; k++)
+		T_CUDA(ntx_cuda_gemv(sg[k].wtype, sg[k].w, 4096, sg[k].n_out, NULL, c->dxq, sg[k].y, 1,
+				     0, NULL, &g_err));
+}
+
+static int type_index(uint32_t t)
+{
+	for (int i = 0; i < N_TYPES; i++)
+		if (all_types[i] == t)
+			return i;
+	return 0;
+}
+
+static void run_gemv_multi(void)
+{
+	struct wm mq, mk, mv;
+	struct mq_ctx c;
+	float *x = malloc(4096 * 4), *dx;
+	double bytes, ms[2];
+
+	wm_init(&mq, type_index(NTX_TYPE_Q4_K), 4096, 4096, 1);
+	wm_init(&mk, type_index(NTX_TYPE_Q4_K), 4096, 1024, 1);
+	wm_init(&mv, type_index(NTX_TYPE_Q6_K), 4096, 1024, 1);
+	c.m[0] = &mq, c.m[1] = &mk, c.m[2] = &mv;
+	rnd_strict_acts(x, 4096);
+	dx = dev_up(x, 4096 * 4);
+	c.dxq = dev_alloc(ntx_cuda_q8_bytes(4096, 1));
+	T_CUDA(ntx_cuda_quantize_q8(dx, c.dxq, 4096, 1, NULL, &g_err));
+	for (int k = 0; k < 3; k++)
+		c.dy[k] = dev_alloc((size_t)c.m[k]->n_out * 4);
+	bytes = (double)mq.bytes + mk.bytes + mv.bytes;
+	for (int multi = 0; multi < 2; multi++) {
+		c.multi = multi;
+		ms[multi] = time_ms(mq_launch, &c, 200);
+	}
+	t_diag("bench gemv_multi Q4_K/Q4_K/Q6_K 4096 -> 4096+1024+1024 (QKV) n_tok 1: %7.2f us %6.0f GB/s"
+	       " (3 launches: %7.2f us)",
+	       ms[1] * 1e3, bytes / ms[1] * 1e-6, ms[0] * 1e3);
+	dev_free(mq.d), dev_free(mk.d), dev_free(mv.d), dev_free(dx), dev_free(c.dxq);
+	for (int k = 0; k < 3; k++)
+		dev_free(c.dy[k]);
+	free(x);
+}
+
+/* ---- the engine's layer sequence ---- */
+
+#define LAYER_COPIES 4
+
+struct layer_w {
+	void *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+	float *an, *fn;
+	struct ntx_cuda_kv kv;
+};
+
+struct layer_ctx {
+	struct layer_w L[LAYER_COPIES];
+	float *x, *xb, *q, *k, *v, *att, *h, *xr;
+	void *xq, *ws;
+	size_t wsb;
+	int32_t *dseq, *dpos;
+	float *freqs;
+	int fused;
+};
+
+static void *rand_dev(uint32_t t, int64_t n_in, int64_t n_out)
+{
+	struct wm m;
+
+	wm_init(&m, type_index(t), n_in, n_out, 0);
+	return m.d;
+}
+
+/* Enqueue one layer as ntx_gpu_layer does at n_tok 1 (fused = 1), or with
+ * separate Q/K/V GEMVs and attention + quantize_q8 (fused = 0). The
+ * residual adds go to xr rather than x, so replays stay finite. */
+static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStream_t st)
+{
+	const int E = 4096, KV = 1024, F = 14336, NH = 32;
+	struct ntx_cuda_rope rope = { 128, 500000.0f, 1.0f, NULL };
+	struct ntx_cuda_gemv_seg qkv[3] = {
+		{ NTX_TYPE_Q4_K, L->wq, E, c->q, 0 },
+		{ NTX_TYPE_Q4_K, L->wk, KV, c->k, 0 },
+		{ NTX_TYPE_Q6_K, L->wv, KV, c->v, 0 },
+	};
+	ntx_stream_t s = (ntx_stream_t)st;
+
+	if (ntx_cuda_rmsnorm(c->xb, c->xq, c->x, L->an, 1, E, 1e-5f, s, &g_err))
+		return -1;
+	if (c->fused) {
+		if (ntx_cuda_gemv_multi(qkv, 3, E, c->xb, c->xq, 1, s, &g_err))
+			return -1;
+	} else {
+		for (int i = 0; i < 3; i++)
+			if (ntx_cuda_gemv(qkv[i].wtype, qkv[i].w, E, qkv[i].n_out, c->xb, c->xq, qkv[i].y, 1,
+					  0, s, &g_err))
+				return -1;
+	}
+	if (ntx_cuda_rope_store(c->q, c->k, c->v, 1, NH, &L->kv, c->dseq, c->dpos, &rope, s, &g_err))
+		return -1;
+	if (c->fused) {
+		if (ntx_cuda_attention_q8(c->att, c->xq, c->q, 1, NH, &L->kv, c->dseq, c->dpos, c->ws,
+					  c->wsb, s, &g_err))
+			return -1;
+	} else if (ntx_cuda_attention(c->att, c->q, 1, NH, &L->kv, c->dseq, c->dpos, c->ws, c->wsb, s,
+				      &g_err) ||
+		   ntx_cuda_quantize_q8(c->att, c->xq, E, 1, s, &g_err)) {
+		return -1;
+	}
+	return ntx_cuda_gemv(NTX_TYPE_Q4_K, L->wo, E, E, c->att, c->xq, c->xr, 1, 1, s, &g_err) ||
+	       ntx_cuda_rmsnorm(c->xb, c->xq, c->x, L->fn, 1, E, 1e-5f, s, &g_err) ||
+	       ntx_cuda_gemv_swiglu(NTX_TYPE_Q4_K, L->wg, NTX_TYPE_Q4_K, L->wu, E, F, c->xb, c->xq,
+				    c->h, 1, s, &g_err) ||
+	       ntx_cuda_quantize_q8(c->h, c->xq, F, 1, s, &g_err) ||
+	       ntx_cuda_gemv(NTX_TYPE_Q6_K, L->wd, F, E, c->h, c->xq, c->xr, 1, 1, s, &g_err);
+}
+
+/* us per layer of a graph of LAYER_COPIES layers replayed n times. */
+static double layer_time_us(struct layer_ctx *c, int n)
+{
+	cudaStream_t st;
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	cudaEvent_t a, b;
+	float ms[3];
+	int ok = 1;
+
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+	for (int l = 0; l < LAYER_COPIES && ok; l++)
+		ok = layer_enqueue(c, &c->L[l], st) == 0;
+	CK(cudaStreamEndCapture(st, &g));
+	if (!ok) {
+		t_ok(0, "layer sequence captured: %s", g_err.msg);
+		exit(t_done() | 1);
+	}
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	for (int i = 0; i < 10; i++)
+		CK(cudaGraphLaunch(ge, st));
+	CK(cudaStreamSynchronize(st));
+	for (int r = 0; r < 3; r++) {
+		CK(cudaEventRecord(a, st));
+		for (int i = 0; i < n; i++)
+			CK(cudaGraphLaunch(ge, st));
+		CK(cudaEventRecord(b, st));
+		CK(cudaEventSynchronize(b));
+		CK(cudaEventElapsedTime(&ms[r], a, b));
+	}
+	if (ms[1] < ms[0]) { float t = ms[0]; ms[0] = ms[1]; ms[1] = t; }
+	if (ms[2] < ms[1]) { float t = ms[1]; ms[1] = ms[2]; ms[2] = t; }
+	if (ms[1] < ms[0]) { float t = ms[0]; ms[0] = ms[1]; ms[1] = t; }
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	CK(cudaStreamDestroy(st));
+	return ms[1] * 1e3 / ((double)n * LAYER_COPIES);
+}
+
+/* The output head as the engine runs it: rmsnorm + q8, Q6_K GEMV. */
+static double head_time_us(void)
+{
+	struct wm m;
+	float *x = rnd_gauss_vec(4096, 1.0f), *w = rnd_gauss_vec(4096, 1.0f), *dx, *dw, *dy;
+	void *dxq;
+	cudaEvent_t a, b;
+	float ms;
+	const int n = 50;
+
+	wm_init(&m, type_index(NTX_TYPE_Q6_K), 4096, 128256, 0);
+	dx = dev_up(x, 4096 * 4), dw = dev_up(w, 4096 * 4);
+	dy = dev_alloc((size_t)128256 * 4);
+	dxq = dev_alloc(ntx_cuda_q8_bytes(4096, 1));
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	for (int r = 0; r < 2; r++) { /* the first round warms up */
+		CK(cudaEventRecord(a, 0));
+		for (int i = 0; i < n; i++) {
+			T_CUDA(ntx_cuda_rmsnorm(NULL, dxq, dx, dw, 1, 4096, 1e-5f, NULL, &g_err));
+			T_CUDA(ntx_cuda_gemv(m.t, m.d, 4096, 128256, NULL, dxq, dy, 1, 0, NULL, &g_err));
+		}
+		CK(cudaEventRecord(b, 0));
+		CK(cudaEventSynchronize(b));
+		CK(cudaEventElapsedTime(&ms, a, b));
+	}
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	dev_free(m.d), dev_free(dx), dev_free(dw), dev_free(dy), dev_free(dxq);
+	free(x), free(w);
+	return ms * 1e3 / n;
+}
+
+static void run_layer(void)
+{
+	const int E = 4096, KV = 1024, F = 14336, NH = 32, n_ctx = 4096;
+	struct layer_ctx c;
+	static const int32_t positions[2] = { 100, 4000 };
+	size_t cel = (size_t)n_ctx * KV;
+	uint16_t *hk = malloc(cel * 2);
+	float *x = rnd_gauss_vec(E, 1.0f), *nw = rnd_gauss_vec(E, 1.0f);
+	int32_t zero = 0;
+	double head = head_time_us(), bytes;
+
+	memset(&c, 0, sizeof c);
+	for (size_t i = 0; i < cel; i++)
+		hk[i] = ntx_fp32_to_fp16(rnd_gauss());
+	for (int l = 0; l < LAYER_COPIES; l++) {
+		struct layer_w *L = &c.L[l];
+
+		L->wq = rand_dev(NTX_TYPE_Q4_K, E, E), L->wk = rand_dev(NTX_TYPE_Q4_K, E, KV);
+		L->wv = rand_dev(NTX_TYPE_Q6_K, E, KV), L->wo = rand_dev(NTX_TYPE_Q4_K, E, E);
+		L->wg = rand_dev(NTX_TYPE_Q4_K, E, F), L->wu = rand_dev(NTX_TYPE_Q4_K, E, F);
+		L->wd = rand_dev(NTX_TYPE_Q6_K, F, E);
+		L->an = dev_up(nw, E * 4), L->fn = dev_up(nw, E * 4);
+		L->kv.k = dev_up(hk, cel * 2), L->kv.v = dev_up(hk, cel * 2);
+		L->kv.kv_f16 = 1, L->kv.n_ctx = n_ctx, L->kv.n_seq = 1, L->kv.n_head_kv = 8;
+		L->kv.head_dim = 128;
+	}
+	bytes = (double)row_bytes(NTX_TYPE_Q4_K, E) * (2 * E + KV + 2 * F) +
+		(double)row_bytes(NTX_TYPE_Q6_K, E) * KV + (double)row_bytes(NTX_TYPE_Q6_K, F) * E;
+	c.x = dev_up(x, E * 4), c.xb = dev_alloc(E * 4), c.xr = dev_alloc(E * 4);
+	CK(cudaMemset(c.xr, 0, E * 4));
+	c.q = dev_alloc(E * 4), c.k = dev_alloc(KV * 4), c.v = dev_alloc(KV * 4);
+	c.att = dev_alloc(E * 4), c.h = dev_alloc(F * 4);
+	c.xq = dev_alloc(ntx_cuda_q8_bytes(F, 1));
+	c.wsb = ntx_cuda_attention_ws_bytes(1, NH, 128, n_ctx);
+	c.ws = dev_alloc(c.wsb);
+	CK(cudaMemset(c.ws, 0, c.wsb));
+	c.dseq = dev_up(&zero, 4);
+	c.dpos = dev_alloc(4);
+	t_diag("bench layer: 8B Q4_K_M layer = %.1f MB of weights; head (rmsnorm + Q6_K 4096x128256 GEMV) %.1f us",
+	       bytes / 1e6, head);
+	for (int pi = 0; pi < 2; pi++) {
+		CK(cudaMemcpy(c.dpos, &positions[pi], 4, cudaMemcpyHostToDevice));
+		for (int fused = 1; fused >= 0; fused--) {
+			double us;
+
+			c.fused = fused;
+			us = layer_time_us(&c, 250);
+			t_diag("bench layer %-7s pos %4d n_tok 1: %7.2f us per layer (%5.0f GB/s of weights)"
+			       " -> 32 layers + head: %7.1f tok/s",
+			       fused ? "engine" : "unfused", positions[pi], us, bytes / us * 1e-3,
+			       1e6 / (32 * us + head));
+		}
+	}
+	{
+		float *got = malloc(E * 4);
+		int fin = 1;
+
+		dev_get(got, c.xr, E * 4);
+		for (int i = 0; i < E; i++)
+			fin &= isfinite(got[i]) != 0;
+		t_ok(fin, "layer sequence: residual output finite after the replays");
+		free(got);
+	}
+	for (int l = 0; l < LAYER_COPIES; l++) {
+		struct layer_w *L = &c.L[l];
+
+		dev_free(L->wq), dev_free(L->wk), dev_free(L->wv), dev_free(L->wo);
+		dev_free(L->wg), dev_free(L->wu), dev_free(L->wd), dev_free(L->an), dev_free(L->fn);
+		dev_free(L->kv.k), dev_free(L->kv.v);
+	}
+	dev_free(c.x), dev_free(c.xb), dev_free(c.xr), dev_free(c.q), dev_free(c.k), dev_free(c.v);
+	dev_free(c.att), dev_free(c.h), dev_free(c.xq), dev_free(c.ws), dev_free(c.dseq);
+	dev_free(c.dpos);
+	free(hk), free(x), free(nw);
 }
 
 int main(int argc, char **argv)
 {
 	gpu_start(argc, argv);
+	for (int i = 1; i < argc; i++) { /* --layer: only the layer and multi benchmarks */
+		if (!strcmp(argv[i], "--layer")) {
+			run_gemv_multi();
+			run_layer();
+			t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
+			return t_done();
+		}
+	}
 	run_gemv();
+	run_gemv_multi();
+	run_layer();
 	run_matmul();
 	run_attention();
 	for (int i = 0; i < N_TYPES; i++)
