@@ -70,7 +70,7 @@ void ntx_quantize_act_avx2(uint32_t act_type, const float *x, void *xq, int64_t 
 #endif
 
 /* prep_bytes of an ISA that prepares nothing (always 0). */
-size_t ntx_prep_none(uint32_t wtype, int64_t n);
+size_t ntx_cpu_prep_none(uint32_t wtype, int64_t n);
 
 /* ---- shared scalar helpers ---- */
 

@@ -575,5 +575,5 @@ static ntx_tile_fn tile_for(uint32_t wtype)
 }
 
 const struct ntx_cpu_isa ntx_cpu_isa_avx2 = {
-	"avx2 fma f16c", ntx_dequant_row_avx2, ntx_quantize_act_avx2, ntx_prep_none, NULL, tile_for,
+	"avx2 fma f16c", ntx_dequant_row_avx2, ntx_quantize_act_avx2, ntx_cpu_prep_none, NULL, tile_for,
 };

@@ -451,12 +451,12 @@ static ntx_tile_fn tile_ref_for(uint32_t wtype)
 	}
 }
 
-size_t ntx_prep_none(uint32_t wtype, int64_t n)
+size_t ntx_cpu_prep_none(uint32_t wtype, int64_t n)
 {
 	(void)wtype, (void)n;
 	return 0;
 }
 
 const struct ntx_cpu_isa ntx_cpu_isa_scalar = {
-	"scalar", ntx_dequant_row_ref, ntx_quantize_act_ref, ntx_prep_none, NULL, tile_ref_for,
+	"scalar", ntx_dequant_row_ref, ntx_quantize_act_ref, ntx_cpu_prep_none, NULL, tile_ref_for,
 };

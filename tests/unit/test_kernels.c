@@ -699,6 +699,22 @@ int main(void)
 	}
 	ntx_cpu_isa_select("auto");
 	t_diag("best ISA: %s", ntx_cpu_features());
+	{
+		char best[64];
+
+		snprintf(best, sizeof best, "%s", ntx_cpu_features());
+		ntx_cpu_force_scalar(1);
+		t_ok(strcmp(ntx_cpu_features(), "scalar") == 0, "ntx_cpu_force_scalar(1) selects scalar");
+		ntx_cpu_force_scalar(0);
+		t_ok(strcmp(ntx_cpu_features(), best) == 0, "ntx_cpu_force_scalar(0) returns to %s", best);
+		setenv("NTX_CPU_SCALAR", "1", 1);
+		ntx_cpu_isa_select("auto");
+		t_ok(strcmp(ntx_cpu_features(), "scalar") == 0, "NTX_CPU_SCALAR=1 selects scalar");
+		unsetenv("NTX_CPU_SCALAR");
+		ntx_cpu_isa_select("auto");
+		t_ok(ntx_cpu_isa_select("no-such-isa") == -1 && strcmp(ntx_cpu_features(), best) == 0,
+		     "an unknown ISA name is refused");
+	}
 	test_edges();
 	test_pool();
 	test_fixtures();
