@@ -245,6 +245,50 @@ PY
 	expect "$(json_id "$T/out.jsonl" 1)" " time, there"
 }
 
+# san BYTES-FILE: the bytes as JSON text: valid UTF-8 as is, every byte that
+# does not start a complete strict sequence as U+FFFD.
+san() {
+	python3 - "$1" <<'PY'
+import sys
+b, out, i = open(sys.argv[1], "rb").read(), [], 0
+while i < len(b):
+    for n in (1, 2, 3, 4):
+        try:
+            c = b[i:i + n].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if len(c) == 1:
+            out.append(c); i += n; break
+    else:
+        out.append("\ufffd"); i += 1
+sys.stdout.write("".join(out))
+PY
+}
+
+@test "a text that is not valid UTF-8 gets U+FFFD; the other requests are unaffected" {
+	# stories260K at temperature 20, seed 1: byte tokens that form no character
+	"$RUN" -m "$S" -q -p Once -n 4 --temp 20 --top-k 0 --top-p 1 --min-p 0 --seed 1 >"$T/plain.bin"
+	! python3 -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$T/plain.bin" 2>/dev/null
+	printf '%s\n' '{"id": 1, "prompt": "Once", "n_predict": 4, "temp": 20, "top_k": 0, "top_p": 1, "min_p": 0, "seed": 1}' \
+		'{"id": 2, "prompt": "Once", "n_predict": 4, "temp": 0}' >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$S" --batch <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	expect "$(json_id "$T/out.jsonl" 1)" "$(san "$T/plain.bin")"
+	expect "$(json_id "$T/out.jsonl" 2)" " upon a time,"
+	# --json: the same text in the summary, valid UTF-8 in every event
+	run --separate-stderr "$RUN" -m "$S" -q -p Once -n 4 --temp 20 --top-k 0 --top-p 1 --min-p 0 \
+		--seed 1 --json
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" | tail -1 >"$T/done.json"
+	expect "$(json "$T/done.json" 'd["text"]')" "$(san "$T/plain.bin")"
+	# a character cut by the end of generation (teacher-forced byte tokens)
+	run --separate-stderr "$RUN" -m "$S" -q -p x --force-ids "231 232 163" --json
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" | tail -1 >"$T/done.json"
+	expect "$(json "$T/done.json" 'd["text"] == "\ufffd" * 3')" true
+}
+
 @test "--json: token events, then a summary whose text equals the plain output" {
 	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a" -n 12 --temp 0
 	plain=$output
@@ -265,7 +309,7 @@ PY
 
 @test "a closed stdout (| head -n 1) ends a batch quietly with exit 0" {
 	python3 -c 'import json
-for i in range(40): print(json.dumps({"id": i, "prompt": "Once upon a time", "n_predict": 50}))' >"$T/r.jsonl"
+for i in range(400): print(json.dumps({"id": i, "prompt": "Once upon a time", "n_predict": 50}))' >"$T/r.jsonl"
 	run bash -c '"$RUN" -m "$S" --batch --parallel 2 <"$0" 2>"$1" | head -n 1; exit ${PIPESTATUS[0]}' "$T/r.jsonl" "$T/err"
 	[ "$status" -eq 0 ]
 	[[ "$output" == '{"id":'* ]]
@@ -279,11 +323,11 @@ for i in range(40): print(json.dumps({"id": i, "prompt": "Once upon a time", "n_
 
 @test "Ctrl-C: finished results kept, the request in flight reported as interrupted, exit 130" {
 	mkfifo "$T/in"
-	"$RUN" -m "$Q" -c 4096 --batch --parallel 2 <"$T/in" >"$T/out.jsonl" 2>"$T/err" 3>&- &
+	"$RUN" -m "$Q" -c 8192 --batch --parallel 2 <"$T/in" >"$T/out.jsonl" 2>"$T/err" 3>&- &
 	pid=$!
 	exec 5>"$T/in"
 	echo '{"id": "done", "prompt": "In the beginning", "n_predict": 3, "temp": 0}' >&5
-	echo '{"id": "long", "prompt": "In the beginning", "n_predict": 4000, "temp": 0}' >&5
+	echo '{"id": "long", "prompt": "In the beginning", "n_predict": 8000, "temp": 0}' >&5
 	sleep 1.5
 	kill -INT "$pid"
 	for _ in $(seq 50); do

@@ -399,12 +399,14 @@ PY
 # ---- interruptions and broken outputs ----
 
 @test "a closed stdout (| head -c 10) ends a long generation quietly with exit 0" {
-	run bash -c '"$RUN" -m "$S" -q -c 4096 -n 4000 --ignore-eos --temp 0 -p "Once upon a time" 2>"$0" | head -c 10; exit ${PIPESTATUS[0]}' "$T/err"
+	# far more output than a pipe holds: the write must fail, not fit
+	run bash -c '"$RUN" -m "$S" -q -c 32768 -n 32000 --ignore-eos --temp 0 -p "Once upon a time" --stats-json "$1" 2>"$0" | head -c 10; exit ${PIPESTATUS[0]}' "$T/err" "$T/s.json"
 	[ "$status" -eq 0 ]
 	expect "$output" ", there wa"
 	[ ! -s "$T/err" ]
+	expect "$(json "$T/s.json" 'd["stop_reason"]')" closed
 	# without -q: still no error message (and no timing line either)
-	run bash -c '"$RUN" -m "$S" -c 4096 -n 4000 --ignore-eos --temp 0 -p "Once upon a time" 2>"$0" | head -c 10 >/dev/null; exit ${PIPESTATUS[0]}' "$T/err"
+	run bash -c '"$RUN" -m "$S" -c 32768 -n 32000 --ignore-eos --temp 0 -p "Once upon a time" 2>"$0" | head -c 10 >/dev/null; exit ${PIPESTATUS[0]}' "$T/err"
 	[ "$status" -eq 0 ]
 	! grep -v 'using the CPU' "$T/err"
 }

@@ -236,6 +236,21 @@ PY
 	[[ "$stderr" == "ntx-skip-calib: $T/plan.json: the plan was made for another model: "* ]]
 }
 
+@test "--plan with a skip set: those layers are always skipped, never candidates, not listed" {
+	"$NTX_BIN/ntx-plan" "$S" --vram-budget 0 --skip 2 -o "$T/plan.json"
+	txt="$F/ref/stories260K/perplexity/tinystory.txt"
+	run --separate-stderr "$CALIB" --plan "$T/plan.json" -q -c 64 --count 1,2 --naive --eval "$txt" <"$txt"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/s.json"
+	expect "$(json "$T/s.json" '[l["index"] for l in d["layers"]]')" "[0, 1, 3, 4]"
+	expect "$(json "$T/s.json" '[s["layers"] for s in d["sets"]]')" "[[1], [3], [1, 3], [1, 3]]"
+	# a set's PPL is the model without the set and without layer 2
+	ppl=$(json "$T/s.json" '"%.4f" % d["sets"][0]["eval"]["ppl"]')
+	run "$RUN" -m "$S" -q -c 64 --skip-layers 1,2 --perplexity "$txt"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "Final estimate: PPL = $ppl +/- "* ]]
+}
+
 @test "ntx-run --skip skip.json runs the set: the same text as --skip-layers" {
 	layers=$(json "$D/eval.json" '",".join(map(str, d["skip"]))')
 	[ -n "$layers" ]

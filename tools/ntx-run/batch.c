@@ -128,8 +128,8 @@ static int finish(struct batch *b, struct slot *s)
 		slot_clear(s);
 		return rc;
 	}
-	j = json_pack("{s:O?, s:s%, s:i, s:s, s:i, s:I, s:{s:f, s:f, s:f}}", "id", s->id, "text",
-		      text, tl, "tokens", s->n_gen, "stop_reason", ntx_stop_name(s->stop),
+	j = json_pack("{s:O?, s:o, s:i, s:s, s:i, s:I, s:{s:f, s:f, s:f}}", "id", s->id, "text",
+		      run_json_text(text, tl), "tokens", s->n_gen, "stop_reason", ntx_stop_name(s->stop),
 		      "prompt_tokens", s->n_prompt, "line", (json_int_t)s->line, "timings",
 		      "prompt_ms", (t_first - s->t_start) * 1e3, "gen_ms", (t - t_first) * 1e3,
 		      "gen_tok_per_s", t > t_first ? s->n_gen / (t - t_first) : 0.0);

@@ -114,7 +114,7 @@ static json_t *bench_test(struct run_ctx *c, const char *name, int pp, int tg, i
 		      "model_size", (json_int_t)c->model->gguf->file_size,
 		      "weight_bytes_per_token", (json_int_t)wbytes,
 		      "backend", ntx_backend_name(ntx_engine_backend(c->engine)),
-		      "n_threads", c->o->n_threads, "n_prompt", pp, "n_gen", tg,
+		      "n_threads", run_n_threads(c->o), "n_prompt", pp, "n_gen", tg,
 		      "avg_ts", mean, "stddev_ts", sd, "samples_ts", samples);
 	if (tg > 0 && pp == 0 && bw > 0) {
 		double gbps = (double)wbytes * mean / 1e9;

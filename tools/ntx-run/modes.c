@@ -9,6 +9,7 @@
 
 #include "parse.h"
 #include "run.h"
+#include "unicode.h"
 
 /* ---- tokenize ---- */
 
@@ -65,8 +66,11 @@ static int json_line(struct out_ctx *oc, json_t *j)
 	int rc;
 
 	json_decref(j);
-	if (!s)
+	if (!s) {
+		oc->failed = 1;
+		oc->werr = ENOMEM;
 		return 1;
+	}
 	rc = write_out(oc, s, strlen(s)) || write_out(oc, "\n", 1);
 	free(s);
 	return rc;
@@ -95,8 +99,8 @@ static int on_token(void *p, int32_t tok)
 	if (ntx_detok_push(oc->dt, tok, &s, &n, &err))
 		return 1;
 	if (oc->json)
-		return json_line(oc, json_pack("{s:s, s:i, s:s%}", "event", "token", "id", tok,
-					       "text", s, n));
+		return json_line(oc, json_pack("{s:s, s:i, s:o}", "event", "token", "id", tok,
+					       "text", run_json_text(s, n)));
 	return write_out(oc, s, n);
 }
 
@@ -130,6 +134,22 @@ int run_gen_text(const struct run_ctx *c, const int32_t *ids, int n, char **out,
 	*out = buf;
 	*len = total;
 	return 0;
+}
+
+json_t *run_json_text(const char *s, size_t n)
+{
+	json_t *j = json_stringn(s, n);
+	size_t m;
+	char *v;
+
+	if (j)
+		return j;
+	/* not valid UTF-8 (a character cut at the end, stray bytes): JSON
+	 * cannot carry the bytes, so each invalid one becomes U+FFFD */
+	v = ntx_utf8_sanitize(s, n, &m);
+	j = v ? json_stringn(v, m) : NULL;
+	free(v);
+	return j;
 }
 
 static double rate(int n, double t)
@@ -314,7 +334,8 @@ int mode_generate(struct run_ctx *c)
 			return run_fail(&err);
 		}
 	}
-	oc.dt = ntx_detok_new(c->vocab, 0, &err);
+	/* JSON events carry valid UTF-8: invalid bytes become U+FFFD there */
+	oc.dt = ntx_detok_new(c->vocab, o->json ? NTX_DETOK_REPLACE_INVALID : 0, &err);
 	if (!oc.dt) {
 		rc = run_fail(&err);
 		goto out;
@@ -341,7 +362,7 @@ int mode_generate(struct run_ctx *c)
 
 			/* exactly the text the plain mode prints */
 			if (run_gen_text(c, oc.toks, oc.n_toks, &text, &tl, &err) == 0) {
-				json_object_set_new(sum, "text", json_stringn(text, tl));
+				json_object_set_new(sum, "text", run_json_text(text, tl));
 				free(text);
 			}
 			json_t *arr = json_array();

@@ -95,6 +95,10 @@ int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t
 int run_gen_text(const struct run_ctx *c, const int32_t *ids, int n, char **out, size_t *len,
 		 struct ntx_err *err);
 
+/* A JSON string of s[0..n): as is when valid UTF-8, else with every
+ * invalid byte replaced by U+FFFD. NULL only when out of memory. */
+json_t *run_json_text(const char *s, size_t n);
+
 /* The CPU thread count the engine uses (-t, else every online core). */
 int run_n_threads(const struct run_opts *o);
 

@@ -464,6 +464,8 @@ int main(int argc, char **argv)
 		for (l = 0; l < L && l < 1024; l++) {
 			if (!o.allow_ends && (l == 0 || l == L - 1))
 				continue;
+			if (plan && plan->layers[l].skip)
+				continue; /* the plan skips it always: not a candidate */
 			order[n_cand++] = l;
 		}
 		g_cos = cos;
@@ -488,8 +490,9 @@ int main(int argc, char **argv)
 
 				nv->method = "naive_last";
 				nv->n = 0;
-				for (j = 0; j < k && top - j >= (o.allow_ends ? 0 : 1); j++)
-					nv->layers[nv->n++] = top - j;
+				for (j = top; nv->n < k && j >= (o.allow_ends ? 0 : 1); j--)
+					if (!plan || !plan->layers[j].skip)
+						nv->layers[nv->n++] = j;
 				qsort(nv->layers, (size_t)nv->n, sizeof(int), cmp_int);
 			}
 		}
@@ -520,7 +523,9 @@ int main(int argc, char **argv)
 			char what[64];
 			int j;
 
-			memset(mask, 0, (size_t)L);
+			/* the set, plus what the plan skips anyway */
+			for (j = 0; j < L; j++)
+				mask[j] = plan && plan->layers[j].skip;
 			for (j = 0; j < sets[i].n; j++)
 				mask[sets[i].layers[j]] = 1;
 			rewind(ref);
@@ -539,10 +544,11 @@ int main(int argc, char **argv)
 			m->fingerprint_hex, "n_layer", L, "calibration", "file",
 			o.calib ? o.calib : "-", "tokens", n_ids, "ctx", o.n_ctx, "ppl", base.ppl);
 	jl = json_array();
-	for (l = 0; l < L; l++)
-		json_array_append_new(jl, json_pack("{s:i, s:f, s:f, s:I}", "index", l, "cos_mean",
-						    cos[l], "cos_std", cstd[l], "n_tokens",
-						    (json_int_t)cn[l]));
+	for (l = 0; l < L; l++) /* not listed: layers never evaluated (the plan's skip set) */
+		if (cn[l] > 0)
+			json_array_append_new(jl, json_pack("{s:i, s:f, s:f, s:I}", "index", l,
+							    "cos_mean", cos[l], "cos_std", cstd[l],
+							    "n_tokens", (json_int_t)cn[l]));
 	json_object_set_new(doc, "layers", jl);
 	{
 		/* "skip": the threshold set if asked, else the largest calibrated set */
