@@ -15,6 +15,10 @@
 #define HEAD_ROWS 64   /* logits rows computed per head pass */
 #define N_STAGING 8    /* staging events (>= the streamer's staging buffers) */
 #define MAX_GRAPHS 32  /* captured decode graphs (per token count, wanted rows, mask) */
+/* Batches up to this many tokens decode with the GEMV kernels (in chunks of
+ * NTX_CUDA_GEMV_MAX_TOK), larger ones (prompts) with tiles on the tensor
+ * cores. */
+#define NTX_GPU_GEMV_BATCH_MAX 64
 
 struct ntx_gpu {
 	int dev;
@@ -454,7 +458,9 @@ static int needs_q8(int n, const struct ntx_gguf_tensor *a, const struct ntx_ggu
 	       (c && ntx_cuda_wtype_q8(c->type) == 1);
 }
 
-int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
+/* The decode path for n <= NTX_CUDA_GEMV_MAX_TOK tokens (or the matmul
+ * path for n > NTX_GPU_GEMV_BATCH_MAX), with fused q8 producers. */
+static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 	const struct ntx_llama_config *c = &e->cfg;
@@ -576,6 +582,109 @@ static int head_copy(struct ntx_engine *e, int k, float *logits, struct ntx_err 
 	CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
 	memcpy(logits, g->h_logits, (size_t)k * V * 4);
 	return 0;
+}
+
+
+static int is_q8(const struct ntx_gguf_tensor *t)
+{
+	return ntx_cuda_wtype_q8(t->type) == 1;
+}
+
+/* Decode batches of NTX_CUDA_GEMV_MAX_TOK < n <= NTX_GPU_GEMV_BATCH_MAX tokens
+ * (batch mode, speculative verification): the same GEMV kernels as single-
+ * token decoding, over chunks of NTX_CUDA_GEMV_MAX_TOK tokens. The kernels
+ * are batch-invariant (ntx_cuda.h), so each token's result is the one it
+ * gets when decoded alone: batch mode equals running alone, self-speculation
+ * is lossless. Weights are read once per chunk (from VRAM). */
+static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
+			 struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct ntx_llama_config *c = &e->cfg;
+	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	struct eng_layer *L = &e->layers[l];
+	const char *b = base;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+	int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim;
+	int F = c->n_ff, r, k;
+	float eps = (float)c->rms_eps;
+	struct ntx_cuda_kv kv;
+	struct ntx_cuda_rope rope;
+	const void *W[NTX_LAYER_NT];
+	int i;
+
+	for (i = 0; i < NTX_LAYER_NT; i++)
+		W[i] = b + L->lo.offset[i];
+	kv.k = L->dkv_k;
+	kv.v = L->dkv_v;
+	kv.kv_f16 = e->o.kv_type != NTX_KV_F32;
+	kv.n_ctx = e->n_ctx;
+	kv.n_seq = e->n_seq;
+	kv.n_head_kv = c->n_head_kv;
+	kv.head_dim = c->head_dim;
+	rope.n_rot = c->n_rot;
+	rope.base = (float)c->rope_base;
+	rope.freq_scale = (float)c->rope_freq_scale;
+	rope.freqs = g->rope_freqs;
+
+#define CHUNKS for (r = 0; r < n && ((k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK), 1); r += k)
+	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[0], n, E, eps, st, err))
+		return -1;
+	CHUNKS {
+		struct ntx_cuda_gemv_seg qkv[3] = {
+			{ lt->wq->type, W[1], lt->wq->ne[1], g->q + (size_t)r * Q, 0 },
+			{ lt->wk->type, W[2], lt->wk->ne[1], g->k + (size_t)r * KV, 0 },
+			{ lt->wv->type, W[3], lt->wv->ne[1], g->v + (size_t)r * KV, 0 },
+		};
+
+		if ((is_q8(lt->wq) || is_q8(lt->wk) || is_q8(lt->wv)) &&
+		    ntx_cuda_quantize_q8(g->xb + (size_t)r * E, g->xq, E, k, st, err))
+			return -1;
+		if (ntx_cuda_gemv_multi(qkv, 3, E, g->xb + (size_t)r * E, g->xq, k, st, err))
+			return -1;
+	}
+	if (ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
+				err) ||
+	    ntx_cuda_attention_q8(g->att, NULL, g->q, n, c->n_head, &kv, g->d_seq, g->d_pos,
+				  g->ws_att, g->ws_att_bytes, st, err))
+		return -1;
+	CHUNKS {
+		if (is_q8(lt->wo) && ntx_cuda_quantize_q8(g->att + (size_t)r * Q, g->xq, Q, k, st, err))
+			return -1;
+		if (ntx_cuda_gemv(lt->wo->type, W[4], Q, E, g->att + (size_t)r * Q, g->xq,
+				  g->x + (size_t)r * E, k, 1, st, err))
+			return -1;
+	}
+	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err))
+		return -1;
+	CHUNKS {
+		if ((is_q8(lt->w_gate) || is_q8(lt->w_up)) &&
+		    ntx_cuda_quantize_q8(g->xb + (size_t)r * E, g->xq, E, k, st, err))
+			return -1;
+		if (ntx_cuda_gemv_swiglu(lt->w_gate->type, W[6], lt->w_up->type, W[7], E, F,
+					 g->xb + (size_t)r * E, g->xq, g->h + (size_t)r * F, k, st, err))
+			return -1;
+	}
+	CHUNKS {
+		if (is_q8(lt->w_down) && ntx_cuda_quantize_q8(g->h + (size_t)r * F, g->xq, F, k, st, err))
+			return -1;
+		if (ntx_cuda_gemv(lt->w_down->type, W[8], F, E, g->h + (size_t)r * F, g->xq,
+				  g->x + (size_t)r * E, k, 1, st, err))
+			return -1;
+	}
+#undef CHUNKS
+	return 0;
+}
+
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
+{
+	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+
+	/* GEMV kernels need rows of a multiple of 32 for q8 (8 for floats) */
+	if (n > NTX_CUDA_GEMV_MAX_TOK && n <= NTX_GPU_GEMV_BATCH_MAX &&
+	    lt->w_down->ne[0] % 32 == 0 && lt->wq->ne[0] % 32 == 0 && lt->wo->ne[0] % 32 == 0)
+		return layer_chunked(e, l, base, n, err);
+	return layer_fused(e, l, base, n, err);
 }
 
 int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
