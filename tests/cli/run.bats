@@ -483,7 +483,7 @@ PY
 	expect "$stderr" "ntx-run: $T/nope.json: No such file or directory"
 }
 
-@test "--plan with a plan for another model: refused; truncated plan: exit 1" {
+@test "--plan with a plan for another model: refused; truncated or bad plan: exit 1" {
 	run --separate-stderr "$RUN" --plan "$D/plan.json" -m "$QF" -q -p hi -n 2
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == "ntx-run: $D/plan.json: the plan was made for another model: "* ]]
@@ -492,6 +492,15 @@ PY
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == "ntx-run: $T/cut.json:"* ]]
 	[ -z "$output" ]
+	# valid JSON, not a usable plan
+	echo '{"format": "ntx.plan", "version": 1}' >"$T/bad.json"
+	run --separate-stderr "$RUN" --plan "$T/bad.json" -q -p hi -n 2
+	[ "$status" -eq 1 ]
+	expect "$stderr" "ntx-run: $T/bad.json:1:1: missing \"model\""
+	echo '{"format": "ntx.plan", "version": 99}' >"$T/bad.json"
+	run --separate-stderr "$RUN" --plan "$T/bad.json" -q -p hi -n 2
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"ntx.plan version 99 is not supported"* ]]
 }
 
 @test "a plan with disk layers: greedy output equals the resident model" {

@@ -281,3 +281,26 @@ PY
 	[ "$status" -eq 0 ]
 	[[ "$stderr" != *$'\r'* ]]
 }
+
+@test "Ctrl-C: exit 130 within seconds, no output file" {
+	# calibration and ten evaluation passes over 50 KB: long enough anywhere
+	"$CALIB" -m "$Q" -c 512 --naive --eval "$F/tinymodel/eval.txt" -o "$T/s.json" 		<"$F/tinymodel/eval.txt" 2>"$T/err" 3>&- &
+	pid=$!
+	sleep 1
+	kill -0 "$pid" # still calibrating
+	kill -INT "$pid"
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid"
+		echo "ntx-skip-calib still running 5 s after SIGINT" >&2
+		return 1
+	fi
+	rc=0
+	wait "$pid" || rc=$?
+	expect "$rc" 130
+	grep -q '^ntx-skip-calib: interrupted$' "$T/err"
+	[ ! -e "$T/s.json" ]
+}
