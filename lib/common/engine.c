@@ -131,8 +131,13 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	e->n_ctx = o->n_ctx > 0 ? o->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
 	e->n_seq = o->n_seq > 0 ? o->n_seq : 1;
 	e->n_ub = o->n_ubatch > 0 ? o->n_ubatch : 512;
-	if (e->n_ub > e->n_ctx * e->n_seq)
-		e->n_ub = e->n_ctx * e->n_seq;
+	/* a prompt is cut into the same chunks whatever n_seq is (batch mode
+	 * evaluates each prompt as when it runs alone); a decode batch of one
+	 * token per sequence fits in one chunk */
+	if (e->n_ub > e->n_ctx)
+		e->n_ub = e->n_ctx;
+	if (e->n_ub < e->n_seq)
+		e->n_ub = e->n_seq < 512 ? e->n_seq : 512;
 	e->n_threads = o->n_threads > 0 ? o->n_threads : n_cores();
 	e->pack_path = o->pack_path ? o->pack_path : o->plan ? o->plan->pack_path : NULL;
 	if (choose_backend(e, err))

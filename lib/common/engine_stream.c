@@ -226,6 +226,7 @@ failed:
 		qh ^= 1;
 		qn--;
 	}
+	ntx_err_prefix(&err, "%s", s->e->pack_path);
 	fail(s, &err);
 	return NULL;
 }

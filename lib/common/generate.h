@@ -38,6 +38,11 @@ struct ntx_gen_opts {
 
 struct ntx_gen_stats {
 	int n_prompt, n_gen;
+	/* t_prompt_s: prompt processing up to the first generated token; t_gen_s:
+	 * from then to the last token, so the generation rate is
+	 * (n_gen - 1) / t_gen_s (tokens produced after the first), the same for
+	 * plain and speculative decoding and comparable with llama.cpp's eval
+	 * rate. */
 	double t_prompt_s, t_gen_s;
 	enum ntx_stop stop;
 	/* self-speculative */

@@ -132,7 +132,7 @@ static int finish(struct batch *b, struct slot *s)
 		      run_json_text(text, tl), "tokens", s->n_gen, "stop_reason", ntx_stop_name(s->stop),
 		      "prompt_tokens", s->n_prompt, "line", (json_int_t)s->line, "timings",
 		      "prompt_ms", (t_first - s->t_start) * 1e3, "gen_ms", (t - t_first) * 1e3,
-		      "gen_tok_per_s", t > t_first ? s->n_gen / (t - t_first) : 0.0);
+		      "gen_tok_per_s", t > t_first && s->n_gen > 1 ? (s->n_gen - 1) / (t - t_first) : 0.0);
 	free(text);
 	b->done++;
 	b->gen_total += s->n_gen;
@@ -389,47 +389,12 @@ static void progress(struct batch *b, int final)
 
 /* One engine step over all active slots. Returns -1 with *err on an engine
  * error (NTX_EINTR when interrupted) or a failed write. */
-static int step(struct batch *b, struct ntx_err *err)
+/* Sample the next token of each slot whose logits row came back, in row
+ * order, and finish the slots that stop. */
+static int take_rows(struct batch *b, int nr, struct ntx_err *err)
 {
-	int n = 0, nr = 0, i;
-	struct ntx_batch nb;
+	int i;
 
-	for (i = 0; i < b->n_slots; i++) {
-		struct slot *s = &b->slots[i];
-
-		if (s->state == SLOT_DECODE && n < b->n_ub) {
-			b->tok[n] = s->cur;
-			b->pos[n] = s->n_past;
-			b->seq[n] = i;
-			b->want[n] = 1;
-			b->row_slot[nr++] = i;
-			n++;
-		}
-	}
-	for (i = 0; i < b->n_slots && n < b->n_ub; i++) {
-		struct slot *s = &b->slots[i];
-
-		while (s->state == SLOT_PREFILL && s->n_fed < s->n_prompt && n < b->n_ub) {
-			b->tok[n] = s->prompt[s->n_fed];
-			b->pos[n] = s->n_fed;
-			b->seq[n] = i;
-			b->want[n] = s->n_fed == s->n_prompt - 1;
-			if (b->want[n])
-				b->row_slot[nr++] = i;
-			s->n_fed++;
-			n++;
-		}
-	}
-	if (n == 0)
-		return 0;
-	memset(&nb, 0, sizeof nb);
-	nb.n_tok = n;
-	nb.tok = b->tok;
-	nb.pos = b->pos;
-	nb.seq = b->seq;
-	nb.want = b->want;
-	if (ntx_engine_eval(b->c->engine, &nb, NULL, b->logits, err))
-		return -1;
 	for (i = 0; i < nr; i++) {
 		struct slot *s = &b->slots[b->row_slot[i]];
 		const float *row = b->logits + (int64_t)i * b->V;
@@ -471,6 +436,71 @@ static int step(struct batch *b, struct ntx_err *err)
 			s->stop = NTX_STOP_CONTEXT;
 		if (s->stop && finish(b, s))
 			return ntx_err_set(err, NTX_EIO, "writing results failed");
+	}
+	return 0;
+}
+
+/* One step: the next token of every decoding slot in one evaluation (one
+ * weight stream serves the whole batch), then each new prompt in an
+ * evaluation of its own. A prompt is evaluated exactly as when the request
+ * runs alone (same chunks), and decode batches use batch-invariant kernels,
+ * so each sequence's output equals running it alone. */
+static int step(struct batch *b, struct ntx_err *err)
+{
+	int n = 0, nr = 0, i;
+	struct ntx_batch nb;
+
+	memset(&nb, 0, sizeof nb);
+	for (i = 0; i < b->n_slots; i++) {
+		struct slot *s = &b->slots[i];
+
+		if (s->state == SLOT_DECODE && n < b->n_ub) {
+			b->tok[n] = s->cur;
+			b->pos[n] = s->n_past;
+			b->seq[n] = i;
+			b->want[n] = 1;
+			b->row_slot[nr++] = i;
+			n++;
+		}
+	}
+	if (n) {
+		nb.n_tok = n;
+		nb.tok = b->tok;
+		nb.pos = b->pos;
+		nb.seq = b->seq;
+		nb.want = b->want;
+		if (ntx_engine_eval(b->c->engine, &nb, NULL, b->logits, err) || take_rows(b, nr, err))
+			return -1;
+	}
+	for (i = 0; i < b->n_slots; i++) {
+		struct slot *s = &b->slots[i];
+		int32_t *pos, *seq, k;
+
+		if (s->state != SLOT_PREFILL)
+			continue;
+		pos = malloc((size_t)s->n_prompt * sizeof *pos);
+		seq = malloc((size_t)s->n_prompt * sizeof *seq);
+		if (!pos || !seq) {
+			free(pos);
+			free(seq);
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		}
+		for (k = 0; k < s->n_prompt; k++) {
+			pos[k] = k;
+			seq[k] = i;
+		}
+		nb.n_tok = s->n_prompt;
+		nb.tok = s->prompt;
+		nb.pos = pos;
+		nb.seq = seq;
+		nb.want = NULL; /* the last token's logits */
+		s->n_fed = s->n_prompt;
+		b->row_slot[0] = i;
+		k = ntx_engine_eval(b->c->engine, &nb, NULL, b->logits, err);
+		free(pos);
+		free(seq);
+		if (k || take_rows(b, 1, err))
+			return -1;
 	}
 	return 0;
 }

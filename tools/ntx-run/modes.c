@@ -154,7 +154,7 @@ json_t *run_json_text(const char *s, size_t n)
 
 static double rate(int n, double t)
 {
-	return t > 0 ? n / t : 0;
+	return t > 0 && n > 0 ? n / t : 0;
 }
 
 static uint64_t model_params(const struct ntx_model *m)
@@ -195,7 +195,7 @@ static json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 		      "n_prompt", st->n_prompt, "n_gen", st->n_gen,
 		      "t_prompt_ms", st->t_prompt_s * 1e3, "t_gen_ms", st->t_gen_s * 1e3,
 		      "prompt_tok_per_s", rate(st->n_prompt, st->t_prompt_s),
-		      "gen_tok_per_s", rate(st->n_gen, st->t_gen_s),
+		      "gen_tok_per_s", rate(st->n_gen - 1, st->t_gen_s),
 		      "stop_reason", ntx_stop_name(st->stop));
 	if (j && c->o->self_spec)
 		json_object_set_new(j, "self_spec",
@@ -256,7 +256,7 @@ static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
 	fprintf(stderr,
 		"\n" PROG ": prompt %d tokens, %.2f s (%.2f tok/s); generated %d tokens, %.2f s (%.2f tok/s); stop: %s\n",
 		st->n_prompt, st->t_prompt_s, rate(st->n_prompt, st->t_prompt_s), st->n_gen,
-		st->t_gen_s, rate(st->n_gen, st->t_gen_s), ntx_stop_name(st->stop));
+		st->t_gen_s, rate(st->n_gen - 1, st->t_gen_s), ntx_stop_name(st->stop));
 	if (c->o->self_spec && st->n_full_passes)
 		fprintf(stderr,
 			PROG ": self-speculation: %lld drafted, %lld accepted (%.1f%%), %.2f tokens per full pass\n",
