@@ -322,7 +322,19 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 {
 	const struct ntx_llama_config *c = &e->cfg;
 	int l, i, nr = 0, on_gpu = 0, jobs = uses_jobs(e, mask);
-	int E = c->n_embd;
+	int E = c->n_embd, max_seg = 0;
+
+	/* the most tokens of one sequence in this chunk */
+	for (i = 0; i < n; i++) {
+		int k = 0, j;
+
+		for (j = 0; j < n; j++)
+			k += seq[j] == seq[i];
+		if (k > max_seg)
+			max_seg = k;
+		if (max_seg == n)
+			break;
+	}
 
 	embed(e, tok, n);
 	if (e->gpu && ntx_gpu_begin_chunk(e, seq, pos, n, err))
@@ -359,7 +371,7 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 				return -1;
 			if (L->job >= 0 && ntx_stream_acquire(e, l, &base, err))
 				return -1;
-			if (ntx_gpu_layer(e, l, base, n, err))
+			if (ntx_gpu_layer(e, l, base, n, max_seg, err))
 				return -1;
 			if (L->job >= 0 && ntx_stream_release(e, l, err))
 				return -1;

@@ -563,10 +563,32 @@ static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i
 	}
 	if (!k)
 		return 0;
-	if (ntx_cuda_rmsnorm(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL, g->xh, g->out_norm,
-			     k, E, (float)e->cfg.rms_eps, st, err) ||
-	    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
-		return -1;
+	if (k <= NTX_CUDA_GEMV_MAX_TOK || t->ne[0] % 32) {
+		if (ntx_cuda_rmsnorm(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL, g->xh,
+				     g->out_norm, k, E, (float)e->cfg.rms_eps, st, err) ||
+		    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
+			return -1;
+		return k;
+	}
+	/* more rows (batch mode, verification, perplexity): the decode GEMV in
+	 * chunks, so every row gets the logits it gets alone */
+	{
+		size_t V = (size_t)e->cfg.n_vocab;
+		int r, c;
+
+		if (ntx_cuda_rmsnorm(g->xh, NULL, g->xh, g->out_norm, k, E, (float)e->cfg.rms_eps, st,
+				     err))
+			return -1;
+		for (r = 0; r < k; r += c) {
+			c = k - r < NTX_CUDA_GEMV_MAX_TOK ? k - r : NTX_CUDA_GEMV_MAX_TOK;
+			if (ntx_cuda_wtype_q8(t->type) == 1 &&
+			    ntx_cuda_quantize_q8(g->xh + (size_t)r * E, g->xq, E, c, st, err))
+				return -1;
+			if (ntx_cuda_gemv(t->type, g->out_w, E, (int64_t)V, g->xh + (size_t)r * E, g->xq,
+					  g->logits + (size_t)r * V, c, 0, st, err))
+				return -1;
+		}
+	}
 	return k;
 }
 
@@ -676,12 +698,17 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 	return 0;
 }
 
-int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, int max_seg,
+		  struct ntx_err *err)
 {
 	const struct ntx_layer_tensors *lt = &e->m->layers[l];
 
-	/* GEMV kernels need rows of a multiple of 32 for q8 (8 for floats) */
-	if (n > NTX_CUDA_GEMV_MAX_TOK && n <= NTX_GPU_GEMV_BATCH_MAX &&
+	/* Decode-style batches (no sequence contributes more than
+	 * NTX_GPU_GEMV_BATCH_MAX tokens: decoding, verification, short prompts
+	 * batched together) take the GEMV kernels in chunks, whatever n is:
+	 * every token then gets exactly the result it gets alone. GEMV needs
+	 * rows of a multiple of 32 (q8). */
+	if (n > NTX_CUDA_GEMV_MAX_TOK && max_seg <= NTX_GPU_GEMV_BATCH_MAX &&
 	    lt->w_down->ne[0] % 32 == 0 && lt->wq->ne[0] % 32 == 0 && lt->wo->ne[0] % 32 == 0)
 		return layer_chunked(e, l, base, n, err);
 	return layer_fused(e, l, base, n, err);
@@ -754,7 +781,7 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8
 		for (l = 0; l < e->cfg.n_layer && ok; l++) {
 			if (mask ? mask[l] : e->skip[l])
 				continue;
-			if (ntx_gpu_layer(e, l, e->layers[l].dev, n, err))
+			if (ntx_gpu_layer(e, l, e->layers[l].dev, n, n, err))
 				ok = 0;
 		}
 		if (ok && head_compute(e, want, n, &at, err) < 0)
@@ -990,9 +1017,10 @@ int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err)
 	return no_cuda(err);
 }
 
-int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, int max_seg,
+		  struct ntx_err *err)
 {
-	(void)e, (void)l, (void)base, (void)n;
+	(void)e, (void)l, (void)base, (void)n, (void)max_seg;
 	return no_cuda(err);
 }
 

@@ -122,8 +122,10 @@ int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t 
 int ntx_gpu_x_to_device(struct ntx_engine *e, int n, struct ntx_err *err);
 int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err);
 /* Enqueue layer l on the compute stream with weights at base (device,
- * layout of layout.h). */
-int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err);
+ * layout of layout.h). max_seg: the most tokens any one sequence has in the
+ * chunk (decode batches: 1), which picks the batch-invariant GEMV path. */
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, int max_seg,
+		  struct ntx_err *err);
 /* Final norm + head on the device for the wanted rows (x on device);
  * logits (host) get nr rows. */
 int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,

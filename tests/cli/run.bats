@@ -518,7 +518,7 @@ PY
 	printf '\x5a' | dd of="$T/q.ntxp" bs=1 seek=$off conv=notrunc status=none
 	run --separate-stderr timeout 30 "$RUN" --plan "$T/plan.json" -q -p "In the beginning" -n 5 --temp 0
 	[ "$status" -eq 1 ]
-	[[ "$stderr" == "ntx-run: layer "*"checksum mismatch"*"(pack file corrupted)" ]]
+	[[ "$stderr" == "ntx-run: "*".ntxp: layer "*"checksum mismatch"*"(pack file corrupted)" ]]
 }
 
 @test "a truncated or missing pack: exit 1" {

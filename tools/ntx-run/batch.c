@@ -440,11 +440,17 @@ static int take_rows(struct batch *b, int nr, struct ntx_err *err)
 	return 0;
 }
 
-/* One step: the next token of every decoding slot in one evaluation (one
- * weight stream serves the whole batch), then each new prompt in an
- * evaluation of its own. A prompt is evaluated exactly as when the request
- * runs alone (same chunks), and decode batches use batch-invariant kernels,
- * so each sequence's output equals running it alone. */
+/* Prompts up to this many tokens are evaluated together with the decode
+ * tokens: the engine treats a batch in which no sequence has more than this
+ * many tokens with its batch-invariant decode kernels (engine_gpu.c
+ * NTX_GPU_GEMV_BATCH_MAX), so a prompt gets the same logits as alone. */
+#define SHORT_PROMPT 64
+
+/* One step: the next token of every decoding slot and the short new
+ * prompts in one evaluation (one weight stream serves the whole batch),
+ * then each long prompt in an evaluation of its own, cut into the same
+ * chunks as when the request runs alone. So each sequence's output equals
+ * running it alone. */
 static int step(struct batch *b, struct ntx_err *err)
 {
 	int n = 0, nr = 0, i;
@@ -463,6 +469,22 @@ static int step(struct batch *b, struct ntx_err *err)
 			n++;
 		}
 	}
+	for (i = 0; i < b->n_slots; i++) {
+		struct slot *s = &b->slots[i];
+		int k;
+
+		if (s->state != SLOT_PREFILL || s->n_prompt > SHORT_PROMPT ||
+		    n + s->n_prompt > b->n_ub || nr >= b->n_slots)
+			continue;
+		for (k = 0; k < s->n_prompt; k++, n++) {
+			b->tok[n] = s->prompt[k];
+			b->pos[n] = k;
+			b->seq[n] = i;
+			b->want[n] = k == s->n_prompt - 1;
+		}
+		s->n_fed = s->n_prompt;
+		b->row_slot[nr++] = i;
+	}
 	if (n) {
 		nb.n_tok = n;
 		nb.tok = b->tok;
@@ -476,7 +498,7 @@ static int step(struct batch *b, struct ntx_err *err)
 		struct slot *s = &b->slots[i];
 		int32_t *pos, *seq, k;
 
-		if (s->state != SLOT_PREFILL)
+		if (s->state != SLOT_PREFILL || s->n_fed == s->n_prompt)
 			continue;
 		pos = malloc((size_t)s->n_prompt * sizeof *pos);
 		seq = malloc((size_t)s->n_prompt * sizeof *seq);
