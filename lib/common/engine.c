@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+
 #include "engine_int.h"
 
 const char *ntx_backend_name(enum ntx_backend b)
@@ -104,6 +106,69 @@ static int choose_backend(struct ntx_engine *e, struct ntx_err *err)
 	return 0;
 }
 
+/* ---- CPU-computed weights in huge pages ----
+ * Weights the CPU computes from RAM are copied out of the GGUF map into
+ * anonymous memory with transparent huge pages: 2 MiB pages double a
+ * core's streaming rate over 4 KiB file pages (measured by the CPU kernel
+ * bench). NTX_NO_HUGEPAGES=1 and --io mmap keep reading the map. */
+
+static void *hot_alloc(size_t bytes, size_t *out)
+{
+	size_t n = (bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	madvise(p, n, MADV_HUGEPAGE);
+#endif
+	*out = n;
+	return p;
+}
+
+struct hot_ctx {
+	struct ntx_engine *e;
+};
+
+static void hot_worker(void *p, int ith, int nth)
+{
+	struct ntx_engine *e = ((struct hot_ctx *)p)->e;
+	int l;
+
+	for (l = ith; l < e->cfg.n_layer; l += nth) {
+		struct eng_layer *L = &e->layers[l];
+
+		if (!L->hot)
+			continue;
+		ntx_layer_pack_copy(&e->m->layers[l], &L->lo, L->hot);
+		ntx_layer_w_from_layout(&L->w, &e->m->layers[l], &L->lo, L->hot);
+	}
+	if (ith == nth - 1 && e->out_hot)
+		memcpy(e->out_hot, e->m->output->data, e->m->output->nbytes);
+}
+
+static void hot_copies(struct ntx_engine *e)
+{
+	const char *no = getenv("NTX_NO_HUGEPAGES");
+	struct hot_ctx c = { e };
+	int l;
+
+	if (e->o.io == NTX_IO_MMAP || (no && *no && strcmp(no, "0")))
+		return;
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		struct eng_layer *L = &e->layers[l];
+
+		if (e->skip[l] || L->exec != NTX_EXEC_CPU || L->home != NTX_TIER_RAM)
+			continue;
+		L->hot = hot_alloc(L->lo.total, &L->hot_bytes); /* NULL: stay on the map */
+	}
+	if (!e->head_on_gpu)
+		e->out_hot = hot_alloc(e->m->output->nbytes, &e->out_hot_bytes);
+	ntx_pool_run(e->pool, hot_worker, &c);
+	if (e->out_hot)
+		e->out_w = ntx_wmat_from_tensor(e->m->output, e->out_hot);
+}
+
 struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_engine_opts *o,
 				  struct ntx_err *err)
 {
@@ -187,6 +252,7 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	}
 	e->out_w = ntx_wmat_from_tensor(m->output, m->output->data);
 	e->out_norm = m->output_norm->data;
+	hot_copies(e);
 	if (ntx_cpu_scratch_init(&e->s, c, m, e->n_ub, e->n_ctx, e->n_threads, err))
 		goto fail;
 	if (any_job)
@@ -213,8 +279,12 @@ void ntx_engine_free(struct ntx_engine *e)
 		for (l = 0; l < e->cfg.n_layer; l++) {
 			free(e->layers[l].kv.k);
 			free(e->layers[l].kv.v);
+			if (e->layers[l].hot)
+				munmap(e->layers[l].hot, e->layers[l].hot_bytes);
 		}
 	}
+	if (e->out_hot)
+		munmap(e->out_hot, e->out_hot_bytes);
 	ntx_cpu_scratch_free(&e->s);
 	ntx_pool_free(e->pool);
 	free(e->layers);
