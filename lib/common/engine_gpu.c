@@ -458,6 +458,30 @@ static int needs_q8(int n, const struct ntx_gguf_tensor *a, const struct ntx_ggu
 	       (c && ntx_cuda_wtype_q8(c->type) == 1);
 }
 
+/* Weight pointers of layer l at base (layout of layout.h), its device KV
+ * cache and the RoPE parameters. */
+static void layer_setup(struct ntx_engine *e, int l, const void *base, const void **W,
+			struct ntx_cuda_kv *kv, struct ntx_cuda_rope *rope)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	struct eng_layer *L = &e->layers[l];
+	int i;
+
+	for (i = 0; i < NTX_LAYER_NT; i++)
+		W[i] = (const char *)base + L->lo.offset[i];
+	kv->k = L->dkv_k;
+	kv->v = L->dkv_v;
+	kv->kv_f16 = e->o.kv_type != NTX_KV_F32;
+	kv->n_ctx = e->n_ctx;
+	kv->n_seq = e->n_seq;
+	kv->n_head_kv = c->n_head_kv;
+	kv->head_dim = c->head_dim;
+	rope->n_rot = c->n_rot;
+	rope->base = (float)c->rope_base;
+	rope->freq_scale = (float)c->rope_freq_scale;
+	rope->freqs = e->gpu->rope_freqs;
+}
+
 /* The decode path for n <= NTX_CUDA_GEMV_MAX_TOK tokens (or the matmul
  * path for n > NTX_GPU_GEMV_BATCH_MAX), with fused q8 producers. */
 static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
@@ -465,29 +489,14 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 	struct ntx_gpu *g = e->gpu;
 	const struct ntx_llama_config *c = &e->cfg;
 	const struct ntx_layer_tensors *lt = &e->m->layers[l];
-	struct eng_layer *L = &e->layers[l];
-	const char *b = base;
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int E = c->n_embd, Q = c->n_head * c->head_dim, F = c->n_ff;
 	float eps = (float)c->rms_eps;
 	struct ntx_cuda_kv kv;
 	struct ntx_cuda_rope rope;
 	const void *W[NTX_LAYER_NT];
-	int i;
 
-	for (i = 0; i < NTX_LAYER_NT; i++)
-		W[i] = b + L->lo.offset[i];
-	kv.k = L->dkv_k;
-	kv.v = L->dkv_v;
-	kv.kv_f16 = e->o.kv_type != NTX_KV_F32;
-	kv.n_ctx = e->n_ctx;
-	kv.n_seq = e->n_seq;
-	kv.n_head_kv = c->n_head_kv;
-	kv.head_dim = c->head_dim;
-	rope.n_rot = c->n_rot;
-	rope.base = (float)c->rope_base;
-	rope.freq_scale = (float)c->rope_freq_scale;
-	rope.freqs = g->rope_freqs;
+	layer_setup(e, l, base, W, &kv, &rope);
 
 	/* attention */
 	if (ntx_cuda_rmsnorm(g->xb, needs_q8(n, lt->wq, lt->wk, lt->wv) ? g->xq : NULL, g->x,
@@ -624,8 +633,6 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 	struct ntx_gpu *g = e->gpu;
 	const struct ntx_llama_config *c = &e->cfg;
 	const struct ntx_layer_tensors *lt = &e->m->layers[l];
-	struct eng_layer *L = &e->layers[l];
-	const char *b = base;
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim;
 	int F = c->n_ff, r, k;
@@ -633,21 +640,8 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 	struct ntx_cuda_kv kv;
 	struct ntx_cuda_rope rope;
 	const void *W[NTX_LAYER_NT];
-	int i;
 
-	for (i = 0; i < NTX_LAYER_NT; i++)
-		W[i] = b + L->lo.offset[i];
-	kv.k = L->dkv_k;
-	kv.v = L->dkv_v;
-	kv.kv_f16 = e->o.kv_type != NTX_KV_F32;
-	kv.n_ctx = e->n_ctx;
-	kv.n_seq = e->n_seq;
-	kv.n_head_kv = c->n_head_kv;
-	kv.head_dim = c->head_dim;
-	rope.n_rot = c->n_rot;
-	rope.base = (float)c->rope_base;
-	rope.freq_scale = (float)c->rope_freq_scale;
-	rope.freqs = g->rope_freqs;
+	layer_setup(e, l, base, W, &kv, &rope);
 
 #define CHUNKS for (r = 0; r < n && ((k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK), 1); r += k)
 	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[0], n, E, eps, st, err))
