@@ -20,8 +20,14 @@
  * the same launch: every split CTA counts itself in a per-(token, kv head)
  * counter in the workspace after a memory fence, and the last one merges
  * the G heads and resets the counter (so a CUDA graph can replay it). Both
- * can write the output in q8 form as well (ntx_q8_store4), which saves the
- * quantization kernel before the output projection. */
+ * merges run the same arithmetic (at_merge_w, at_merge_d), so the two entry
+ * points give bitwise the same output; ntx_cuda_attention_q8 can write the
+ * output in q8 form as well (ntx_q8_store8, in the consumer's format),
+ * which saves the quantization kernel before the output projection.
+ *
+ * Batch invariance: for n_tok <= NTX_CUDA_GEMV_MAX_TOK the number of splits
+ * is that of a single token (at_splits), so a token's chunks, their tiles
+ * and the merge order depend on its pos only. */
 #include "common.cuh"
 
 #define AT_THREADS 128
@@ -41,6 +47,7 @@ struct at_args {
 	unsigned *cnt;   /* [n_tok][n_kv] split counters (fused merge), or NULL */
 	int8_t *xqs;     /* q8 output [n_tok][n_head * hd], or NULL */
 	float2 *xds;     /* its (d, d*sum) [n_tok][n_head * hd / 32] */
+	int fmt;         /* its format (NTX_Q8F_*) */
 	float scale;
 };
 
@@ -54,23 +61,63 @@ __device__ __forceinline__ int at_n_eff(int n_pos, int n_split)
 	return min(n_split, (n_pos + chunk - 1) / chunk);
 }
 
-/* q8 form of the n = G * hd output values in shared memory o (this CTA's
- * heads, which start at element e0 of token t's row): each warp takes 128
- * values per step, 8 lanes per block of 32 (n % 32 == 0). */
+/* q8 form of the n = G * hd output values in shared memory o (16-byte
+ * aligned; this CTA's heads, which start at element e0 of token t's row):
+ * each warp takes 256 values per step, 8 per lane (n and e0 multiples of
+ * the format's group, checked on entry). */
 __device__ __forceinline__ void at_store_q8(const at_args &a, const float *o, int n, int t,
 					    int64_t e0)
 {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int64_t row = (int64_t)a.n_head * a.hd;
 
-	for (int b = 128 * warp; b < n; b += AT_THREADS * 4) {
-		const int i = b + 4 * lane;
+	for (int b = 256 * warp; b < n; b += AT_THREADS * 8) {
+		const int i = b + 8 * lane;
 		const int ok = i < n;
-		const float4 v = ok ? *(const float4 *)(o + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+		float v[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
 
-		ntx_q8_store4(v, a.xqs + (int64_t)t * row, a.xds + (int64_t)t * (row / 32), (e0 + i) / 4,
-			      ok);
+		if (ok) {
+			const float4 x = *(const float4 *)(o + i), y = *(const float4 *)(o + i + 4);
+
+			v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+			v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+		}
+		ntx_q8_store8(v, a.xqs + (int64_t)t * row, a.xds + (int64_t)t * (row / 32), e0 + i,
+			      a.fmt, ok);
 	}
+}
+
+/* Merge weights of the n_eff split partials (p0: index of split 0 of the
+ * head), one warp: M = max m_s, L = sum exp(m_s - M) l_s (lane-strided
+ * partial sums, then the butterfly), w[s] = exp(m_s - M) / L. */
+__device__ __forceinline__ void at_merge_w(const at_args &a, int64_t p0, int n_eff, int lane,
+					   float *w)
+{
+	float M = -INFINITY, L = 0.0f;
+
+	for (int s = lane; s < n_eff; s += 32)
+		M = fmaxf(M, __ldcg(&a.part_ml[p0 + s].x));
+	M = ntx_warp_max(M);
+	for (int s = lane; s < n_eff; s += 32) {
+		const float2 v = __ldcg(&a.part_ml[p0 + s]);
+
+		L = __fmaf_rn(expf(__fsub_rn(v.x, M)), v.y, L);
+	}
+	L = ntx_warp_sum(L);
+	for (int s = lane; s < n_eff; s += 32)
+		w[s] = __fdiv_rn(expf(__fsub_rn(__ldcg(&a.part_ml[p0 + s].x), M)), L);
+}
+
+/* Merged element d of the head: sum over the splits in order (NaN when
+ * there are none: an invalid position). */
+__device__ __forceinline__ float at_merge_d(const at_args &a, int64_t p0, int n_eff, const float *w,
+					    int d)
+{
+	float acc = 0.0f;
+
+	for (int s = 0; s < n_eff; s++)
+		acc = __fmaf_rn(w[s], __ldcg(&a.part_acc[(p0 + s) * a.hd + d]), acc);
+	return n_eff ? acc : NAN;
 }
 
 /* Split s of n_pos positions: [*beg, *end), possibly empty. */
@@ -150,31 +197,15 @@ __device__ __forceinline__ void at_merge(const at_args &a, int t, int kvh, int n
 	if (!last)
 		return;
 	__threadfence();
-	for (int g = warp; g < G; g += AT_THREADS / 32) {
-		const int64_t p0 = ((int64_t)t * a.n_head + (int64_t)kvh * G + g) * a.n_split;
-		float M = -INFINITY, L = 0.0f;
-
-		for (int s = lane; s < n_eff; s += 32)
-			M = fmaxf(M, __ldcg(&a.part_ml[p0 + s].x));
-		M = ntx_warp_max(M);
-		for (int s = lane; s < n_eff; s += 32) {
-			const float2 v = __ldcg(&a.part_ml[p0 + s]);
-
-			L += expf(v.x - M) * v.y;
-		}
-		L = ntx_warp_sum(L);
-		for (int s = lane; s < n_eff; s += 32)
-			w[g][s] = expf(__ldcg(&a.part_ml[p0 + s].x) - M) / L;
-	}
+	for (int g = warp; g < G; g += AT_THREADS / 32)
+		at_merge_w(a, ((int64_t)t * a.n_head + (int64_t)kvh * G + g) * a.n_split, n_eff, lane,
+			   w[g]);
 	__syncthreads();
 	for (int i = tid; i < G * hd; i += AT_THREADS) {
 		const int g = i / hd, d = i % hd;
 		const int64_t p0 = ((int64_t)t * a.n_head + (int64_t)kvh * G + g) * a.n_split;
-		float acc = 0.0f;
+		const float acc = at_merge_d(a, p0, n_eff, w[g], d);
 
-		for (int s = 0; s < n_eff; s++)
-			acc += w[g][s] * __ldcg(&a.part_acc[(p0 + s) * hd + d]);
-		acc = n_eff ? acc : NAN;
 		a.out[((int64_t)t * a.n_head + (int64_t)kvh * G + g) * hd + d] = acc;
 		o[i] = acc;
 	}
@@ -359,54 +390,32 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, 1) n
 	}
 }
 
-/* One CTA per (token, head), thread per element of the head. */
+/* One CTA per (token, head), thread per element of the head; the same
+ * arithmetic as the fused merge (at_merge). */
 __global__ void ntx_attn_combine_kernel(at_args a)
 {
+	__shared__ float w[AT_MAX_SPLIT];
 	const int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
 	const int64_t p0 = ((int64_t)t * a.n_head + h) * a.n_split;
 	int n_pos, sq, n_eff = 0;
-	float M = -INFINITY, L = 0.0f;
 
-	if (at_valid(a, t, &n_pos, &sq)) {
-		for (int s = 0; s < a.n_split; s++) {
-			int b, e;
-
-			at_range(n_pos, a.n_split, s, &b, &e);
-			if (b < e)
-				n_eff = s + 1;
-		}
-	}
-	for (int s = 0; s < n_eff; s++)
-		M = fmaxf(M, a.part_ml[p0 + s].x);
-	for (int s = 0; s < n_eff; s++) {
-		const float2 v = a.part_ml[p0 + s];
-
-		L += expf(v.x - M) * v.y;
-	}
-	for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
-		float acc = 0.0f;
-
-		for (int s = 0; s < n_eff; s++)
-			acc += expf(a.part_ml[p0 + s].x - M) * a.part_acc[(p0 + s) * a.hd + d];
-		a.out[((int64_t)t * a.n_head + h) * a.hd + d] = n_eff ? acc / L : NAN;
-	}
-	if (a.xqs) { /* q8 of this head (hd % 32 == 0) from what was just written */
-		__shared__ __align__(16) float o[AT_MAX_HD];
-
-		__syncthreads();
-		for (int d = threadIdx.x; d < a.hd; d += blockDim.x)
-			o[d] = a.out[((int64_t)t * a.n_head + h) * a.hd + d];
-		__syncthreads();
-		if (threadIdx.x < 32 * ((a.hd + 127) / 128)) /* whole warps */
-			at_store_q8(a, o, a.hd, t, (int64_t)h * a.hd);
-	}
+	if (at_valid(a, t, &n_pos, &sq))
+		n_eff = at_n_eff(n_pos, a.n_split);
+	if (threadIdx.x < 32)
+		at_merge_w(a, p0, n_eff, threadIdx.x, w);
+	__syncthreads();
+	for (int d = threadIdx.x; d < a.hd; d += blockDim.x)
+		a.out[((int64_t)t * a.n_head + h) * a.hd + d] = at_merge_d(a, p0, n_eff, w, d);
 }
 
 /* Splits: enough CTAs to fill the GPU at decode (about 2048 / n_head per
- * token), at most one per AT_MIN_CHUNK positions of the context. */
+ * token), at most one per AT_MIN_CHUNK positions of the context. Up to
+ * NTX_CUDA_GEMV_MAX_TOK tokens get the single-token count (batch
+ * invariance: a token's chunks do not depend on n_tok); prefill fewer. */
 static int at_splits(int n_tok, int n_head, int n_ctx)
 {
-	int64_t want = (2048 + (int64_t)n_head * n_tok - 1) / ((int64_t)n_head * n_tok);
+	const int64_t nt = n_tok <= NTX_CUDA_GEMV_MAX_TOK ? 1 : n_tok;
+	int64_t want = (2048 + (int64_t)n_head * nt - 1) / ((int64_t)n_head * nt);
 	int64_t cap = (n_ctx + AT_MIN_CHUNK - 1) / AT_MIN_CHUNK;
 
 	if (want > cap)
@@ -419,8 +428,9 @@ static int at_splits(int n_tok, int n_head, int n_ctx)
 /* Workspace: split counters first, at a fixed place for every n_tok (the
  * engine shares one workspace between calls of different sizes, and the
  * counters must stay zero between calls), then the partials. A split > 1
- * needs n_tok * n_head < 2048 (at_splits), so AT_CNT counters suffice. */
-#define AT_CNT 2048
+ * needs n_head < 2048 (n_tok <= 8) or n_tok * n_head < 2048 (at_splits),
+ * so n_tok * n_head_kv < AT_CNT. */
+#define AT_CNT 16384
 #define AT_CNT_BYTES (AT_CNT * sizeof(unsigned))
 
 extern "C" size_t ntx_cuda_attention_ws_bytes(int n_tok, int n_head, int head_dim, int n_ctx)
@@ -474,9 +484,9 @@ template <bool F16> static int at_g(const at_args &a, cudaStream_t s, struct ntx
 
 /* Both entry points; fused = merge the splits in the attention launch
  * (counters in ws), xq = q8 output or NULL. */
-static int at_run(const char *fn, float *out, void *xq, const float *q, int n_tok, int n_head,
-		  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos, void *ws,
-		  size_t ws_bytes, int fused, cudaStream_t st, struct ntx_err *err)
+static int at_run(const char *fn, float *out, void *xq, int fmt, const float *q, int n_tok,
+		  int n_head, const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
+		  void *ws, size_t ws_bytes, int fused, cudaStream_t st, struct ntx_err *err)
 {
 	at_args a;
 	size_t need;
@@ -496,10 +506,13 @@ static int at_run(const char *fn, float *out, void *xq, const float *q, int n_to
 	if (!ntx_cu_aligned(q, 16) || !ntx_cu_aligned(out, 16) || !ntx_cu_aligned(kv->k, 16) ||
 	    !ntx_cu_aligned(kv->v, 16))
 		return ntx_err_set(err, NTX_EINVAL, "%s: q, out and the cache must be 16-byte aligned", fn);
-	if (xq && (kv->head_dim % 32 || !ntx_cu_aligned(xq, 16)))
+	if (xq && (fmt < NTX_Q8F_32 || fmt > NTX_Q8F_Q8_K ||
+		   (n_head / kv->n_head_kv) * kv->head_dim % ntx_q8f_group(fmt) ||
+		   !ntx_cu_aligned(xq, 16)))
 		return ntx_err_set(err, NTX_EINVAL,
-				   "%s: q8 output needs head_dim %% 32 == 0 (head_dim = %d) and 16-byte alignment",
-				   fn, kv->head_dim);
+				   "%s: q8 output in format %d needs (n_head / n_head_kv) * head_dim = %d to be "
+				   "a multiple of its group and 16-byte alignment",
+				   fn, fmt, (n_head / kv->n_head_kv) * kv->head_dim);
 	a.out = out, a.q = q, a.n_tok = n_tok, a.n_head = n_head;
 	a.G = n_head / kv->n_head_kv, a.hd = kv->head_dim, a.n_kv = kv->n_head_kv;
 	a.n_ctx = kv->n_ctx, a.n_seq = kv->n_seq;
@@ -508,6 +521,7 @@ static int at_run(const char *fn, float *out, void *xq, const float *q, int n_to
 	a.scale = 1.0f / sqrtf((float)kv->head_dim);
 	a.part_acc = NULL, a.part_ml = NULL, a.cnt = NULL;
 	a.xqs = (int8_t *)xq;
+	a.fmt = fmt;
 	a.xds = xq ? (float2 *)((char *)xq +
 				 ntx_cuda_q8_qs_bytes((int64_t)n_head * kv->head_dim, n_tok))
 		   : NULL;
@@ -519,7 +533,10 @@ static int at_run(const char *fn, float *out, void *xq, const float *q, int n_to
 			return ntx_err_set(err, NTX_EINVAL,
 					   "%s: workspace of %zu bytes; need %zu, 16-byte aligned", fn,
 					   ws_bytes, need);
-		if (fused) /* at_splits: n_tok * n_kv <= n_tok * n_head < AT_CNT */
+		if (fused && (int64_t)n_tok * kv->n_head_kv > AT_CNT)
+			return ntx_err_set(err, NTX_EINVAL, "%s: %d tokens x %d kv heads exceed %d counters",
+					   fn, n_tok, kv->n_head_kv, AT_CNT);
+		if (fused)
 			a.cnt = (unsigned *)w;
 		a.part_acc = (float *)(w + AT_CNT_BYTES);
 		a.part_ml = (float2 *)(w + AT_CNT_BYTES +
@@ -533,8 +550,17 @@ extern "C" int ntx_cuda_attention(float *out, const float *q, int n_tok, int n_h
 				  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
 				  void *ws, size_t ws_bytes, ntx_stream_t st, struct ntx_err *err)
 {
-	return at_run("attention", out, NULL, q, n_tok, n_head, kv, seq, pos, ws, ws_bytes, 0,
-		      (cudaStream_t)st, err);
+	return at_run("attention", out, NULL, NTX_Q8F_32, q, n_tok, n_head, kv, seq, pos, ws,
+		      ws_bytes, 0, (cudaStream_t)st, err);
+}
+
+extern "C" int ntx_cuda_attention_q8_fmt(float *out, void *xq_out, int fmt, const float *q,
+					 int n_tok, int n_head, const struct ntx_cuda_kv *kv,
+					 const int32_t *seq, const int32_t *pos, void *ws,
+					 size_t ws_bytes, ntx_stream_t st, struct ntx_err *err)
+{
+	return at_run("attention_q8", out, xq_out, fmt, q, n_tok, n_head, kv, seq, pos, ws, ws_bytes,
+		      1, (cudaStream_t)st, err);
 }
 
 extern "C" int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, int n_tok,
@@ -542,6 +568,6 @@ extern "C" int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, i
 				     const int32_t *pos, void *ws, size_t ws_bytes, ntx_stream_t st,
 				     struct ntx_err *err)
 {
-	return at_run("attention_q8", out, xq_out, q, n_tok, n_head, kv, seq, pos, ws, ws_bytes, 1,
-		      (cudaStream_t)st, err);
+	return ntx_cuda_attention_q8_fmt(out, xq_out, NTX_CUDA_Q8F_32, q, n_tok, n_head, kv, seq, pos,
+					 ws, ws_bytes, st, err);
 }

@@ -1,7 +1,8 @@
 /* common.cuh - what every kernels/cuda/*.cu shares: the C headers with C
  * linkage, error helpers (argument checks and launch checks that fill a
  * struct ntx_err), cp.async and warp-level helpers, and the lane-parallel
- * q8 quantizer used by ntx_cuda_quantize_q8 and the fused rmsnorm. */
+ * q8 quantizer used by ntx_cuda_quantize_q8, the fused rmsnorm and
+ * attention. */
 #ifndef NTX_CUDA_COMMON_CUH
 #define NTX_CUDA_COMMON_CUH
 
@@ -19,6 +20,10 @@ extern "C" {
 #include "ntx_cuda.h"
 
 #include "blockmath.cuh"
+
+static_assert(NTX_CUDA_Q8F_32 == NTX_Q8F_32 && NTX_CUDA_Q8F_Q8_0 == NTX_Q8F_Q8_0 &&
+		      NTX_CUDA_Q8F_Q8_K == NTX_Q8F_Q8_K,
+	      "q8 format numbers of ntx_cuda.h and blockmath.cuh");
 
 #define NTX_FULL_MASK 0xffffffffu
 
@@ -203,39 +208,81 @@ __device__ __forceinline__ float ntx_silu_mul(float g, float u)
 	return g / (1.0f + expf(-g)) * u;
 }
 
-/* Quantize 4 consecutive floats per lane into the q8 format; 8 aligned lanes
- * share one block of 32 (all 32 lanes of the warp must call this). gi is the
- * index of the lane's group of 4 within its row; qs points at the row's int8
- * values, ds at the row's float2 scales. store = 0 computes only (lanes past
- * the end keep the warp converged). Same arithmetic as ntx_q8_quantize32. */
-__device__ __forceinline__ void ntx_q8_store4(float4 v, int8_t *qs, float2 *ds, int64_t gi,
-					      int store)
+/* Quantize 8 consecutive floats per lane (v[0..7] = elements e0..e0+7 of
+ * a row, e0 % 8 == 0; qs, ds: the row's int8 values and float2 scales)
+ * into q8 format fmt (NTX_Q8F_*). All 32 lanes call this. Group 32: lanes
+ * 4k..4k+3 hold one block of 32; group 256 (Q8_K): the warp holds one
+ * block, lane i its elements 8i..8i+7. store = 0 computes only (lanes past
+ * the end hold zeros in blocks of their own and keep the warp converged).
+ * The values of ntx_q8_quantize_fmt (blockmath.cuh, host-tested against
+ * ntx_quantize_act_ref): max and integer sums are exact in any order, the
+ * Q8_K sign rule takes the lowest index of largest magnitude. */
+__device__ __forceinline__ void ntx_q8_store8(const float *v, int8_t *qs, float2 *ds, int64_t e0,
+					      int fmt, int store)
 {
-	float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-	float id, d;
-	int q0, q1, q2, q3, sum;
+	float amax = 0.0f, dd, id, mine = 0.0f;
+	int q[8], sum = 0;
+	bool has = false;
 
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		amax = fmaxf(amax, fabsf(v[i]));
 	amax = fmaxf(amax, __shfl_xor_sync(NTX_FULL_MASK, amax, 1));
 	amax = fmaxf(amax, __shfl_xor_sync(NTX_FULL_MASK, amax, 2));
-	amax = fmaxf(amax, __shfl_xor_sync(NTX_FULL_MASK, amax, 4));
-	id = amax != 0.0f ? 127.0f / amax : 0.0f;
-	d = amax / 127.0f;
-	q0 = __float2int_rn(v.x * id);
-	q1 = __float2int_rn(v.y * id);
-	q2 = __float2int_rn(v.z * id);
-	q3 = __float2int_rn(v.w * id);
-	sum = q0 + q1 + q2 + q3;
+	if (fmt == NTX_Q8F_Q8_K) {
+		unsigned bal;
+		float mx;
+
+		amax = fmaxf(amax, __shfl_xor_sync(NTX_FULL_MASK, amax, 4));
+		amax = fmaxf(amax, __shfl_xor_sync(NTX_FULL_MASK, amax, 8));
+		amax = fmaxf(amax, __shfl_xor_sync(NTX_FULL_MASK, amax, 16));
+#pragma unroll
+		for (int i = 7; i >= 0; i--) /* ends at this lane's lowest index */
+			if (fabsf(v[i]) == amax)
+				mine = v[i], has = true;
+		bal = __ballot_sync(NTX_FULL_MASK, has);
+		mx = __shfl_sync(NTX_FULL_MASK, mine, bal ? __ffs(bal) - 1 : 0);
+		id = amax != 0.0f ? -127.0f / mx : 0.0f;
+		dd = amax != 0.0f ? 1.0f / id : 0.0f;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			q[i] = min(127, __float2int_rn(__fmul_rn(id, v[i])));
+	} else {
+		id = amax != 0.0f ? 127.0f / amax : 0.0f;
+		dd = amax / 127.0f;
+		if (fmt == NTX_Q8F_Q8_0)
+			dd = __half2float(__float2half_rn(dd));
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			q[i] = __float2int_rn(__fmul_rn(v[i], id));
+	}
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		sum += q[i];
 	sum += __shfl_xor_sync(NTX_FULL_MASK, sum, 1);
 	sum += __shfl_xor_sync(NTX_FULL_MASK, sum, 2);
-	sum += __shfl_xor_sync(NTX_FULL_MASK, sum, 4);
 	if (store) {
-		char4 c = make_char4((signed char)q0, (signed char)q1, (signed char)q2,
-				     (signed char)q3);
+		uint2 w;
 
-		*(char4 *)(qs + 4 * gi) = c;
-		if ((gi & 7) == 0)
-			ds[gi >> 3] = make_float2(d, d * (float)sum);
+		w.x = (uint32_t)(q[0] & 0xFF) | (uint32_t)(q[1] & 0xFF) << 8 |
+		      (uint32_t)(q[2] & 0xFF) << 16 | (uint32_t)(q[3] & 0xFF) << 24;
+		w.y = (uint32_t)(q[4] & 0xFF) | (uint32_t)(q[5] & 0xFF) << 8 |
+		      (uint32_t)(q[6] & 0xFF) << 16 | (uint32_t)(q[7] & 0xFF) << 24;
+		*(uint2 *)(qs + e0) = w;
+		if ((e0 & 31) == 0)
+			ds[e0 >> 5] = make_float2(dd, __fmul_rn(dd, (float)sum));
 	}
+}
+
+/* Check a q8 format for rows of n elements; 0 or -1 with *err filled. */
+static inline int ntx_cu_check_fmt(const char *fn, int fmt, int64_t n, struct ntx_err *err)
+{
+	if (fmt < NTX_Q8F_32 || fmt > NTX_Q8F_Q8_K)
+		return ntx_err_set(err, NTX_EINVAL, "%s: q8 format %d is not one of 0..2", fn, fmt);
+	if (n <= 0 || n % ntx_q8f_group(fmt))
+		return ntx_err_set(err, NTX_EINVAL, "%s: n = %lld is not a positive multiple of %d (q8 format %d)",
+				   fn, (long long)n, ntx_q8f_group(fmt), fmt);
+	return 0;
 }
 
 #endif

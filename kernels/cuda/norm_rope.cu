@@ -6,11 +6,13 @@
 
 #define RN_THREADS 256
 
-/* One CTA per row. Pass 1: sum of squares (float, tree). Pass 2: lanes take
- * groups of 4 consecutive elements, 8 lanes per q8 block of 32. */
+/* One CTA per row. Pass 1: sum of squares (float, tree). Pass 2: lanes
+ * take 8 consecutive elements (a warp 256), quantized by ntx_q8_store8 in
+ * format fmt when qs is set, exactly as ntx_cuda_quantize_q8_fmt would
+ * quantize the float output. */
 __global__ void __launch_bounds__(RN_THREADS)
-	ntx_rmsnorm_kernel(float *out, int8_t *qs, float2 *ds, const float *x, const float *w, int dim,
-			   float eps, int vec)
+	ntx_rmsnorm_kernel(float *out, int8_t *qs, float2 *ds, int fmt, const float *x, const float *w,
+			   int dim, float eps, int vec)
 {
 	__shared__ float red[RN_THREADS / 32];
 	__shared__ float scale_s;
@@ -37,50 +39,65 @@ __global__ void __launch_bounds__(RN_THREADS)
 
 	if (!vec) {
 		for (int i = threadIdx.x; i < dim; i += RN_THREADS)
-			o[i] = xr[i] * scale * w[i];
+			o[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
 		return;
 	}
-	/* dim % 4 == 0 here, and dim % 32 == 0 when qs is set */
-	const int g4 = dim / 4;
-	const int n_iter = (g4 + RN_THREADS - 1) / RN_THREADS;
+	/* dim % 8 == 0 here, and a multiple of the q8 group when qs is set */
+	const int g8 = dim / 8;
+	const int n_iter = (g8 + RN_THREADS - 1) / RN_THREADS;
 
 	for (int it = 0; it < n_iter; it++) {
 		const int g = it * RN_THREADS + threadIdx.x;
-		const int ok = g < g4;
-		float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+		const int ok = g < g8;
+		float v[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
 
 		if (ok) {
-			float4 a = ((const float4 *)xr)[g], b = ((const float4 *)w)[g];
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				const float4 a = ((const float4 *)xr)[2 * g + h], b = ((const float4 *)w)[2 * g + h];
 
-			v = make_float4(a.x * scale * b.x, a.y * scale * b.y, a.z * scale * b.z,
-					a.w * scale * b.w);
-			if (o)
-				((float4 *)o)[g] = v;
+				v[4 * h] = __fmul_rn(__fmul_rn(a.x, scale), b.x);
+				v[4 * h + 1] = __fmul_rn(__fmul_rn(a.y, scale), b.y);
+				v[4 * h + 2] = __fmul_rn(__fmul_rn(a.z, scale), b.z);
+				v[4 * h + 3] = __fmul_rn(__fmul_rn(a.w, scale), b.w);
+			}
+			if (o) {
+				((float4 *)o)[2 * g] = make_float4(v[0], v[1], v[2], v[3]);
+				((float4 *)o)[2 * g + 1] = make_float4(v[4], v[5], v[6], v[7]);
+			}
 		}
 		if (qs) /* uniform across the CTA: every lane calls it */
-			ntx_q8_store4(v, qs + (int64_t)t * dim, ds + (int64_t)t * (dim / 32), g, ok);
+			ntx_q8_store8(v, qs + (int64_t)t * dim, ds + (int64_t)t * (dim / 32), 8 * (int64_t)g,
+				      fmt, ok);
 	}
 }
 
-extern "C" int ntx_cuda_rmsnorm(float *out, void *xq, const float *x, const float *w, int n_tok,
-				int dim, float eps, ntx_stream_t s, struct ntx_err *err)
+extern "C" int ntx_cuda_rmsnorm_fmt(float *out, void *xq, int fmt, const float *x, const float *w,
+				    int n_tok, int dim, float eps, ntx_stream_t s, struct ntx_err *err)
 {
 	int vec;
 
 	if (n_tok < 1 || dim < 1 || !x || !w || (!out && !xq))
 		return ntx_err_set(err, NTX_EINVAL, "rmsnorm: n_tok = %d, dim = %d, NULL buffer", n_tok, dim);
-	if (xq && (dim % 32 || !ntx_cu_aligned(xq, 16)))
-		return ntx_err_set(err, NTX_EINVAL,
-				   "rmsnorm: q8 output needs dim %% 32 == 0 (dim = %d) and 16-byte alignment",
-				   dim);
-	vec = dim % 4 == 0 && ntx_cu_aligned(x, 16) && ntx_cu_aligned(w, 16) &&
+	if (xq && (ntx_cu_check_fmt("rmsnorm", fmt, dim, err)))
+		return -1;
+	if (xq && !ntx_cu_aligned(xq, 16))
+		return ntx_err_set(err, NTX_EINVAL, "rmsnorm: q8 output must be 16-byte aligned");
+	vec = dim % 8 == 0 && ntx_cu_aligned(x, 16) && ntx_cu_aligned(w, 16) &&
 	      (!out || ntx_cu_aligned(out, 16));
 	if (xq && !vec)
 		return ntx_err_set(err, NTX_EINVAL, "rmsnorm: q8 output needs 16-byte aligned x, w, out");
 	ntx_rmsnorm_kernel<<<n_tok, RN_THREADS, 0, (cudaStream_t)s>>>(
 		out, (int8_t *)xq,
-		xq ? (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(dim, n_tok)) : NULL, x, w, dim, eps, vec);
+		xq ? (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(dim, n_tok)) : NULL, fmt, x, w, dim, eps,
+		vec);
 	return ntx_cu_launched("rmsnorm", err);
+}
+
+extern "C" int ntx_cuda_rmsnorm(float *out, void *xq, const float *x, const float *w, int n_tok,
+				int dim, float eps, ntx_stream_t s, struct ntx_err *err)
+{
+	return ntx_cuda_rmsnorm_fmt(out, xq, NTX_CUDA_Q8F_32, x, w, n_tok, dim, eps, s, err);
 }
 
 /* ---- RoPE + KV store ---- */

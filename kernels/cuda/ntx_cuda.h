@@ -24,14 +24,57 @@ extern "C" {
 
 typedef struct CUstream_st *ntx_stream_t; /* == cudaStream_t */
 
-/* ---- activation quantization (for integer dot products, dp4a) ----
+/* ---- batch invariance (guaranteed by every kernel below) ----
+ * The value computed for token t is bitwise the same whatever n_tok
+ * (1..NTX_CUDA_GEMV_MAX_TOK) and whichever other tokens share the launch:
+ * launch geometry, rows per warp, k-splits and every reduction order depend
+ * on the matrix shape and type (GEMV), or on pos[t], n_head, head_dim and
+ * n_ctx (attention), never on n_tok. Self-speculative verification and
+ * batched decoding therefore reproduce single-token decoding exactly.
+ * Also bitwise: ntx_cuda_rmsnorm's q8 output == ntx_cuda_quantize_q8_fmt of
+ * its float output; ntx_cuda_attention_q8's q8 output ==
+ * ntx_cuda_quantize_q8_fmt of ntx_cuda_attention's float output (and both
+ * float outputs are equal); ntx_cuda_gemv_swiglu == ntx_cuda_gemv (gate),
+ * ntx_cuda_gemv (up), ntx_cuda_swiglu; each ntx_cuda_gemv_multi segment ==
+ * ntx_cuda_gemv of that matrix. tests/gpu checks each of these. */
+
+/* ---- activation quantization (q8, for the integer tensor-core GEMV) ----
  * "q8 activations" of n_tok rows of n (n a multiple of 32): per row, n int8
  * values, then for the whole buffer n_tok * n/32 float2 (d, d * sum(q)) per
- * block of 32, with d = max|x| / 127 and q = round(x / d) (0 when d = 0).
+ * block of 32 (the GEMV reads only this, whatever the format).
  * Layout: int8 qs[n_tok][n] at offset 0, float2 ds[n_tok][n/32] at offset
- * ntx_cuda_q8_qs_bytes(n, n_tok) (a multiple of 16). */
+ * ntx_cuda_q8_qs_bytes(n, n_tok) (a multiple of 16).
+ * Formats (how q and d are chosen), enum ntx_cuda_q8_fmt:
+ *   NTX_CUDA_Q8F_32: per 32, d = max|x| / 127 in float, q = rne(x * 127 /
+ *     max|x|) (0 when max = 0). The original format.
+ *   NTX_CUDA_Q8F_Q8_0: as ggml's Q8_0 (what the CPU engine uses for Q4_0
+ *     and Q8_0 weights): q as above, d rounded to fp16.
+ *   NTX_CUDA_Q8F_Q8_K: per 256 (n a multiple of 256), as ggml's Q8_K (the
+ *     CPU's format for Q4_K, Q5_K, Q6_K weights): max = the first x of
+ *     largest magnitude, iscale = -127 / max, q = min(127, rne(iscale * x)),
+ *     d = 1 / iscale (negative when max > 0), the same d in the 8 blocks.
+ * With the format of ntx_cuda_q8_fmt(wtype), the q8 integers and effective
+ * scales equal those of ntx_quantize_act_ref(ntx_act_type(wtype)) bit for
+ * bit, so the GPU's dot products differ from the CPU's only in float
+ * summation order. */
+enum ntx_cuda_q8_fmt {
+	NTX_CUDA_Q8F_32 = 0,
+	NTX_CUDA_Q8F_Q8_0 = 1,
+	NTX_CUDA_Q8F_Q8_K = 2,
+};
+/* The format matching the CPU for weight type wtype (Q4_0, Q8_0:
+ * NTX_CUDA_Q8F_Q8_0; Q4_K, Q5_K, Q6_K: NTX_CUDA_Q8F_Q8_K), or -1 for float
+ * or unsupported types. */
+int ntx_cuda_q8_fmt(uint32_t wtype);
+/* Elements per scale group of a format: 32 or 256 (0 if not a format). */
+int ntx_cuda_q8_group(int fmt);
 size_t ntx_cuda_q8_qs_bytes(int64_t n, int n_tok);
 size_t ntx_cuda_q8_bytes(int64_t n, int n_tok);
+/* x (n_tok rows of n floats, 16-byte aligned) -> q8 activations xq in
+ * format fmt (n a multiple of ntx_cuda_q8_group(fmt)). */
+int ntx_cuda_quantize_q8_fmt(const float *x, void *xq, int64_t n, int n_tok, int fmt,
+			     ntx_stream_t s, struct ntx_err *err);
+/* = ntx_cuda_quantize_q8_fmt(..., NTX_CUDA_Q8F_32, ...). */
 int ntx_cuda_quantize_q8(const float *x, void *xq, int64_t n, int n_tok, ntx_stream_t s,
 			 struct ntx_err *err);
 
@@ -44,8 +87,11 @@ int ntx_cuda_wtype_q8(uint32_t wtype);
  * y[t][r] = W[r] . x[t]   (accumulate = 0), or
  * y[t][r] += W[r] . x[t]  (accumulate = 1: the residual add is fused).
  * x is float (n_tok x n_in) for float weight types and ignored otherwise;
- * xq is the q8 form of the same rows for q8 types and ignored otherwise.
- * Reads each weight byte once for all n_tok rows. */
+ * xq is the q8 form of the same rows for q8 types (any format: the GEMV
+ * uses the per-32 (d, d*sum) pairs) and ignored otherwise. Reads each
+ * weight byte once for all n_tok rows; quantized types go through int8
+ * tensor-core products (sm_80+), whose cost hardly depends on n_tok.
+ * Batch-invariant (see above). */
 #define NTX_CUDA_GEMV_MAX_TOK 8
 int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
 		  const float *x, const void *xq, float *y, int n_tok, int accumulate,
@@ -55,7 +101,10 @@ int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
  * for each segment, y[t][r] (=|+=) W[r] . x[t] with the segment's type,
  * rows and output. Quantized segments of any mix of types run as one
  * launch; float segments as one launch per float type. Same contract as
- * ntx_cuda_gemv otherwise (x and/or xq as the types need). */
+ * ntx_cuda_gemv otherwise (x and/or xq as the types need); each segment's
+ * output is bitwise that of ntx_cuda_gemv on its matrix. All segments read
+ * the same xq: to match the CPU, their ntx_cuda_q8_fmt must agree (Q4_K /
+ * Q5_K / Q6_K mixes do); otherwise split the call. */
 #define NTX_CUDA_GEMV_MAX_SEG 4
 struct ntx_cuda_gemv_seg {
 	uint32_t wtype;
@@ -68,7 +117,8 @@ int ntx_cuda_gemv_multi(const struct ntx_cuda_gemv_seg *segs, int n_seg, int64_t
 			const float *x, const void *xq, int n_tok, ntx_stream_t s,
 			struct ntx_err *err);
 
-/* Fused feed-forward up-projection: h[t][r] = silu(Wg[r] . x[t]) * (Wu[r] . x[t]).
+/* Fused feed-forward up-projection: h[t][r] = silu(Wg[r] . x[t]) * (Wu[r] . x[t]),
+ * bitwise equal to ntx_cuda_gemv (gate), ntx_cuda_gemv (up), ntx_cuda_swiglu.
  * Wg and Wu may have different types (then x and/or xq are used as each
  * needs). */
 int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const void *wu,
@@ -101,7 +151,12 @@ int ntx_cuda_get_rows(uint32_t type, const void *table, uint64_t row_bytes, int6
 /* ---- element-wise ---- */
 
 /* out = x / sqrt(mean(x^2) + eps) * w per row; out may be NULL; when xq is
- * non-NULL the result is also written as q8 activations (dim % 32 == 0). */
+ * non-NULL the result is also written as q8 activations in format fmt
+ * (dim a multiple of ntx_cuda_q8_group(fmt)), bitwise equal to
+ * ntx_cuda_quantize_q8_fmt of the float result. */
+int ntx_cuda_rmsnorm_fmt(float *out, void *xq, int fmt, const float *x, const float *w, int n_tok,
+			 int dim, float eps, ntx_stream_t s, struct ntx_err *err);
+/* = ntx_cuda_rmsnorm_fmt(out, xq, NTX_CUDA_Q8F_32, ...). */
 int ntx_cuda_rmsnorm(float *out, void *xq, const float *x, const float *w, int n_tok,
 		     int dim, float eps, ntx_stream_t s, struct ntx_err *err);
 
@@ -141,21 +196,37 @@ int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok, int n_hea
 /* Causal GQA attention over the cache: token t's query q[t] (n_head heads)
  * attends to positions 0..pos[t] of sequence seq[t]; out[t] = n_head*head_dim
  * floats. Scale 1/sqrt(head_dim). Long contexts are split over the sequence
- * (flash-decoding); the launch configuration depends only on n_tok, n_head
- * and kv->n_ctx (never on pos), so the call can be captured in a CUDA graph
- * and replayed with new positions. ws: ntx_cuda_attention_ws_bytes. */
+ * (flash-decoding) into chunks of max(64, ceil((pos[t] + 1) / S)) positions
+ * merged in chunk order, S = min(64, ceil(2048 / n_head), ceil(n_ctx / 64))
+ * for n_tok <= NTX_CUDA_GEMV_MAX_TOK (batch-invariant: a token's result does
+ * not depend on n_tok or the other tokens); for larger n_tok (prefill) S
+ * shrinks as n_tok grows (fewer, longer chunks). The launch configuration
+ * depends only on n_tok, n_head and kv->n_ctx (never on pos), so the call
+ * can be captured in a CUDA graph and replayed with new positions.
+ * ws: ntx_cuda_attention_ws_bytes(n_tok, ...) bytes; 0 when no split is
+ * needed. It is not monotonic in n_tok: a workspace shared by calls of
+ * 1..U tokens must have the largest size over n_tok = 1..U (for n_tok <= 8
+ * the size is n_tok * n_head * S * (4 * head_dim + 8) + 8448 bytes). */
 size_t ntx_cuda_attention_ws_bytes(int n_tok, int n_head, int head_dim, int n_ctx);
 int ntx_cuda_attention(float *out, const float *q, int n_tok, int n_head,
 		       const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
 		       void *ws, size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
 
-/* As ntx_cuda_attention, in one launch instead of two (the last CTA of each
- * token's splits merges them), and when xq_out is non-NULL also writes out
- * as q8 activations of n_head*head_dim per token (head_dim % 32 == 0), for
- * the output projection's GEMV. The workspace holds counters that must be
- * zero before the first call: cudaMemset the whole of ws once after
- * allocating it; every call leaves them zero again. Calls that share a
- * workspace must not run concurrently. */
+/* As ntx_cuda_attention (bitwise the same float output), in one launch
+ * instead of two (the last CTA of each token's splits merges them), and
+ * when xq_out is non-NULL also writes out as q8 activations of
+ * n_head*head_dim per token in format fmt, bitwise equal to
+ * ntx_cuda_quantize_q8_fmt of out; this needs (n_head / n_head_kv) *
+ * head_dim to be a multiple of ntx_cuda_q8_group(fmt) (else EINVAL: run
+ * ntx_cuda_quantize_q8_fmt on out instead). The workspace holds counters
+ * that must be zero before the first call: cudaMemset the whole of ws once
+ * after allocating it; every call leaves them zero again. Calls that share
+ * a workspace must not run concurrently. */
+int ntx_cuda_attention_q8_fmt(float *out, void *xq_out, int fmt, const float *q, int n_tok,
+			      int n_head, const struct ntx_cuda_kv *kv, const int32_t *seq,
+			      const int32_t *pos, void *ws, size_t ws_bytes, ntx_stream_t s,
+			      struct ntx_err *err);
+/* = ntx_cuda_attention_q8_fmt(out, xq_out, NTX_CUDA_Q8F_32, ...). */
 int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, int n_tok, int n_head,
 			  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
 			  void *ws, size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);

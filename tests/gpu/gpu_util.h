@@ -233,6 +233,54 @@ static inline void ntx_ref_q8_32(const float *x, int8_t *q, float *d, float *ds)
 	*ds = *d * (float)sum;
 }
 
+/* q8 blocks of 32 in hq (the device layout of n_tok rows of n, copied to
+ * the host) that differ from the host oracle's quantization of x in format
+ * fmt: NTX_CUDA_Q8F_32: ntx_ref_q8_32; Q8_0 and Q8_K: the integers and d of
+ * ntx_quantize_act_ref (the CPU engine's activations), dsum = d * sum(q). */
+static inline long q8_bad_blocks(const float *x, int64_t n, int n_tok, int fmt,
+				 const unsigned char *hq)
+{
+	size_t qsb = ntx_cuda_q8_qs_bytes(n, n_tok);
+	uint32_t at = fmt == NTX_CUDA_Q8F_Q8_K ? NTX_TYPE_Q8_K : NTX_TYPE_Q8_0;
+	void *ref = malloc(ntx_act_bytes(at, n) + 64);
+	long bad = 0;
+
+	for (int t = 0; t < n_tok; t++) {
+		const float *xt = x + (size_t)t * n;
+		const int8_t *q = (const int8_t *)hq + (size_t)t * n;
+
+		if (fmt != NTX_CUDA_Q8F_32)
+			ntx_quantize_act_ref(at, xt, ref, n);
+		for (int64_t b = 0; b < n / 32; b++) {
+			int8_t rq[32];
+			float d = 0.0f, ds = 0.0f, got[2];
+			int sum = 0;
+
+			memcpy(got, hq + qsb + ((size_t)t * (n / 32) + b) * 8, 8);
+			if (fmt == NTX_CUDA_Q8F_32) {
+				ntx_ref_q8_32(xt + 32 * b, rq, &d, &ds);
+			} else if (fmt == NTX_CUDA_Q8F_Q8_0) {
+				const struct ntx_block_q8_0 *r = (const struct ntx_block_q8_0 *)ref + b;
+
+				memcpy(rq, r->qs, 32);
+				d = ntx_fp16_to_fp32(r->d);
+			} else {
+				const struct ntx_block_q8_k *r = (const struct ntx_block_q8_k *)ref + b / 8;
+
+				memcpy(rq, r->qs + 32 * (b % 8), 32);
+				d = r->d;
+			}
+			for (int i = 0; i < 32; i++)
+				sum += rq[i];
+			if (fmt != NTX_CUDA_Q8F_32)
+				ds = d * (float)sum;
+			bad += memcmp(rq, q + 32 * b, 32) != 0 || got[0] != d || got[1] != ds;
+		}
+	}
+	free(ref);
+	return bad;
+}
+
 /* ref[t * n_out + r] = W[r] . x[t]: with exact = 1 as ntx_vec_dot_ref
  * computes it (integer dot on ggml-quantized activations for quantized
  * types), else the float64 dot of the dequantized row with x. */

@@ -14,10 +14,20 @@
  *     dequantized row: NMSE <= 1e-4 (activation quantization noise);
  *   - ntx_q8_quantize32 == ntx_quantize_act_ref(Q8_0) on those inputs;
  *   - the 2-byte-aligned word loader at both alignments;
- *   - K-quant pairs (the GEMV's unit of work): ntx_pair_decode holds the
- *     same values, scales and mins as ntx_unit_decode of its two units, and
- *     row dots through ntx_pair_dot match ntx_vec_dot_ref (same integers)
- *     and the float64 dequantized dot, as the unit path does. */
+ *   - K-quant pairs: ntx_pair_decode holds the same values, scales and mins
+ *     as ntx_unit_decode of its two units, and row dots through
+ *     ntx_pair_dot match ntx_vec_dot_ref (same integers) and the float64
+ *     dequantized dot, as the unit path does;
+ *   - the q8 formats (ntx_q8_quantize_fmt): Q8_0 and Q8_K hold exactly the
+ *     integers and d of ntx_quantize_act_ref (ties of +max and -max, zero
+ *     blocks, the clamp at 127);
+ *   - the tensor-core GEMV (gemv_q8.cu): a 16-row x 8-token tile emulated
+ *     lane by lane with the PTX ISA fragment layout of mma.m16n8k32 and the
+ *     kernel's own lane functions (ntx_mb_load / _unit / _scale,
+ *     ntx_mx_load, ntx_mepi), on activations quantized in the CPU's format:
+ *     equals ntx_vec_dot_ref up to float summation order (NMSE <= 1e-10)
+ *     on plain Gaussian activations, and token 0 is bitwise the same with 1
+ *     or 8 tokens. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +42,10 @@ extern "C" {
 
 #define NMSE_STRICT 1e-10
 #define NMSE_RANDOM 1e-4
+/* Q8_K's one scale per 256 quantizes coarser than per 32 (max of 256
+ * Gaussians ~2.9 sigma vs ~2.2): about 2x the noise power; over 16 rows
+ * the estimate varies by another factor ~2. */
+#define NMSE_RANDOM_Q8K 5e-4
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
@@ -346,6 +360,229 @@ template <int T> static void test_pairs(const tinfo &ti)
 	free(w);
 }
 
+
+/* ---- q8 formats vs the CPU oracle ---- */
+
+static void test_q8_formats(void)
+{
+	const int n = 4096;
+	float x[4096], d[128], ds[128];
+	int8_t q[4096];
+	struct ntx_block_q8_0 b0[128];
+	struct ntx_block_q8_k bk[16];
+	long bad0 = 0, badk = 0, bads = 0;
+
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < n; i++)
+			x[i] = (float)(3.0 * rng_gauss() * (1 + round % 5));
+		/* edge cases: an all-zero block of 256, +max and -max in one
+		 * block (the first decides the sign), a lone negative max,
+		 * values that round to +-127.5 before the clamp */
+		for (int i = 256; i < 512; i++)
+			x[i] = 0.0f;
+		x[600] = -50.0f, x[700] = 50.0f;
+		x[1100] = 60.0f, x[1101] = -60.0f;
+		x[2000] = -70.0f;
+		x[3000] = 1e-30f;
+		ntx_q8_quantize_fmt(x, n, NTX_Q8F_Q8_0, q, d, ds);
+		ntx_quantize_act_ref(NTX_TYPE_Q8_0, x, b0, n);
+		for (int k = 0; k < n / 32; k++) {
+			int sum = 0;
+
+			for (int i = 0; i < 32; i++)
+				sum += q[32 * k + i];
+			bad0 += memcmp(b0[k].qs, q + 32 * k, 32) != 0 || ntx_fp16_to_fp32(b0[k].d) != d[k];
+			bads += ds[k] != d[k] * (float)sum;
+		}
+		ntx_q8_quantize_fmt(x, n, NTX_Q8F_Q8_K, q, d, ds);
+		ntx_quantize_act_ref(NTX_TYPE_Q8_K, x, bk, n);
+		for (int k = 0; k < n / 256; k++) {
+			badk += memcmp(bk[k].qs, q + 256 * k, 256) != 0;
+			for (int j = 0; j < 8; j++) {
+				int sum = 0;
+
+				for (int i = 0; i < 32; i++)
+					sum += q[256 * k + 32 * j + i];
+				badk += d[8 * k + j] != bk[k].d;
+				badk += sum != bk[k].bsums[2 * j] + bk[k].bsums[2 * j + 1];
+				bads += ds[8 * k + j] != d[8 * k + j] * (float)sum;
+			}
+		}
+	}
+	t_ok(bad0 == 0, "q8 format Q8_0: integers and fp16 d == ntx_quantize_act_ref(Q8_0) (%ld bad blocks)",
+	     bad0);
+	t_ok(badk == 0, "q8 format Q8_K: integers, d and sums == ntx_quantize_act_ref(Q8_K) (%ld bad)",
+	     badk);
+	t_ok(bads == 0, "q8 formats: dsum = d * sum(q) (%ld bad)", bads);
+	{
+		/* the sign rule: first of +m / -m decides; d < 0 when max > 0 */
+		float y[256] = { 0 };
+
+		y[10] = -2.0f, y[20] = 2.0f, y[30] = 1.0f;
+		ntx_q8_quantize_fmt(y, 256, NTX_Q8F_Q8_K, q, d, ds);
+		t_ok(q[10] == -127 && q[20] == 127 && q[30] == 64 && d[0] > 0,
+		     "Q8_K sign rule: -2 first -> d = %g > 0, q = %d %d %d", d[0], q[10], q[20], q[30]);
+		y[10] = 2.0f, y[20] = -2.0f;
+		ntx_q8_quantize_fmt(y, 256, NTX_Q8F_Q8_K, q, d, ds);
+		t_ok(q[10] == -127 && q[20] == 127 && d[0] < 0,
+		     "Q8_K sign rule: +2 first -> d = %g < 0, q = %d %d", d[0], q[10], q[20]);
+	}
+}
+
+/* ---- the tensor-core GEMV tile, emulated ---- */
+
+/* y[tok][r] for 16 rows at w (row_bytes rb) and n_tok tokens of q8
+ * activations xq [8][n_in] with d, ds [8][n_in/32], computed as the warp of
+ * ntx_gemv_q8_kernel does (one warp, the whole row: ks = 1). */
+template <int T>
+static void emu_tile(const uint8_t *w, size_t rb, int n_in, const int8_t *xq, const float *d,
+		     const float *ds, int n_tok, float y[8][16])
+{
+	constexpr int BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB, BS = ntx_qt<T>::BS;
+	float acc[32][4];
+
+	memset(acc, 0, sizeof acc);
+	for (int b = 0; b < n_in / BS; b++) {
+		ntx_mb<T> wb[32][2];
+
+		for (int lane = 0; lane < 32; lane++) {
+			const int g = lane >> 2, t = lane & 3;
+
+			ntx_mb_load<T>(w + (size_t)g * rb + (size_t)b * BB, t, wb[lane][0]);
+			ntx_mb_load<T>(w + (size_t)(g + 8) * rb + (size_t)b * BB, t, wb[lane][1]);
+		}
+		for (int u = 0; u < UPB; u++) {
+			const int64_t ug = (int64_t)b * UPB + u;
+			int Am[16][32], Bm[32][8], Clo[16][8], Chi[16][8];
+
+			for (int lane = 0; lane < 32; lane++) {
+				const int g = lane >> 2, t = lane & 3;
+				uint32_t w0[2], w1[2], bx[2] = { 0, 0 };
+				const uint32_t a[4] = { 0, 0, 0, 0 };
+
+				(void)a;
+				ntx_mb_unit<T>(wb[lane][0], u, t, w0);
+				ntx_mb_unit<T>(wb[lane][1], u, t, w1);
+				if (g < n_tok)
+					ntx_mx_load<T>(xq + (size_t)g * n_in, ug, t, bx);
+				for (int j = 0; j < 4; j++) {
+					/* a0 = row g k 4t.., a1 = row g+8 k 4t.., a2 = row g
+					 * k 16+4t.., a3 = row g+8 k 16+4t..; b0, b1 column g */
+					const int sh = 8 * j;
+					auto by = [&](uint32_t v) {
+						return ntx_mma_u8<T>() ? (int)(uint8_t)(v >> sh)
+								       : (int)(int8_t)(uint8_t)(v >> sh);
+					};
+					Am[g][4 * t + j] = by(w0[0]);
+					Am[g + 8][4 * t + j] = by(w1[0]);
+					Am[g][16 + 4 * t + j] = by(w0[1]);
+					Am[g + 8][16 + 4 * t + j] = by(w1[1]);
+					Bm[4 * t + j][g] = (int)(int8_t)(uint8_t)(bx[0] >> sh);
+					Bm[16 + 4 * t + j][g] = (int)(int8_t)(uint8_t)(bx[1] >> sh);
+				}
+			}
+			for (int r = 0; r < 16; r++)
+				for (int c = 0; c < 8; c++) {
+					Clo[r][c] = Chi[r][c] = 0;
+					for (int k = 0; k < 16; k++)
+						Clo[r][c] += Am[r][k] * Bm[k][c];
+					for (int k = 16; k < 32; k++)
+						Chi[r][c] += Am[r][k] * Bm[k][c];
+				}
+			for (int lane = 0; lane < 32; lane++) {
+				const int g = lane >> 2, t = lane & 3;
+				float a0, b0, a1, b1;
+				int s00, s01, s10, s11;
+
+				ntx_mb_scale<T>(wb[lane][0], u, &a0, &b0, &s00, &s01);
+				ntx_mb_scale<T>(wb[lane][1], u, &a1, &b1, &s10, &s11);
+				for (int i = 0; i < 4; i++) {
+					const int r = g + 8 * (i >> 1), tok = 2 * t + (i & 1);
+					const float2 dd = tok < n_tok ? make_float2(d[(size_t)tok * (n_in / 32) + ug],
+										    ds[(size_t)tok * (n_in / 32) + ug])
+								      : make_float2(0.f, 0.f);
+					int c0, c1;
+
+					if (T == NTX_TYPE_Q6_K) /* mma (a0, a1, 0, 0) and (0, 0, a2, a3) */
+						c0 = Clo[r][tok], c1 = Chi[r][tok];
+					else
+						c0 = Clo[r][tok] + Chi[r][tok], c1 = 0;
+					acc[lane][i] = ntx_mepi<T>(acc[lane][i], i < 2 ? a0 : a1, i < 2 ? b0 : b1,
+								   i < 2 ? s00 : s10, i < 2 ? s01 : s11, c0, c1, dd);
+				}
+			}
+		}
+	}
+	for (int lane = 0; lane < 32; lane++)
+		for (int i = 0; i < 4; i++)
+			y[2 * (lane & 3) + (i & 1)][(lane >> 2) + 8 * (i >> 1)] = acc[lane][i];
+}
+
+template <int T> static void test_mma_tile(const tinfo &ti)
+{
+	const int n_in = 1024, nb = n_in / ti.bs, rb = nb * ti.bb;
+	const int fmt = ti.bs == 256 ? NTX_Q8F_Q8_K : NTX_Q8F_Q8_0;
+	uint8_t *w = (uint8_t *)aligned_alloc(64, (size_t)rb * 16 + 64);
+	static float x[8][1024], d[8][32], ds[8][32];
+	static int8_t xq[8][1024];
+	void *xr = malloc(ntx_act_bytes(ntx_act_type(ti.t), n_in));
+	float y8[8][16], y1[8][16];
+	double got[128], ref[128], got2[16], ref2[16];
+	long diff = 0;
+
+	for (int rep = 0; rep < 4; rep++) {
+		random_blocks(ti, w, nb * 16);
+		if (rep == 0) /* extreme scale bytes */
+			memset(w + (ti.t == NTX_TYPE_Q6_K ? 192 : 4), ti.t == NTX_TYPE_Q6_K ? 0x80 : 0xFF,
+			       ti.bs == 256 ? (ti.t == NTX_TYPE_Q6_K ? 16 : 12) : 0);
+		for (int k = 0; k < 8; k++) {
+			for (int i = 0; i < n_in; i++)
+				x[k][i] = (float)((1 + k) * rng_gauss());
+			ntx_q8_quantize_fmt(x[k], n_in, fmt, xq[k], d[k], ds[k]);
+		}
+		emu_tile<T>(w, rb, n_in, &xq[0][0], &d[0][0], &ds[0][0], 8, y8);
+		emu_tile<T>(w, rb, n_in, &xq[0][0], &d[0][0], &ds[0][0], 1, y1);
+		for (int r = 0; r < 16; r++)
+			diff += memcmp(&y8[0][r], &y1[0][r], 4) != 0;
+		for (int k = 0; k < 8; k++) {
+			ntx_quantize_act_ref(ntx_act_type(ti.t), x[k], xr, n_in);
+			for (int r = 0; r < 16; r++) {
+				got[16 * k + r] = y8[k][r];
+				ref[16 * k + r] = ntx_vec_dot_ref(ti.t, n_in, w + (size_t)r * rb, xr);
+			}
+		}
+		{
+			double e = nmse(got, ref, 128);
+
+			t_ok(e <= NMSE_STRICT,
+			     "%s: mma tile (16 rows x 8 tokens, PTX fragment layout) vs ntx_vec_dot_ref on Gaussian x in the CPU's q8 format: NMSE %.3g <= %g",
+			     ti.name, e, NMSE_STRICT);
+		}
+		/* against the float64 dequantized dot: the activation noise only */
+		for (int r = 0; r < 16; r++) {
+			float row[1024];
+
+			ntx_dequant_row_ref(ti.t, w + (size_t)r * rb, row, n_in);
+			ref2[r] = 0;
+			for (int i = 0; i < n_in; i++)
+				ref2[r] += (double)row[i] * x[3][i];
+			got2[r] = y8[3][r];
+		}
+		{
+			double e = nmse(got2, ref2, 16);
+
+			const double tol = fmt == NTX_Q8F_Q8_K ? NMSE_RANDOM_Q8K : NMSE_RANDOM;
+
+			t_ok(e <= tol && e > 0, "%s: mma tile vs float64 dequantized dot: NMSE %.3g <= %g",
+			     ti.name, e, tol);
+		}
+	}
+	t_ok(diff == 0, "%s: mma tile token 0 bitwise the same with 1 and 8 tokens (%ld differ)", ti.name,
+	     diff);
+	free(xr);
+	free(w);
+}
+
 static void test_loaders(void)
 {
 	uint8_t buf[64];
@@ -375,6 +612,12 @@ int main(void)
 	test_pairs<NTX_TYPE_Q4_K>(types[2]);
 	test_pairs<NTX_TYPE_Q5_K>(types[3]);
 	test_pairs<NTX_TYPE_Q6_K>(types[4]);
+	test_q8_formats();
+	test_mma_tile<NTX_TYPE_Q4_0>(types[0]);
+	test_mma_tile<NTX_TYPE_Q8_0>(types[1]);
+	test_mma_tile<NTX_TYPE_Q4_K>(types[2]);
+	test_mma_tile<NTX_TYPE_Q5_K>(types[3]);
+	test_mma_tile<NTX_TYPE_Q6_K>(types[4]);
 	/* bytes (0, 255, 128, 1) . (-128, 5, 127, -1) */
 	t_ok(ntx_dp4a_us(0x0180FF00u, 0xFF7F0580u, 3) ==
 		     3 + 0 * -128 + 255 * 5 + 128 * 127 + 1 * -1,

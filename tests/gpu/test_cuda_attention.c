@@ -360,6 +360,137 @@ static void test_attention_graph(void)
 	free(got);
 }
 
+/* Batch invariance and the q8 formats: 8 reference tokens at spread
+ * positions (one split and many), then launches of 1..8 tokens holding
+ * some of them in other slots next to a fresh companion. */
+static void test_attention_invariance(int f16)
+{
+	const int n_head = 32, n_kv = 8, hd = 128, n_ctx = 4097, n_seq = 2, NQ = n_head * hd;
+	static const int32_t rpos[8] = { 4096, 100, 3000, 64, 65, 0, 2047, 511 };
+	static const int32_t rseq[8] = { 0, 1, 0, 1, 1, 0, 1, 0 };
+	struct acase c = { "invariance", 8, n_head, n_kv, hd, n_ctx, n_seq, f16, 0, { 0 }, { 0 } };
+	struct abuf b;
+	size_t wsb = 0, qb8 = ntx_cuda_q8_bytes(NQ, 8);
+	float *ref = malloc((size_t)8 * NQ * 4), *got = malloc((size_t)8 * NQ * 4);
+	float *q8 = malloc((size_t)8 * NQ * 4), *dq, *dout;
+	unsigned char *rq[3], *hq = malloc(qb8), *hq2 = malloc(qb8);
+	void *ws, *dxq = dev_alloc(qb8), *dxq2 = dev_alloc(qb8);
+	int32_t pos[8], seq[8], *dpos, *dseq;
+	long bad = 0, badq = 0, bad_same = 0, bad_fmt = 0;
+
+	for (int k = 1; k <= 8; k++)
+		if (ntx_cuda_attention_ws_bytes(k, n_head, hd, n_ctx) > wsb)
+			wsb = ntx_cuda_attention_ws_bytes(k, n_head, hd, n_ctx);
+	c.n_tok = 1;
+	abuf_init(&b, &c); /* the cache; queries below */
+	ws = dev_alloc(wsb);
+	CK(cudaMemset(ws, 0, wsb));
+	{
+		float *qr = rnd_gauss_vec((size_t)8 * NQ, 2.0f);
+
+		memcpy(q8, qr, (size_t)8 * NQ * 4);
+		free(qr);
+	}
+	dq = dev_up(q8, (size_t)8 * NQ * 4);
+	dout = dev_alloc((size_t)8 * NQ * 4);
+	dpos = dev_up(rpos, sizeof rpos), dseq = dev_up(rseq, sizeof rseq);
+	/* reference: 8 tokens, the float output and the q8 of each format */
+	dev_poison(dout, (size_t)8 * NQ * 4);
+	T_CUDA(ntx_cuda_attention(dout, dq, 8, n_head, &b.kv, dseq, dpos, ws, wsb, NULL, &g_err));
+	dev_get(ref, dout, (size_t)8 * NQ * 4);
+	for (int fmt = 0; fmt < 3; fmt++) {
+		rq[fmt] = malloc(qb8);
+		dev_poison(dout, (size_t)8 * NQ * 4), dev_poison(dxq, qb8);
+		T_CUDA(ntx_cuda_attention_q8_fmt(dout, dxq, fmt, dq, 8, n_head, &b.kv, dseq, dpos, ws, wsb,
+						 NULL, &g_err));
+		T_CUDA(ntx_cuda_quantize_q8_fmt(dout, dxq2, NQ, 8, fmt, NULL, &g_err));
+		dev_get(got, dout, (size_t)8 * NQ * 4);
+		dev_get(rq[fmt], dxq, qb8), dev_get(hq2, dxq2, qb8);
+		bad_same += memcmp(got, ref, (size_t)8 * NQ * 4) != 0;
+		bad_fmt += memcmp(rq[fmt], hq2, qb8) != 0 || q8_bad_blocks(ref, NQ, 8, fmt, rq[fmt]) != 0;
+	}
+	{
+		/* the reference itself against the CPU */
+		struct acase c8 = c;
+		struct abuf b8 = b;
+
+		c8.n_tok = 8;
+		b8.q = q8, b8.pos = (int32_t *)rpos, b8.seq = (int32_t *)rseq;
+		t_ok(attn_ref_nmse(&b8, &c8, ref) <= NMSE_ATTN, "attention %s reference tokens vs ntx_op_attention",
+		     f16 ? "F16" : "F32");
+	}
+	for (int k = 1; k <= 8; k++) {
+		int src[8];
+		float *qk = malloc((size_t)k * NQ * 4);
+		float *dqk;
+		int32_t *dp, *ds;
+
+		for (int i = 0; i < k; i++) {
+			src[i] = (3 * i + k) % 8;
+			if (i == 0 && k > 1)
+				src[i] = -1;
+			if (src[i] < 0) { /* companion: its own query and position */
+				for (int e = 0; e < NQ; e++)
+					qk[(size_t)i * NQ + e] = 2.0f * rnd_gauss();
+				pos[i] = 1234, seq[i] = 1;
+			} else {
+				memcpy(qk + (size_t)i * NQ, q8 + (size_t)src[i] * NQ, (size_t)NQ * 4);
+				pos[i] = rpos[src[i]], seq[i] = rseq[src[i]];
+			}
+		}
+		dqk = dev_up(qk, (size_t)k * NQ * 4);
+		dp = dev_up(pos, (size_t)k * 4), ds = dev_up(seq, (size_t)k * 4);
+		dev_poison(dout, (size_t)k * NQ * 4);
+		T_CUDA(ntx_cuda_attention(dout, dqk, k, n_head, &b.kv, ds, dp, ws, wsb, NULL, &g_err));
+		dev_get(got, dout, (size_t)k * NQ * 4);
+		for (int i = 0; i < k; i++)
+			if (src[i] >= 0)
+				bad += memcmp(got + (size_t)i * NQ, ref + (size_t)src[i] * NQ, (size_t)NQ * 4) != 0;
+		for (int fmt = 0; fmt < 3; fmt++) {
+			size_t qbk = ntx_cuda_q8_bytes(NQ, k), qsk = ntx_cuda_q8_qs_bytes(NQ, k);
+
+			dev_poison(dout, (size_t)k * NQ * 4), dev_poison(dxq, qbk);
+			T_CUDA(ntx_cuda_attention_q8_fmt(dout, dxq, fmt, dqk, k, n_head, &b.kv, ds, dp, ws, wsb,
+							 NULL, &g_err));
+			dev_get(got, dout, (size_t)k * NQ * 4);
+			dev_get(hq, dxq, qbk);
+			for (int i = 0; i < k; i++) {
+				if (src[i] < 0)
+					continue;
+				bad += memcmp(got + (size_t)i * NQ, ref + (size_t)src[i] * NQ, (size_t)NQ * 4) != 0;
+				badq += memcmp(hq + (size_t)i * NQ, rq[fmt] + (size_t)src[i] * NQ, NQ) != 0;
+				badq += memcmp(hq + qsk + (size_t)i * (NQ / 32) * 8,
+					       rq[fmt] + ntx_cuda_q8_qs_bytes(NQ, 8) + (size_t)src[i] * (NQ / 32) * 8,
+					       (NQ / 32) * 8) != 0;
+			}
+		}
+		dev_free(dqk), dev_free(dp), dev_free(ds);
+		free(qk);
+	}
+	t_ok(bad_same == 0 && bad_fmt == 0,
+	     "attention_q8_fmt %s (formats 32, Q8_0, Q8_K): float output == attention's bitwise (%ld), q8 == quantize_q8_fmt of it and the host oracle (%ld)",
+	     f16 ? "F16" : "F32", bad_same, bad_fmt);
+	t_ok(bad == 0 && badq == 0,
+	     "attention / attention_q8 %s batch invariance: n_tok 1..8, other slots and companions, pos 0..4096: %ld float rows, %ld q8 rows differ",
+	     f16 ? "F16" : "F32", bad, badq);
+	{
+		struct ntx_err e = { 0 };
+		struct ntx_cuda_kv kv1 = b.kv;
+
+		kv1.n_head_kv = 8; /* G = 1 with 8 heads: G * hd = 128, not a multiple of 256 */
+		t_ok(ntx_cuda_attention_q8_fmt(dout, dxq, NTX_CUDA_Q8F_Q8_K, dq, 1, 8, &kv1, dseq, dpos, ws,
+					       wsb, NULL, &e) == -1 && e.msg[0],
+		     "attention_q8_fmt: Q8_K output with (n_head / n_head_kv) * head_dim = 128 rejected: %s",
+		     e.msg);
+	}
+	for (int fmt = 0; fmt < 3; fmt++)
+		free(rq[fmt]);
+	dev_free(dq), dev_free(dout), dev_free(dpos), dev_free(dseq), dev_free(ws), dev_free(dxq);
+	dev_free(dxq2);
+	abuf_free(&b);
+	free(ref), free(got), free(q8), free(hq), free(hq2);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct acase cases[] = {
@@ -387,6 +518,8 @@ int main(int argc, char **argv)
 	test_attention_bad_pos();
 	test_attention_graph();
 	test_attention_q8_graph();
+	test_attention_invariance(1);
+	test_attention_invariance(0);
 	t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
 	return t_done();
 }

@@ -1,10 +1,13 @@
 /* test_cuda_bench.c - timings of the hot kernels at 8B-model shapes, with a
  * sampled correctness check of each big run (so a fast wrong kernel fails):
- *   GEMV, n_tok 1 (and 8 on one shape), every weight type, on 4096x4096,
- *     4096x14336, 14336x4096 and 4096x128256 (n_in x n_out): GB/s of weight
- *     bytes, rotating over copies of the matrix totalling >= 256 MB so that
- *     the 50 MB L2 cannot serve repeats;
- *   fused gate/up (SwiGLU) GEMV, Q4_K 4096 -> 14336;
+ *   GEMV, n_tok 1 and 8, every weight type, on 4096x4096, 4096x14336,
+ *     14336x4096 and 4096x128256 (n_in x n_out): GB/s of weight bytes (n_tok
+ *     8: the ratio of its time per weight byte to n_tok 1's), rotating over
+ *     copies of the matrix totalling >= 256 MB so that the 50 MB L2 cannot
+ *     serve repeats; activations in the weight type's CPU-matching q8
+ *     format (ntx_cuda_q8_fmt);
+ *   fused gate/up (SwiGLU) GEMV, Q4_K, Q8_0, F16 4096 -> 14336, n_tok 1, 8;
+ *   activation producers: quantize_q8_fmt and rmsnorm_fmt (Q8_K, Q8_0);
  *   matmul, n_tok 512: TFLOP/s (cuBLAS when it loads, else our WMMA);
  *   attention: decode at 4096 positions and a 512-token prefill;
  *   gemv_multi: Q, K, V of an 8B Q4_K_M layer (Q4_K, Q4_K, Q6_K) in one
@@ -167,7 +170,8 @@ static double bench_gemv(struct wm *m, int n_tok, int swiglu, double *nmse_out)
 	c.dy = dev_alloc((size_t)n_tok * m->n_out * 4);
 	if (ntx_cuda_wtype_q8(m->t)) {
 		c.dxq = dev_alloc(ntx_cuda_q8_bytes(m->n_in, n_tok));
-		T_CUDA(ntx_cuda_quantize_q8(c.dx, c.dxq, m->n_in, n_tok, NULL, &g_err));
+		T_CUDA(ntx_cuda_quantize_q8_fmt(c.dx, c.dxq, m->n_in, n_tok, ntx_cuda_q8_fmt(m->t), NULL,
+						&g_err));
 	}
 	*nmse_out = 0;
 	if (!swiglu) {
@@ -203,7 +207,7 @@ static void run_gemv(void)
 
 		for (int s = 0; s < 4; s++) {
 			struct wm m;
-			double ms;
+			double ms, ms8;
 
 			wm_init(&m, ti, shapes[s][0], shapes[s][1], 1);
 			ms = bench_gemv(&m, 1, 0, &e);
@@ -211,16 +215,16 @@ static void run_gemv(void)
 			t_diag("bench gemv %-5s %5lldx%-6lld n_tok 1: %8.2f us %7.0f GB/s (%3.0f%% of %.0f)",
 			       type_name(m.t), (long long)m.n_in, (long long)m.n_out, ms * 1e3,
 			       m.bytes / ms * 1e-6, m.bytes / ms * 1e-6 / HBM_GBS * 100, HBM_GBS);
-			if (s == 1) {
-				ms = bench_gemv(&m, 8, 0, &e);
-				worst = e > worst ? e : worst;
-				t_diag("bench gemv %-5s %5lldx%-6lld n_tok 8: %8.2f us %7.0f GB/s of weights",
-				       type_name(m.t), (long long)m.n_in, (long long)m.n_out, ms * 1e3,
-				       m.bytes / ms * 1e-6);
-				if (m.t == NTX_TYPE_Q4_K || m.t == NTX_TYPE_Q8_0 || m.t == NTX_TYPE_F16) {
-					ms = bench_gemv(&m, 1, 1, &e);
-					t_diag("bench gemv_swiglu %-5s 4096->14336 (gate+up) n_tok 1: %8.2f us %7.0f GB/s",
-					       type_name(m.t), ms * 1e3, 2.0 * m.bytes / ms * 1e-6);
+			ms8 = bench_gemv(&m, 8, 0, &e);
+			worst = e > worst ? e : worst;
+			t_diag("bench gemv %-5s %5lldx%-6lld n_tok 8: %8.2f us %7.0f GB/s of weights (%.2fx n_tok 1's time)",
+			       type_name(m.t), (long long)m.n_in, (long long)m.n_out, ms8 * 1e3,
+			       m.bytes / ms8 * 1e-6, ms8 / ms);
+			if (s == 1 && (m.t == NTX_TYPE_Q4_K || m.t == NTX_TYPE_Q8_0 || m.t == NTX_TYPE_F16)) {
+				for (int nt = 1; nt <= 8; nt += 7) {
+					ms = bench_gemv(&m, nt, 1, &e);
+					t_diag("bench gemv_swiglu %-5s 4096->14336 (gate+up) n_tok %d: %8.2f us %7.0f GB/s",
+					       type_name(m.t), nt, ms * 1e3, 2.0 * m.bytes / ms * 1e-6);
 				}
 			}
 			dev_free(m.d);
@@ -229,6 +233,53 @@ static void run_gemv(void)
 		     "gemv %s at 8B shapes: sampled rows vs ntx_vec_dot_ref NMSE %.3g <= %g",
 		     type_name(all_types[ti]), worst, NMSE_SAMPLE_EXACT);
 	}
+}
+
+/* ---- activation producers ---- */
+
+struct qp_ctx {
+	float *dx, *dw;
+	void *dxq;
+	int64_t n;
+	int fmt, norm, n_tok;
+};
+
+static void qp_launch(void *p, int i)
+{
+	struct qp_ctx *c = p;
+
+	(void)i;
+	if (c->norm)
+		T_CUDA(ntx_cuda_rmsnorm_fmt(NULL, c->dxq, c->fmt, c->dx, c->dw, c->n_tok, (int)c->n, 1e-5f,
+					    NULL, &g_err));
+	else
+		T_CUDA(ntx_cuda_quantize_q8_fmt(c->dx, c->dxq, c->n, c->n_tok, c->fmt, NULL, &g_err));
+}
+
+static void run_producers(void)
+{
+	static const int fmts[2] = { NTX_CUDA_Q8F_Q8_K, NTX_CUDA_Q8F_Q8_0 };
+	static const char *names[2] = { "Q8_K", "Q8_0" };
+	float *x = rnd_gauss_vec((size_t)8 * 14336, 1.0f);
+	struct qp_ctx c;
+
+	c.dx = dev_up(x, (size_t)8 * 14336 * 4);
+	c.dw = dev_up(x, 14336 * 4);
+	c.dxq = dev_alloc(ntx_cuda_q8_bytes(14336, 8));
+	for (int f = 0; f < 2; f++) {
+		for (int norm = 0; norm < 2; norm++) {
+			for (int nt = 1; nt <= 8; nt += 7) {
+				double ms;
+
+				c.fmt = fmts[f], c.norm = norm, c.n_tok = nt, c.n = norm ? 4096 : 14336;
+				ms = time_ms(qp_launch, &c, 200);
+				t_diag("bench %s %s n %lld n_tok %d: %6.2f us", norm ? "rmsnorm_fmt" : "quantize_q8_fmt",
+				       names[f], (long long)c.n, nt, ms * 1e3);
+			}
+		}
+	}
+	dev_free(c.dx), dev_free(c.dw), dev_free(c.dxq);
+	free(x);
 }
 
 /* ---- matmul ---- */
@@ -451,7 +502,7 @@ static void run_gemv_multi(void)
 	rnd_strict_acts(x, 4096);
 	dx = dev_up(x, 4096 * 4);
 	c.dxq = dev_alloc(ntx_cuda_q8_bytes(4096, 1));
-	T_CUDA(ntx_cuda_quantize_q8(dx, c.dxq, 4096, 1, NULL, &g_err));
+	T_CUDA(ntx_cuda_quantize_q8_fmt(dx, c.dxq, 4096, 1, NTX_CUDA_Q8F_Q8_K, NULL, &g_err));
 	for (int k = 0; k < 3; k++)
 		c.dy[k] = dev_alloc((size_t)c.m[k]->n_out * 4);
 	bytes = (double)mq.bytes + mk.bytes + mv.bytes;
@@ -497,8 +548,10 @@ static void *rand_dev(uint32_t t, int64_t n_in, int64_t n_out)
 }
 
 /* Enqueue one layer as ntx_gpu_layer does at n_tok 1 (fused = 1), or with
- * separate Q/K/V GEMVs and attention + quantize_q8 (fused = 0). The
- * residual adds go to xr rather than x, so replays stay finite. */
+ * separate Q/K/V GEMVs and attention + quantize_q8 (fused = 0), with the
+ * activations in the CPU-matching format of the K-quant weights (Q8_K),
+ * as the engine is to run them. The residual adds go to xr rather than x,
+ * so replays stay finite. */
 static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStream_t st)
 {
 	const int E = 4096, KV = 1024, F = 14336, NH = 32;
@@ -510,7 +563,9 @@ static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStrea
 	};
 	ntx_stream_t s = (ntx_stream_t)st;
 
-	if (ntx_cuda_rmsnorm(c->xb, c->xq, c->x, L->an, 1, E, 1e-5f, s, &g_err))
+	const int K = NTX_CUDA_Q8F_Q8_K; /* the CPU's activations for K-quant weights */
+
+	if (ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->an, 1, E, 1e-5f, s, &g_err))
 		return -1;
 	if (c->fused) {
 		if (ntx_cuda_gemv_multi(qkv, 3, E, c->xb, c->xq, 1, s, &g_err))
@@ -524,19 +579,19 @@ static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStrea
 	if (ntx_cuda_rope_store(c->q, c->k, c->v, 1, NH, &L->kv, c->dseq, c->dpos, &rope, s, &g_err))
 		return -1;
 	if (c->fused) {
-		if (ntx_cuda_attention_q8(c->att, c->xq, c->q, 1, NH, &L->kv, c->dseq, c->dpos, c->ws,
-					  c->wsb, s, &g_err))
+		if (ntx_cuda_attention_q8_fmt(c->att, c->xq, K, c->q, 1, NH, &L->kv, c->dseq, c->dpos,
+					      c->ws, c->wsb, s, &g_err))
 			return -1;
 	} else if (ntx_cuda_attention(c->att, c->q, 1, NH, &L->kv, c->dseq, c->dpos, c->ws, c->wsb, s,
 				      &g_err) ||
-		   ntx_cuda_quantize_q8(c->att, c->xq, E, 1, s, &g_err)) {
+		   ntx_cuda_quantize_q8_fmt(c->att, c->xq, E, 1, K, s, &g_err)) {
 		return -1;
 	}
 	return ntx_cuda_gemv(NTX_TYPE_Q4_K, L->wo, E, E, c->att, c->xq, c->xr, 1, 1, s, &g_err) ||
-	       ntx_cuda_rmsnorm(c->xb, c->xq, c->x, L->fn, 1, E, 1e-5f, s, &g_err) ||
+	       ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->fn, 1, E, 1e-5f, s, &g_err) ||
 	       ntx_cuda_gemv_swiglu(NTX_TYPE_Q4_K, L->wg, NTX_TYPE_Q4_K, L->wu, E, F, c->xb, c->xq,
 				    c->h, 1, s, &g_err) ||
-	       ntx_cuda_quantize_q8(c->h, c->xq, F, 1, s, &g_err) ||
+	       ntx_cuda_quantize_q8_fmt(c->h, c->xq, F, 1, K, s, &g_err) ||
 	       ntx_cuda_gemv(NTX_TYPE_Q6_K, L->wd, F, E, c->h, c->xq, c->xr, 1, 1, s, &g_err);
 }
 
@@ -603,7 +658,8 @@ static double head_time_us(void)
 	for (int r = 0; r < 2; r++) { /* the first round warms up */
 		CK(cudaEventRecord(a, 0));
 		for (int i = 0; i < n; i++) {
-			T_CUDA(ntx_cuda_rmsnorm(NULL, dxq, dx, dw, 1, 4096, 1e-5f, NULL, &g_err));
+			T_CUDA(ntx_cuda_rmsnorm_fmt(NULL, dxq, NTX_CUDA_Q8F_Q8_K, dx, dw, 1, 4096, 1e-5f, NULL,
+						    &g_err));
 			T_CUDA(ntx_cuda_gemv(m.t, m.d, 4096, 128256, NULL, dxq, dy, 1, 0, NULL, &g_err));
 		}
 		CK(cudaEventRecord(b, 0));
@@ -705,6 +761,7 @@ int main(int argc, char **argv)
 		}
 	}
 	run_gemv();
+	run_producers();
 	run_gemv_multi();
 	run_layer();
 	run_matmul();

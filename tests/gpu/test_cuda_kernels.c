@@ -4,6 +4,11 @@
  * the fused gate/up)
  * against their CPU twins, on fresh random data (fixed seed, never zeros),
  * outputs poisoned with NaN before each run so an unwritten element fails.
+ * The bitwise guarantees of ntx_cuda.h: the q8 formats Q8_0 / Q8_K equal
+ * ntx_quantize_act_ref; GEMV outputs of a token are the same for n_tok
+ * 1..8 and any companions (every type, shapes with and without k-split);
+ * gemv_multi segments == single GEMVs; gemv_swiglu == gemv, gemv, swiglu;
+ * rmsnorm's q8 == quantize_q8_fmt of its float output (every format).
  * RoPE and attention: test_cuda_attention.c; timings: test_cuda_bench.c.
  *
  *   test_cuda_kernels                all checks
@@ -76,6 +81,47 @@ static void test_quantize(void)
 	t_ok(bad == 0, "quantize_q8: %d x %d bit-identical to the host quantizer (%ld bad blocks)", nt,
 	     n, bad);
 	free(x), free(hq);
+}
+
+/* The CPU-matching formats: Gaussian rows plus the edge cases of the Q8_K
+ * sign rule (+max and -max in one block, the first wins), a zero block. */
+static void test_quantize_fmt(void)
+{
+	const int n = 4096, nt = 3;
+	static const char *names[3] = { "32 (float d)", "Q8_0", "Q8_K" };
+
+	for (int fmt = 0; fmt < 3; fmt++) {
+		float *x = rnd_gauss_vec((size_t)n * nt, 2.0f), *dx;
+		size_t qb = ntx_cuda_q8_bytes(n, nt);
+		unsigned char *dq = dev_alloc(qb), *hq = malloc(qb);
+		long bad;
+
+		for (int i = 256; i < 512; i++)
+			x[i] = 0.0f;
+		x[600] = -40.0f, x[601] = 40.0f, x[n + 700] = 41.0f, x[n + 701] = -41.0f;
+		dx = dev_up(x, (size_t)n * nt * 4);
+		dev_poison(dq, qb);
+		T_CUDA(ntx_cuda_quantize_q8_fmt(dx, dq, n, nt, fmt, NULL, &g_err));
+		dev_get(hq, dq, qb);
+		bad = q8_bad_blocks(x, n, nt, fmt, hq);
+		t_ok(bad == 0, "quantize_q8_fmt %s: %d x %d equal to the host oracle (ntx_quantize_act_ref for Q8_0/Q8_K): %ld bad blocks",
+		     names[fmt], nt, n, bad);
+		dev_free(dx), dev_free(dq);
+		free(x), free(hq);
+	}
+	t_ok(ntx_cuda_q8_fmt(NTX_TYPE_Q4_0) == NTX_CUDA_Q8F_Q8_0 && ntx_cuda_q8_fmt(NTX_TYPE_Q8_0) == NTX_CUDA_Q8F_Q8_0 &&
+		     ntx_cuda_q8_fmt(NTX_TYPE_Q4_K) == NTX_CUDA_Q8F_Q8_K && ntx_cuda_q8_fmt(NTX_TYPE_Q6_K) == NTX_CUDA_Q8F_Q8_K &&
+		     ntx_cuda_q8_fmt(NTX_TYPE_F16) == -1 && ntx_cuda_q8_group(NTX_CUDA_Q8F_Q8_K) == 256 &&
+		     ntx_cuda_q8_group(NTX_CUDA_Q8F_Q8_0) == 32,
+	     "q8_fmt / q8_group: Q4_0, Q8_0 -> Q8_0 (32); K-quants -> Q8_K (256); F16 -> -1");
+	{
+		struct ntx_err e = { 0 };
+		void *p = dev_alloc(8192);
+
+		t_ok(ntx_cuda_quantize_q8_fmt(p, p, 288, 1, NTX_CUDA_Q8F_Q8_K, NULL, &e) == -1 && e.msg[0],
+		     "quantize_q8_fmt: Q8_K with n = 288 rejected: %s", e.msg);
+		dev_free(p);
+	}
 }
 
 /* ---- GEMV ---- */
@@ -322,6 +368,218 @@ static void test_swiglu_gemv(void)
 	}
 }
 
+/* ---- bitwise guarantees of the GEMVs ---- */
+
+static int q8_fmt_of(uint32_t t)
+{
+	int f = ntx_cuda_q8_fmt(t);
+
+	return f < 0 ? NTX_CUDA_Q8F_32 : f;
+}
+
+/* Upload n_tok rows of x (float and q8 in the type's format). */
+static void acts_up(uint32_t t, const float *x, int64_t n_in, int n_tok, float **dx, void **dxq)
+{
+	*dx = dev_up(x, (size_t)n_tok * n_in * 4);
+	*dxq = dev_alloc(ntx_cuda_q8_bytes(n_in, n_tok));
+	if (ntx_cuda_wtype_q8(t) == 1)
+		T_CUDA(ntx_cuda_quantize_q8_fmt(*dx, *dxq, n_in, n_tok, q8_fmt_of(t), NULL, &g_err));
+}
+
+/* Batch invariance: y of 8 reference tokens in one launch; then launches
+ * of k = 1..8 tokens holding some of them in other slots, with a fresh
+ * companion in slot 0: each reference token's outputs must be bitwise the
+ * same. Accumulate: y0 + v, bitwise. */
+static long gemv_invariance(uint32_t t, int64_t n_in, int64_t n_out)
+{
+	size_t wb = row_bytes(t, n_in) * (size_t)n_out;
+	unsigned char *w = malloc(wb);
+	float *xr = rnd_gauss_vec((size_t)8 * n_in, 1.0f), *y8 = malloc((size_t)8 * n_out * 4);
+	float *x = malloc((size_t)8 * n_in * 4), *y = malloc((size_t)8 * n_out * 4);
+	float *y0 = rnd_gauss_vec((size_t)8 * n_out, 1.0f);
+	void *dw, *dxq;
+	float *dx, *dy = dev_alloc((size_t)8 * n_out * 4);
+	long bad = 0;
+
+	rnd_rows(t, w, n_in, n_out);
+	dw = dev_up(w, wb);
+	acts_up(t, xr, n_in, 8, &dx, &dxq);
+	dev_poison(dy, (size_t)8 * n_out * 4);
+	T_CUDA(ntx_cuda_gemv(t, dw, n_in, n_out, dx, dxq, dy, 8, 0, NULL, &g_err));
+	dev_get(y8, dy, (size_t)8 * n_out * 4);
+	dev_free(dx), dev_free(dxq);
+	for (int k = 1; k <= 8; k++) {
+		int src[8];
+
+		for (int i = 0; i < k; i++) {
+			src[i] = (3 * i + k) % 8; /* distinct reference tokens */
+			if (i == 0 && k > 1)
+				src[i] = -1;      /* a fresh companion */
+			if (src[i] < 0)
+				for (int64_t e = 0; e < n_in; e++)
+					x[(size_t)i * n_in + e] = 3.0f * rnd_gauss();
+			else
+				memcpy(x + (size_t)i * n_in, xr + (size_t)src[i] * n_in, (size_t)n_in * 4);
+		}
+		acts_up(t, x, n_in, k, &dx, &dxq);
+		for (int acc = 0; acc < 2; acc++) {
+			if (acc)
+				dev_put(dy, y0, (size_t)k * n_out * 4);
+			else
+				dev_poison(dy, (size_t)k * n_out * 4);
+			T_CUDA(ntx_cuda_gemv(t, dw, n_in, n_out, dx, dxq, dy, k, acc, NULL, &g_err));
+			dev_get(y, dy, (size_t)k * n_out * 4);
+			for (int i = 0; i < k; i++) {
+				if (src[i] < 0)
+					continue;
+				for (int64_t r = 0; r < n_out; r++) {
+					float want = y8[(size_t)src[i] * n_out + r];
+
+					if (acc)
+						want = y0[(size_t)i * n_out + r] + want;
+					bad += memcmp(&want, &y[(size_t)i * n_out + r], 4) != 0;
+				}
+			}
+		}
+		dev_free(dx), dev_free(dxq);
+	}
+	dev_free(dw), dev_free(dy);
+	free(w), free(xr), free(y8), free(x), free(y), free(y0);
+	return bad;
+}
+
+static void test_gemv_invariance(void)
+{
+	/* (n_in, n_out): k-split 8 (few rows, long rows), 2, 1 (short rows),
+	 * a partial last tile everywhere */
+	static const int64_t shapes[3][2] = { { 8192, 40 }, { 2048, 300 }, { 512, 1100 } };
+
+	for (int i = 0; i < N_TYPES; i++) {
+		long bad = 0;
+
+		for (int s = 0; s < 3; s++)
+			bad += gemv_invariance(all_types[i], shapes[s][0], shapes[s][1]);
+		t_ok(bad == 0,
+		     "gemv %s batch invariance: n_tok 1..8, other slots and companions, (+accumulate), 3 shapes: %ld values differ",
+		     type_name(all_types[i]), bad);
+	}
+}
+
+/* gemv_multi segments == ntx_cuda_gemv on each matrix, bitwise. */
+static void test_multi_bitwise(void)
+{
+	static const struct {
+		const char *what;
+		int n_seg;
+		uint32_t t[4];
+		int64_t rows[4], n_in;
+	} cases[] = {
+		{ "Q4_K/Q4_K/Q6_K", 3, { NTX_TYPE_Q4_K, NTX_TYPE_Q4_K, NTX_TYPE_Q6_K }, { 4096, 1024, 1024 }, 4096 },
+		{ "Q5_K/Q6_K/Q4_K/Q5_K", 4, { NTX_TYPE_Q5_K, NTX_TYPE_Q6_K, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K }, { 67, 5, 300, 17 }, 2048 },
+		{ "Q4_0/Q8_0/Q4_0", 3, { NTX_TYPE_Q4_0, NTX_TYPE_Q8_0, NTX_TYPE_Q4_0 }, { 33, 500, 8 }, 1536 },
+		{ "F16/F32/BF16/F16", 4, { NTX_TYPE_F16, NTX_TYPE_F32, NTX_TYPE_BF16, NTX_TYPE_F16 }, { 40, 8, 300, 7 }, 1024 },
+	};
+	static const int toks[] = { 1, 3, 8 };
+
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		long bad = 0;
+
+		for (int k = 0; k < 3; k++) {
+			const int nt = toks[k];
+			const int64_t n_in = cases[c].n_in;
+			struct ntx_cuda_gemv_seg seg[4];
+			float *x = rnd_gauss_vec((size_t)nt * n_in, 1.0f), *dx, *ys[4];
+			void *dxq;
+
+			acts_up(cases[c].t[0], x, n_in, nt, &dx, &dxq);
+			for (int i = 0; i < cases[c].n_seg; i++) {
+				size_t wb = row_bytes(cases[c].t[i], n_in) * cases[c].rows[i];
+				size_t ny = (size_t)nt * cases[c].rows[i];
+				unsigned char *w = malloc(wb);
+				float *y0 = rnd_gauss_vec(ny, 1.0f);
+
+				rnd_rows(cases[c].t[i], w, n_in, cases[c].rows[i]);
+				seg[i].wtype = cases[c].t[i];
+				seg[i].w = dev_up(w, wb);
+				seg[i].n_out = cases[c].rows[i];
+				seg[i].y = dev_up(y0, ny * 4);
+				seg[i].accumulate = i & 1;
+				ys[i] = dev_up(y0, ny * 4);
+				free(w), free(y0);
+			}
+			T_CUDA(ntx_cuda_gemv_multi(seg, cases[c].n_seg, n_in, dx, dxq, nt, NULL, &g_err));
+			for (int i = 0; i < cases[c].n_seg; i++) {
+				size_t ny = (size_t)nt * cases[c].rows[i];
+				float *a = malloc(ny * 4), *b = malloc(ny * 4);
+
+				T_CUDA(ntx_cuda_gemv(seg[i].wtype, seg[i].w, n_in, seg[i].n_out, dx, dxq, ys[i], nt,
+						     seg[i].accumulate, NULL, &g_err));
+				dev_get(a, seg[i].y, ny * 4);
+				dev_get(b, ys[i], ny * 4);
+				for (size_t e = 0; e < ny; e++)
+					bad += memcmp(a + e, b + e, 4) != 0;
+				dev_free((void *)seg[i].w), dev_free(seg[i].y), dev_free(ys[i]);
+				free(a), free(b);
+			}
+			dev_free(dx), dev_free(dxq);
+			free(x);
+		}
+		t_ok(bad == 0, "gemv_multi %s == single gemv per segment bitwise, n_tok 1, 3, 8 (+accumulate): %ld differ",
+		     cases[c].what, bad);
+	}
+}
+
+/* gemv_swiglu == gemv (gate), gemv (up), swiglu, bitwise. */
+static void test_swiglu_bitwise(void)
+{
+	static const uint32_t pairs[][2] = {
+		{ NTX_TYPE_Q4_K, NTX_TYPE_Q4_K }, { NTX_TYPE_Q6_K, NTX_TYPE_Q6_K }, { NTX_TYPE_Q5_K, NTX_TYPE_Q5_K },
+		{ NTX_TYPE_Q4_0, NTX_TYPE_Q4_0 }, { NTX_TYPE_Q8_0, NTX_TYPE_Q8_0 }, { NTX_TYPE_F16, NTX_TYPE_F16 },
+		{ NTX_TYPE_BF16, NTX_TYPE_BF16 }, { NTX_TYPE_Q4_K, NTX_TYPE_Q6_K },
+	};
+	static const int toks[] = { 1, 5, 8 };
+	static const int64_t shapes[2][2] = { { 4096, 300 }, { 1024, 37 } };
+
+	for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+		uint32_t gt = pairs[p][0], ut = pairs[p][1];
+		long bad = 0;
+
+		for (int s = 0; s < 2; s++) {
+			for (int k = 0; k < 3; k++) {
+				const int64_t n_in = shapes[s][0], n_out = shapes[s][1];
+				const int nt = toks[k];
+				size_t gb = row_bytes(gt, n_in) * n_out, ub = row_bytes(ut, n_in) * n_out;
+				size_t ny = (size_t)nt * n_out;
+				unsigned char *wg = malloc(gb), *wu = malloc(ub);
+				float *x = rnd_gauss_vec((size_t)nt * n_in, 1.0f), *h = malloc(ny * 4);
+				float *h2 = malloc(ny * 4), *dx, *dh = dev_alloc(ny * 4), *dg = dev_alloc(ny * 4);
+				float *du = dev_alloc(ny * 4);
+				void *dwg, *dwu, *dxq;
+
+				rnd_rows(gt, wg, n_in, n_out);
+				rnd_rows(ut, wu, n_in, n_out);
+				dwg = dev_up(wg, gb), dwu = dev_up(wu, ub);
+				acts_up(ntx_cuda_wtype_q8(gt) == 1 ? gt : ut, x, n_in, nt, &dx, &dxq);
+				dev_poison(dh, ny * 4);
+				T_CUDA(ntx_cuda_gemv_swiglu(gt, dwg, ut, dwu, n_in, n_out, dx, dxq, dh, nt, NULL,
+							    &g_err));
+				T_CUDA(ntx_cuda_gemv(gt, dwg, n_in, n_out, dx, dxq, dg, nt, 0, NULL, &g_err));
+				T_CUDA(ntx_cuda_gemv(ut, dwu, n_in, n_out, dx, dxq, du, nt, 0, NULL, &g_err));
+				T_CUDA(ntx_cuda_swiglu(dg, dg, du, (int64_t)ny, NULL, &g_err));
+				dev_get(h, dh, ny * 4);
+				dev_get(h2, dg, ny * 4);
+				for (size_t e = 0; e < ny; e++)
+					bad += memcmp(h + e, h2 + e, 4) != 0;
+				dev_free(dwg), dev_free(dwu), dev_free(dx), dev_free(dxq), dev_free(dh);
+				dev_free(dg), dev_free(du);
+				free(wg), free(wu), free(x), free(h), free(h2);
+			}
+		}
+		t_ok(bad == 0, "gemv_swiglu %s/%s == gemv, gemv, swiglu bitwise (n_tok 1, 5, 8): %ld differ",
+		     type_name(gt), type_name(ut), bad);
+	}
+}
+
 /* ---- matmul ---- */
 
 static void test_matmul_one(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int acc)
@@ -495,6 +753,30 @@ static void test_rmsnorm_one(int n_tok, int dim, int with_q8)
 			}
 		}
 		t_ok(bad == 0, "rmsnorm q8 output == q8 of its float output (%ld bad blocks)", bad);
+		/* every format: == ntx_cuda_quantize_q8_fmt of the float output,
+		 * bitwise, and == the host oracle */
+		for (int fmt = 0; fmt < 3; fmt++) {
+			size_t qb = ntx_cuda_q8_bytes(dim, n_tok);
+			unsigned char *q1 = malloc(qb), *q2 = malloc(qb), *dq2 = dev_alloc(qb);
+
+			if (dim % ntx_cuda_q8_group(fmt)) {
+				struct ntx_err e = { 0 };
+
+				t_ok(ntx_cuda_rmsnorm_fmt(dout, dq, fmt, dx, dw, n_tok, dim, 1e-5f, NULL, &e) == -1,
+				     "rmsnorm_fmt %d: dim %d not a multiple of %d rejected: %s", fmt, dim,
+				     ntx_cuda_q8_group(fmt), e.msg);
+			} else {
+				dev_poison(dq, qb), dev_poison(dq2, qb), dev_poison(dout, nb * 4);
+				T_CUDA(ntx_cuda_rmsnorm_fmt(dout, dq, fmt, dx, dw, n_tok, dim, 1e-5f, NULL, &g_err));
+				T_CUDA(ntx_cuda_quantize_q8_fmt(dout, dq2, dim, n_tok, fmt, NULL, &g_err));
+				dev_get(q1, dq, qb), dev_get(q2, dq2, qb), dev_get(o, dout, nb * 4);
+				t_ok(memcmp(q1, q2, qb) == 0 && q8_bad_blocks(o, dim, n_tok, fmt, q1) == 0,
+				     "rmsnorm_fmt %d %d x %d: q8 == quantize_q8_fmt of its float output, bitwise, and == the host oracle",
+				     fmt, n_tok, dim);
+			}
+			dev_free(dq2);
+			free(q1), free(q2);
+		}
 		/* xq only, no float output */
 		dev_poison(dq, ntx_cuda_q8_bytes(dim, n_tok));
 		T_CUDA(ntx_cuda_rmsnorm(NULL, dq, dx, dw, n_tok, dim, 1e-5f, NULL, &g_err));
@@ -600,7 +882,11 @@ int main(int argc, char **argv)
 	if (!matmul_only) {
 		test_errors();
 		test_quantize();
+		test_quantize_fmt();
 		test_gemv();
+		test_gemv_invariance();
+		test_multi_bitwise();
+		test_swiglu_bitwise();
 		test_gemv_multi();
 		test_swiglu_gemv();
 	}
@@ -609,6 +895,7 @@ int main(int argc, char **argv)
 		test_dequant();
 		test_elementwise();
 		test_rmsnorm_one(3, 4096, 1);
+		test_rmsnorm_one(8, 512, 1);
 		test_rmsnorm_one(2, 288, 1);
 		test_rmsnorm_one(2, 90, 0);
 		test_argmax_cos();
