@@ -440,7 +440,8 @@ static int mm(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void 
 		const float *xr = x + (size_t)r * K;
 
 		if (ntx_cuda_wtype_q8(t->type) == 1 &&
-		    ntx_cuda_quantize_q8(xr, g->xq, K, k, (ntx_stream_t)g->cs, err))
+		    ntx_cuda_quantize_q8_fmt(xr, g->xq, K, k, ntx_cuda_q8_fmt(t->type),
+					     (ntx_stream_t)g->cs, err))
 			return -1;
 		if (ntx_cuda_gemv(t->type, w, K, N, xr, g->xq, y + (size_t)r * N, k, acc,
 				  (ntx_stream_t)g->cs, err))
@@ -456,6 +457,49 @@ static int needs_q8(int n, const struct ntx_gguf_tensor *a, const struct ntx_ggu
 		return 0;
 	return ntx_cuda_wtype_q8(a->type) == 1 || (b && ntx_cuda_wtype_q8(b->type) == 1) ||
 	       (c && ntx_cuda_wtype_q8(c->type) == 1);
+}
+
+/* The q8 activation format a weight type consumes: the CPU oracle's (Q8_0
+ * for Q4_0/Q8_0, Q8_K for K-quants), so the GPU's integer dot products are
+ * the CPU's; -1 for float weights. */
+static int fmt_of(const struct ntx_gguf_tensor *t)
+{
+	return ntx_cuda_q8_fmt(t->type);
+}
+
+/* The format shared by up to three consumers of one input, or -2 when they
+ * need different ones (then each quantizes its own copy). Float consumers
+ * are ignored; -1 when all are float. */
+static int shared_fmt(const struct ntx_gguf_tensor *a, const struct ntx_gguf_tensor *b,
+		      const struct ntx_gguf_tensor *c)
+{
+	const struct ntx_gguf_tensor *t[3] = { a, b, c };
+	int f = -1, i;
+
+	for (i = 0; i < 3; i++) {
+		int fi = t[i] ? fmt_of(t[i]) : -1;
+
+		if (fi < 0)
+			continue;
+		if (f >= 0 && fi != f)
+			return -2;
+		f = fi;
+	}
+	return f;
+}
+
+/* y (=|+=) W x for n <= NTX_CUDA_GEMV_MAX_TOK rows, quantizing x for W's
+ * format first when W takes q8 activations. */
+static int gemv_one(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
+		    const float *x, float *y, int n, int acc, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+
+	if (fmt_of(t) >= 0 &&
+	    ntx_cuda_quantize_q8_fmt(x, g->xq, t->ne[0], n, fmt_of(t), st, err))
+		return -1;
+	return ntx_cuda_gemv(t->type, w, t->ne[0], t->ne[1], x, g->xq, y, n, acc, st, err);
 }
 
 /* Weight pointers of layer l at base (layout of layout.h), its device KV
@@ -487,6 +531,7 @@ static void layer_setup(struct ntx_engine *e, int l, const void *base, const voi
 static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
+	int fq, fg;
 	const struct ntx_llama_config *c = &e->cfg;
 	const struct ntx_layer_tensors *lt = &e->m->layers[l];
 	ntx_stream_t st = (ntx_stream_t)g->cs;
@@ -499,10 +544,11 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 	layer_setup(e, l, base, W, &kv, &rope);
 
 	/* attention */
-	if (ntx_cuda_rmsnorm(g->xb, needs_q8(n, lt->wq, lt->wk, lt->wv) ? g->xq : NULL, g->x,
-			     (const float *)W[0], n, E, eps, st, err))
+	fq = shared_fmt(lt->wq, lt->wk, lt->wv);
+	if (ntx_cuda_rmsnorm_fmt(g->xb, n <= NTX_CUDA_GEMV_MAX_TOK && fq >= 0 ? g->xq : NULL,
+				 fq >= 0 ? fq : 0, g->x, (const float *)W[0], n, E, eps, st, err))
 		return -1;
-	if (n <= NTX_CUDA_GEMV_MAX_TOK) {
+	if (n <= NTX_CUDA_GEMV_MAX_TOK && fq != -2) {
 		/* Q, K and V share their input: one launch (mixed types too) */
 		struct ntx_cuda_gemv_seg qkv[3] = {
 			{ lt->wq->type, W[1], lt->wq->ne[1], g->q, 0 },
@@ -511,6 +557,11 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 		};
 
 		if (ntx_cuda_gemv_multi(qkv, 3, lt->wq->ne[0], g->xb, g->xq, n, st, err))
+			return -1;
+	} else if (n <= NTX_CUDA_GEMV_MAX_TOK) {
+		if (gemv_one(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
+		    gemv_one(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
+		    gemv_one(e, lt->wv, W[3], g->xb, g->v, n, 0, err))
 			return -1;
 	} else if (mm(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
 		   mm(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
@@ -522,31 +573,40 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 		return -1;
 	{
 		/* attention writes the q8 input of the output projection itself
-		 * when the head size allows (head_dim % 32 == 0) */
-		int q8 = needs_q8(n, lt->wo, NULL, NULL), fuse = q8 && c->head_dim % 32 == 0;
+		 * when a query-head group spans whole quantization groups */
+		int q8 = needs_q8(n, lt->wo, NULL, NULL), fo = fmt_of(lt->wo);
+		int fuse = q8 && (c->n_head / c->n_head_kv) * c->head_dim % ntx_cuda_q8_group(fo) == 0;
 
-		if (ntx_cuda_attention_q8(g->att, fuse ? g->xq : NULL, g->q, n, c->n_head, &kv,
-					  g->d_seq, g->d_pos, g->ws_att, g->ws_att_bytes, st, err))
+		if (ntx_cuda_attention_q8_fmt(g->att, fuse ? g->xq : NULL, fo >= 0 ? fo : 0, g->q, n,
+					      c->n_head, &kv, g->d_seq, g->d_pos, g->ws_att,
+					      g->ws_att_bytes, st, err))
 			return -1;
-		if (q8 && !fuse && ntx_cuda_quantize_q8(g->att, g->xq, Q, n, st, err))
+		if (q8 && !fuse && ntx_cuda_quantize_q8_fmt(g->att, g->xq, Q, n, fo, st, err))
 			return -1;
 	}
 	if (mm(e, lt->wo, W[4], g->att, g->x, n, 1, err))
 		return -1;
 	/* feed-forward */
-	if (ntx_cuda_rmsnorm(g->xb, needs_q8(n, lt->w_gate, lt->w_up, NULL) ? g->xq : NULL, g->x,
-			     (const float *)W[5], n, E, eps, st, err))
+	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
+	if (ntx_cuda_rmsnorm_fmt(g->xb, n <= NTX_CUDA_GEMV_MAX_TOK && fg >= 0 ? g->xq : NULL,
+				 fg >= 0 ? fg : 0, g->x, (const float *)W[5], n, E, eps, st, err))
 		return -1;
-	if (n <= NTX_CUDA_GEMV_MAX_TOK) {
+	if (n <= NTX_CUDA_GEMV_MAX_TOK && fg != -2) {
 		if (ntx_cuda_gemv_swiglu(lt->w_gate->type, W[6], lt->w_up->type, W[7], E, F, g->xb,
 					 g->xq, g->h, n, st, err))
+			return -1;
+	} else if (n <= NTX_CUDA_GEMV_MAX_TOK) {
+		if (gemv_one(e, lt->w_gate, W[6], g->xb, g->g, n, 0, err) ||
+		    gemv_one(e, lt->w_up, W[7], g->xb, g->u, n, 0, err) ||
+		    ntx_cuda_swiglu(g->h, g->g, g->u, (int64_t)n * F, st, err))
 			return -1;
 	} else if (mm(e, lt->w_gate, W[6], g->xb, g->g, n, 0, err) ||
 		   mm(e, lt->w_up, W[7], g->xb, g->u, n, 0, err) ||
 		   ntx_cuda_swiglu(g->h, g->g, g->u, (int64_t)n * F, st, err)) {
 		return -1;
 	}
-	if (needs_q8(n, lt->w_down, NULL, NULL) && ntx_cuda_quantize_q8(g->h, g->xq, F, n, st, err))
+	if (needs_q8(n, lt->w_down, NULL, NULL) &&
+	    ntx_cuda_quantize_q8_fmt(g->h, g->xq, F, n, fmt_of(lt->w_down), st, err))
 		return -1;
 	return mm(e, lt->w_down, W[8], g->h, g->x, n, 1, err);
 }
@@ -573,8 +633,9 @@ static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i
 	if (!k)
 		return 0;
 	if (k <= NTX_CUDA_GEMV_MAX_TOK || t->ne[0] % 32) {
-		if (ntx_cuda_rmsnorm(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL, g->xh,
-				     g->out_norm, k, E, (float)e->cfg.rms_eps, st, err) ||
+		if (ntx_cuda_rmsnorm_fmt(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL,
+					 fmt_of(t) >= 0 ? fmt_of(t) : 0, g->xh, g->out_norm, k, E,
+					 (float)e->cfg.rms_eps, st, err) ||
 		    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
 			return -1;
 		return k;
@@ -591,7 +652,8 @@ static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i
 		for (r = 0; r < k; r += c) {
 			c = k - r < NTX_CUDA_GEMV_MAX_TOK ? k - r : NTX_CUDA_GEMV_MAX_TOK;
 			if (ntx_cuda_wtype_q8(t->type) == 1 &&
-			    ntx_cuda_quantize_q8(g->xh + (size_t)r * E, g->xq, E, c, st, err))
+			    ntx_cuda_quantize_q8_fmt(g->xh + (size_t)r * E, g->xq, E, c, fmt_of(t), st,
+						     err))
 				return -1;
 			if (ntx_cuda_gemv(t->type, g->out_w, E, (int64_t)V, g->xh + (size_t)r * E, g->xq,
 					  g->logits + (size_t)r * V, c, 0, st, err))
@@ -635,7 +697,7 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 	const struct ntx_layer_tensors *lt = &e->m->layers[l];
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim;
-	int F = c->n_ff, r, k;
+	int F = c->n_ff, r, k, fq, fg;
 	float eps = (float)c->rms_eps;
 	struct ntx_cuda_kv kv;
 	struct ntx_cuda_rope rope;
@@ -646,17 +708,25 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 #define CHUNKS for (r = 0; r < n && ((k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK), 1); r += k)
 	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[0], n, E, eps, st, err))
 		return -1;
+	fq = shared_fmt(lt->wq, lt->wk, lt->wv);
 	CHUNKS {
 		struct ntx_cuda_gemv_seg qkv[3] = {
 			{ lt->wq->type, W[1], lt->wq->ne[1], g->q + (size_t)r * Q, 0 },
 			{ lt->wk->type, W[2], lt->wk->ne[1], g->k + (size_t)r * KV, 0 },
 			{ lt->wv->type, W[3], lt->wv->ne[1], g->v + (size_t)r * KV, 0 },
 		};
+		const float *xr = g->xb + (size_t)r * E;
 
-		if ((is_q8(lt->wq) || is_q8(lt->wk) || is_q8(lt->wv)) &&
-		    ntx_cuda_quantize_q8(g->xb + (size_t)r * E, g->xq, E, k, st, err))
+		if (fq == -2) {
+			if (gemv_one(e, lt->wq, W[1], xr, qkv[0].y, k, 0, err) ||
+			    gemv_one(e, lt->wk, W[2], xr, qkv[1].y, k, 0, err) ||
+			    gemv_one(e, lt->wv, W[3], xr, qkv[2].y, k, 0, err))
+				return -1;
+			continue;
+		}
+		if (fq >= 0 && ntx_cuda_quantize_q8_fmt(xr, g->xq, E, k, fq, st, err))
 			return -1;
-		if (ntx_cuda_gemv_multi(qkv, 3, E, g->xb + (size_t)r * E, g->xq, k, st, err))
+		if (ntx_cuda_gemv_multi(qkv, 3, E, xr, g->xq, k, st, err))
 			return -1;
 	}
 	if (ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
@@ -665,7 +735,8 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 				  g->ws_att, g->ws_att_bytes, st, err))
 		return -1;
 	CHUNKS {
-		if (is_q8(lt->wo) && ntx_cuda_quantize_q8(g->att + (size_t)r * Q, g->xq, Q, k, st, err))
+		if (is_q8(lt->wo) && ntx_cuda_quantize_q8_fmt(g->att + (size_t)r * Q, g->xq, Q, k,
+							       fmt_of(lt->wo), st, err))
 			return -1;
 		if (ntx_cuda_gemv(lt->wo->type, W[4], Q, E, g->att + (size_t)r * Q, g->xq,
 				  g->x + (size_t)r * E, k, 1, st, err))
@@ -673,16 +744,27 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 	}
 	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err))
 		return -1;
+	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
 	CHUNKS {
-		if ((is_q8(lt->w_gate) || is_q8(lt->w_up)) &&
-		    ntx_cuda_quantize_q8(g->xb + (size_t)r * E, g->xq, E, k, st, err))
+		const float *xr = g->xb + (size_t)r * E;
+
+		if (fg == -2) {
+			if (gemv_one(e, lt->w_gate, W[6], xr, g->g + (size_t)r * F, k, 0, err) ||
+			    gemv_one(e, lt->w_up, W[7], xr, g->u + (size_t)r * F, k, 0, err) ||
+			    ntx_cuda_swiglu(g->h + (size_t)r * F, g->g + (size_t)r * F,
+					    g->u + (size_t)r * F, (int64_t)k * F, st, err))
+				return -1;
+			continue;
+		}
+		if (fg >= 0 && ntx_cuda_quantize_q8_fmt(xr, g->xq, E, k, fg, st, err))
 			return -1;
-		if (ntx_cuda_gemv_swiglu(lt->w_gate->type, W[6], lt->w_up->type, W[7], E, F,
-					 g->xb + (size_t)r * E, g->xq, g->h + (size_t)r * F, k, st, err))
+		if (ntx_cuda_gemv_swiglu(lt->w_gate->type, W[6], lt->w_up->type, W[7], E, F, xr,
+					 g->xq, g->h + (size_t)r * F, k, st, err))
 			return -1;
 	}
 	CHUNKS {
-		if (is_q8(lt->w_down) && ntx_cuda_quantize_q8(g->h + (size_t)r * F, g->xq, F, k, st, err))
+		if (is_q8(lt->w_down) && ntx_cuda_quantize_q8_fmt(g->h + (size_t)r * F, g->xq, F, k,
+								   fmt_of(lt->w_down), st, err))
 			return -1;
 		if (ntx_cuda_gemv(lt->w_down->type, W[8], F, E, g->h + (size_t)r * F, g->xq,
 				  g->x + (size_t)r * E, k, 1, st, err))
