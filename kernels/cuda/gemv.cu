@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(GV_WARPS * 32, 1) ntx_gemv_f_kernel(gv_args a)
 		for (int r = 0; r < R; r++)
 			rp[r] = (const uint4 *)gv_row<RH>(a, wh, r);
 		/* iterations of 32 * U chunks: warp kw takes kw, kw + ks, ... */
-		for (int c0 = lane + 32 * U * wh.kw; c0 < nch; c0 += 32 * U * wh.ks) {
+		for (int c0 = lane + 32 * U * wh.kw; c0 < nch; c0 += 32 * U * a.ks) {
 			uint4 wv[R][U];
 
 #pragma unroll
@@ -101,62 +101,25 @@ __global__ void __launch_bounds__(GV_WARPS * 32, 1) ntx_gemv_f_kernel(gv_args a)
 	gv_epilogue<NT, RH, NM>(acc, lane, warp, wh, a);
 }
 
-/* Warps per row group for a float matrix: a function of its shape only
- * (batch invariance): about 4096 warps in flight, each keeping at least
- * two of its row's iterations of 32 x GVF_U chunks. */
-#define GVF_U 4
-static int gvf_ks(uint32_t type, int64_t n_in, int64_t n_out)
-{
-	const int64_t epc = type == NTX_TYPE_F32 ? 4 : 8;
-	const int64_t n_it = (n_in / epc + 32 * GVF_U - 1) / (32 * GVF_U);
-	const int64_t groups = (n_out + 1) / 2;
-	int ks = 1;
-
-	while (ks < GV_WARPS && groups * ks < 4096 && n_it >= 2 * ks)
-		ks *= 2;
-	return ks;
-}
-
-/* Number the CTAs of a's segments (rh rows per group); returns the grid. */
-static int gvf_plan(gv_args &a, int rh)
-{
-	int64_t ctas = 0;
-
-	for (int i = 0; i < a.n_seg; i++) {
-		gv_seg &sg = a.seg[i];
-		const int64_t groups = (sg.n_out + rh - 1) / rh, gpc = GV_WARPS / sg.ks;
-
-		sg.c0 = (int)ctas;
-		ctas += (groups + gpc - 1) / gpc;
-	}
-	return (int)ctas;
-}
-
-/* RH and U are the same for every n_tok (and a row's chunks go to the same
- * lanes and warps for NM = 1 and 2), so a row's value does not depend on
- * NT or NM: only the number of accumulators per lane changes. */
-template <int WT, int NT, int NM>
+template <int WT, int NT, int RH, int NM, int U>
 static int gvf_launch(gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
-	constexpr int RH = 2 / NM;
-	int grid;
+	constexpr int EPC = WT == NTX_TYPE_F32 ? 4 : 8;
+	const int grid = ntx_gv_plan(a, RH, (a.n_in / EPC + 32 * U - 1) / (32 * U));
 
-	for (int i = 0; i < a.n_seg; i++)
-		a.seg[i].ks = gvf_ks((uint32_t)a.seg[i].type, a.n_in, a.seg[i].n_out);
-	grid = gvf_plan(a, RH);
-	ntx_gemv_f_kernel<WT, NT, RH, NM, GVF_U><<<(unsigned)grid, GV_WARPS * 32, 0, s>>>(a);
+	ntx_gemv_f_kernel<WT, NT, RH, NM, U><<<(unsigned)grid, GV_WARPS * 32, 0, s>>>(a);
 	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_f" : "gemv_f", err);
 }
 
 template <int WT, int NM> static int gvf_nt(gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
 	if (a.n_tok <= 1)
-		return gvf_launch<WT, 1, NM>(a, s, err);
+		return gvf_launch<WT, 1, 2 / NM, NM, 4>(a, s, err);
 	if (a.n_tok <= 2)
-		return gvf_launch<WT, 2, NM>(a, s, err);
+		return gvf_launch<WT, 2, 2 / NM, NM, 4>(a, s, err);
 	if (a.n_tok <= 4)
-		return gvf_launch<WT, 4, NM>(a, s, err);
-	return gvf_launch<WT, 8, NM>(a, s, err);
+		return gvf_launch<WT, 4, 4 / NM, NM, 2>(a, s, err);
+	return gvf_launch<WT, 8, 4 / NM, NM, 2>(a, s, err);
 }
 
 /* All segments of one float type. */
@@ -170,6 +133,43 @@ static int gvf(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err)
 		return ntx_err_set(err, NTX_EUNSUP, "gemv: type %s has no float kernel",
 				   ntx_type_name((uint32_t)a.seg[0].type));
 	}
+}
+
+/* ---- work split ---- */
+
+static int gv_sm_count(void)
+{
+	static int n;
+
+	if (!n) {
+		int dev = 0, v = 0;
+
+		if (cudaGetDevice(&dev) == cudaSuccess &&
+		    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
+			n = v;
+		else
+			n = 100;
+		cudaGetLastError();
+	}
+	return n;
+}
+
+/* Warps wanted in flight: about 32 per SM. Fewer row groups than that:
+ * split rows over 2 or 4 warps, as long as each warp keeps whole stages. */
+int ntx_gv_plan(gv_args &a, int rh, int n_st)
+{
+	const int64_t want = (int64_t)gv_sm_count() * 32;
+	int64_t groups = 0;
+	int ks = 1;
+
+	for (int i = 0; i < a.n_seg; i++) {
+		a.seg[i].g0 = (int)groups;
+		groups += (a.seg[i].n_out + rh - 1) / rh;
+	}
+	while (ks < GV_WARPS && groups * ks < want && n_st >= 2 * ks)
+		ks *= 2;
+	a.ks = ks;
+	return (int)((groups + GV_WARPS / ks - 1) / (GV_WARPS / ks));
 }
 
 /* ---- entry points ---- */
@@ -246,8 +246,7 @@ static void gv_seg_set(gv_seg &sg, uint32_t type, const void *w, int64_t n_in, i
 	sg.n_out = (int)n_out;
 	sg.type = (int)type;
 	sg.epi = epi;
-	sg.ks = 1;
-	sg.c0 = 0;
+	sg.g0 = 0;
 }
 
 /* Validate and run one GEMV (nm = 1) or the fused gate/up (nm = 2, w1 the

@@ -1,30 +1,26 @@
 /* gemv.cuh - what the two GEMV files (gemv.cu: float weights and the public
- * entry points; gemv_q8.cu: quantized weights on the int8 tensor cores)
- * share: the argument block, the per-segment work split and, for the float
- * kernel, the warp reduction and the epilogue.
+ * entry points; gemv_q8.cu: quantized weights with q8 activations) share:
+ * the argument block, the work split, the warp reduction and the epilogue.
  *
- * Segments: up to GV_MAX_SEG matrices that share one input (Q, K, V) run in
- * one launch. Each segment owns a contiguous range of CTAs (from c0), and
- * its split (ks warps per row group, each taking a fixed share of the row
- * length) is a function of its own type and shape only (ntx_gv_ks_*): a
- * segment computes exactly what a single-matrix launch computes, whatever
- * the other segments and whatever n_tok (batch invariance, ntx_cuda.h).
- *
- * Float kernel (gemv.cu): row groups of RH rows (RH gate rows plus the same
- * RH up rows for the fused SwiGLU, NM = 2), GV_WARPS warps per CTA, ks (1, 2
- * or 4) warps per group. Per-lane partial sums acc[m][rh][t] are reduced
- * across the warp by a reduce-scatter butterfly (31 shuffles for 32 values
- * instead of 160): every value is summed over lanes at xor distances 16, 8,
- * 4, 2, 1 in that order whatever the number of values, so the result does
- * not depend on NT; with ks > 1 the warps of a group add their values
- * through shared memory in a fixed order; the epilogue stores, accumulates
- * or applies silu(g) * u. */
+ * Work split common to both: the rows of up to GV_MAX_SEG matrices that
+ * share one input (segments: Q, K, V) are cut into row groups of RH rows
+ * (RH gate rows plus the same RH up rows for the fused SwiGLU, NM = 2),
+ * numbered across the segments. A CTA is GV_WARPS warps; ks (1, 2 or 4)
+ * warps share a row group and split its row length (warp kw takes stages
+ * kw, kw + ks, ...), so that small matrices still put enough warps and
+ * bytes in flight; a CTA holds GV_WARPS / ks row groups. Every weight byte
+ * is loaded once and used for all n_tok <= NT tokens; each activation load
+ * is reused for the warp's R rows. Per-lane partial sums acc[m][rh][t] are
+ * reduced across the warp by a reduce-scatter butterfly (31 shuffles for 32
+ * values instead of 160), after which lane group i holds value i; with
+ * ks > 1 the warps of a group add their values through shared memory in a
+ * fixed order; the epilogue stores, accumulates or applies silu(g) * u. */
 #ifndef NTX_CUDA_GEMV_CUH
 #define NTX_CUDA_GEMV_CUH
 
 #include "common.cuh"
 
-#define GV_WARPS 4 /* float kernel: warps per CTA */
+#define GV_WARPS 4
 #define GV_MAX_SEG 4
 
 enum { GV_EPI_STORE = 0, GV_EPI_ACC = 1, GV_EPI_SWIGLU = 2 };
@@ -36,8 +32,7 @@ struct gv_seg {
 	int n_out;
 	int type;
 	int epi;            /* GV_EPI_*: y = v, y += v, y = silu(y) * v */
-	int ks;             /* warps per row group (split of the row length) */
-	int c0;             /* first CTA of this segment */
+	int g0;             /* first row group of this segment */
 };
 
 struct gv_args {
@@ -45,6 +40,9 @@ struct gv_args {
 	int n_seg;
 	const uint8_t *w1;  /* up weights for NM = 2 (rows as seg[0].w) */
 	int n_in, n_tok;
+	int ks;             /* warps per row group */
+	int st;             /* ring slots per warp in use (q8 kernel) */
+	int sb;             /* shared-memory bytes per row and stage (q8 kernel) */
 	const int8_t *xqs;  /* q8 activations: int8 [n_tok][n_in] */
 	const float2 *xds;  /* q8 activations: (d, d*sum) [n_tok][n_in/32] */
 	const float *x;     /* float activations [n_tok][n_in] */
@@ -60,36 +58,27 @@ __host__ __device__ constexpr int gv_log2(int x)
 	return x <= 1 ? 0 : 1 + gv_log2(x / 2);
 }
 
-/* The segment of this CTA. */
-__device__ __forceinline__ int gv_seg_of(const gv_args &a)
-{
-	int s = 0;
-
-#pragma unroll
-	for (int i = 1; i < GV_MAX_SEG; i++)
-		if (i < a.n_seg && (int)blockIdx.x >= a.seg[i].c0)
-			s = i;
-	return s;
-}
-
 /* This warp's row group, segment, first row and share of the row (kw of
  * ks); active = 0 for a warp past the last group (it still takes part in
  * the CTA's barrier). */
 struct gv_where {
-	int s, row0, kw, ks, active;
+	int s, row0, kw, active;
 };
 
 template <int RH> __device__ __forceinline__ gv_where gv_locate(const gv_args &a, int warp)
 {
+	const int gpc = GV_WARPS / a.ks; /* groups per CTA */
+	const int g = blockIdx.x * gpc + warp / a.ks;
 	gv_where w;
-	const int s = gv_seg_of(a);
-	const int ks = a.seg[s].ks, gpc = GV_WARPS / ks; /* groups per CTA */
-	const int g = ((int)blockIdx.x - a.seg[s].c0) * gpc + warp / ks;
+	int s = 0;
 
+#pragma unroll
+	for (int i = 1; i < GV_MAX_SEG; i++)
+		if (i < a.n_seg && g >= a.seg[i].g0)
+			s = i;
 	w.s = s;
-	w.ks = ks;
-	w.kw = warp % ks;
-	w.row0 = g * RH;
+	w.kw = warp % a.ks;
+	w.row0 = (g - a.seg[s].g0) * RH;
 	w.active = w.row0 < a.seg[s].n_out;
 	return w;
 }
@@ -139,7 +128,7 @@ __device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, cons
 	v = acc[0];
 	if constexpr (NM == 2)
 		u = __shfl_xor_sync(NTX_FULL_MASK, v, 16); /* value idx + HALF */
-	if (wh.ks > 1) {
+	if (a.ks > 1) {
 		red[warp][0][lane] = v;
 		if constexpr (NM == 2)
 			red[warp][NM - 1][lane] = u;
@@ -149,10 +138,10 @@ __device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, cons
 		v = red[warp][0][lane];
 		if constexpr (NM == 2)
 			u = red[warp][NM - 1][lane];
-		for (int k = 1; k < wh.ks; k++) {
-			v = __fadd_rn(v, red[warp + k][0][lane]);
+		for (int k = 1; k < a.ks; k++) {
+			v += red[warp + k][0][lane];
 			if constexpr (NM == 2)
-				u = __fadd_rn(u, red[warp + k][NM - 1][lane]);
+				u += red[warp + k][NM - 1][lane];
 		}
 	}
 	if (!wh.active)
@@ -172,7 +161,7 @@ __device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, cons
 	if constexpr (NM == 2)
 		*yp = ntx_silu_mul(v, u);
 	else if (sg.epi == GV_EPI_ACC)
-		*yp = __fadd_rn(*yp, v);
+		*yp += v;
 	else if (sg.epi == GV_EPI_SWIGLU)
 		*yp = ntx_silu_mul(*yp, v);
 	else
@@ -190,9 +179,14 @@ __device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const gv_wher
 	return (r < RH ? sg.w : a.w1) + (uint64_t)ri * sg.row_bytes;
 }
 
-/* gemv_q8.cu: run the q8 GEMV over a's segments (quantized types, any mix;
- * nm = 1, or 2 for the fused gate/up with one segment): fills each
- * segment's ks and c0 and launches. */
+/* Host: number the row groups of a's segments (RH rows each), choose the
+ * warps per group ks (1, 2, 4: more when there are too few groups to fill
+ * the GPU and each warp keeps at least one of the row's n_st stages), and
+ * return the grid size. */
+int ntx_gv_plan(gv_args &a, int rh, int n_st);
+
+/* gemv_q8.cu: run the q8 GEMV over a's segments (all quantized types, any
+ * mix; nm = 1, or 2 for the fused gate/up with one segment). */
 int ntx_gv_q8(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err);
 
 #endif

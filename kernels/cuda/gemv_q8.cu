@@ -1,24 +1,27 @@
-/* gemv_q8.cu - activation quantization (q8, three formats) and the GEMV for
- * quantized weights (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) on the int8 tensor cores
- * (mma.sync m16n8k32), over one matrix or several sharing one input
- * (ntx_cuda_gemv_multi), of any mix of these types in one launch.
+/* gemv_q8.cu - activation quantization (q8) and the GEMV for quantized
+ * weights (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) with integer dot products (dp4a),
+ * over one matrix or several sharing one input (ntx_cuda_gemv_multi), of
+ * any mix of these types in one launch.
  *
- * Work: a warp owns a tile of 16 rows (of the gate and, for the fused
- * SwiGLU, of the up matrix) and a fixed share of the row length (ks warps
- * of one CTA split it: a function of the type and shape, ntx_gq_ks). Lane
- * (g, t) loads its words of rows g and g+8 straight from global memory into
- * registers (blockmath.cuh ntx_mb_load: 16- and 8-byte loads for Q4_K /
- * Q5_K, aligned 4-byte loads and funnel shifts for the 2-byte-aligned
- * Q4_0, Q8_0, Q6_K blocks), all loads of S blocks before the first use;
- * no shared-memory staging. Per 32-element unit: the activations of token
- * g (8 bytes, through L1) and the (d, d*sum) of tokens 2t, 2t+1 (L1), one
- * mma (two for Q6_K's half-unit scales) giving 16 rows x 8 tokens of exact
- * integer sums, then 4 float updates per lane (ntx_mepi). Tokens past n_tok
- * have zero activations: the instructions, and therefore every rounding,
- * are the same for every n_tok (batch invariance), and n_tok 8 costs about
- * what n_tok 1 does. The ks warps of a tile add their sums through shared
- * memory in warp order; the epilogue stores, accumulates or applies
- * silu(g) * u. One kernel serves every type (a switch per CTA). */
+ * Loads: quantized blocks are 18, 34 or 210 bytes (2-byte aligned), so a
+ * lane per block would issue narrow, scattered loads. Instead each warp
+ * streams its R rows through a private shared-memory ring of up to ST
+ * stages with cp.async: a stage is 32 lanes' worth of elements of each row
+ * (1024 for Q4_0 / Q8_0, 2048 for the K-quants), copied as the 16-byte
+ * aligned cover of its byte range (coalesced 16-byte copies that bypass L1;
+ * the block bytes keep their address mod 16 in shared memory). ST - 1
+ * stages are in flight while one is computed, and several warps per SM each
+ * keep their own ring full, so enough bytes are in flight to saturate HBM.
+ * When ks warps split a row, each warp's ring holds only the stages it has.
+ *
+ * Compute: Q4_0 / Q8_0: lane l takes block l (32 elements) of the stage for
+ * all R rows (ntx_unit_decode). K-quants: lane l takes pair l % 4 (64
+ * elements that share their weight bytes, blockmath.cuh) of block l / 4, so
+ * each byte loaded from shared memory is used whole and the scales are
+ * decoded once per 64 elements; for each token it loads the 64 int8
+ * activations (four 16-byte loads, through L1) and their (d, d*sum), and
+ * does 16 dp4a per row. The segment's type is a run-time switch per warp:
+ * one kernel serves every type and every mix. */
 #include "gemv.cuh"
 
 /* ---- q8 activations ---- */
@@ -101,218 +104,277 @@ extern "C" int ntx_cuda_quantize_q8(const float *x, void *xq, int64_t n, int n_t
 	return ntx_cuda_quantize_q8_fmt(x, xq, n, n_tok, NTX_CUDA_Q8F_32, s, err);
 }
 
-/* ---- the tensor-core GEMV ---- */
+/* ---- the staged GEMV ---- */
 
-#define GQ_WARPS 8 /* warps per CTA */
-#ifndef GQ_SK
-#define GQ_SK 2
-#endif
-#ifndef GQ_S32
-#define GQ_S32 8
-#endif
+#define GV_ST 4 /* ring slots per warp */
 
-/* D = A . B for one m16n8k32 tile (C = 0); U8: A holds unsigned bytes. */
-template <bool U8>
-__device__ __forceinline__ void gq_mma(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-				       const uint32_t *b)
+/* Elements per lane and stage: a block of Q4_0 / Q8_0, a K-quant pair. */
+template <int T> __host__ __device__ constexpr int gv_epl()
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	if constexpr (U8)
-		asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, "
-		    "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};"
-		    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-		    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b[0]), "r"(b[1]), "r"(0));
-	else
-		asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
-		    "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};"
-		    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-		    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b[0]), "r"(b[1]), "r"(0));
-#else
-	(void)a0, (void)a1, (void)a2, (void)a3, (void)b;
-	c[0] = c[1] = c[2] = c[3] = 0; /* not built: the Makefile targets sm_80+ */
-#endif
+	return ntx_qt<T>::UPB == 8 ? 64 : 32;
 }
 
-/* Blocks per iteration (all their loads issued before the first use):
- * enough bytes in flight per warp, registers permitting. */
-template <int T> __host__ __device__ constexpr int gq_steps(void)
+template <int T> __host__ __device__ constexpr int gv_se()
 {
-	return ntx_qt<T>::UPB == 1 ? GQ_S32 : T == NTX_TYPE_Q4_K ? GQ_SK : 1;
+	return 32 * gv_epl<T>();
 }
 
-/* One warp's share [b_lo, b_hi) of the blocks of rows r0 (lane row g)
- * and r1 (g + 8) of matrix w, accumulated into acc[i]: i = 0, 1: row g,
- * tokens 2t, 2t+1; i = 2, 3: row g + 8. The fused gate/up calls it once
- * per matrix, so each matrix's sums are those of a single GEMV. */
+/* Shared-memory bytes per row and stage: the stage's bytes plus the worst
+ * case of aligning both ends to 16, rounded to 16. */
+template <int T> __host__ __device__ constexpr int gv_srow()
+{
+	return (gv_se<T>() / ntx_qt<T>::BS * ntx_qt<T>::BB + 30 + 15) / 16 * 16;
+}
+
+/* One token's activations for a K-quant pair whose units are the 32-blocks
+ * u0 and u1 (global unit indices) of the row. */
 template <int T>
-__device__ __forceinline__ void gq_body(const gv_args &a, const uint8_t *w, uint64_t row_bytes,
-					int r0, int r1, int b_lo, int b_hi, int lane, float *acc)
+__device__ __forceinline__ void gv_ld_xp(const gv_args &a, int t, int64_t u0, int64_t u1, ntx_xp &x)
 {
-	constexpr int BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB, S = gq_steps<T>();
-	const int g = lane >> 2, t = lane & 3;
-	const int64_t nu = a.n_in / 32; /* units per row */
-	const uint8_t *rp0 = w + (uint64_t)r0 * row_bytes, *rp1 = w + (uint64_t)r1 * row_bytes;
-	const int8_t *xg = a.xqs + (int64_t)g * a.n_in;
-	const float2 *d0 = a.xds + (int64_t)(2 * t) * nu, *d1 = d0 + nu;
-	const bool xok = g < a.n_tok, d0ok = 2 * t < a.n_tok, d1ok = 2 * t + 1 < a.n_tok;
+	const uint4 *xq = (const uint4 *)(a.xqs + (int64_t)t * a.n_in);
+	const float2 *ds = a.xds + (int64_t)t * (a.n_in / 32);
+	const uint4 a0 = __ldg(xq + 2 * u0), a1 = __ldg(xq + 2 * u0 + 1);
+	const uint4 b0 = __ldg(xq + 2 * u1), b1 = __ldg(xq + 2 * u1 + 1);
 
-	for (int b = b_lo; b < b_hi; b += S) {
-		ntx_mb<T> wb[S][2];
+	x.x0[0] = a0.x, x.x0[1] = a0.y, x.x0[2] = a0.z, x.x0[3] = a0.w;
+	x.x0[4] = a1.x, x.x0[5] = a1.y, x.x0[6] = a1.z, x.x0[7] = a1.w;
+	x.x1[0] = b0.x, x.x1[1] = b0.y, x.x1[2] = b0.z, x.x1[3] = b0.w;
+	x.x1[4] = b1.x, x.x1[5] = b1.y, x.x1[6] = b1.z, x.x1[7] = b1.w;
+	if constexpr (T == NTX_TYPE_Q6_K) {
+		x.ds0 = __ldg(ds + u0);
+		x.ds1 = __ldg(ds + u1);
+	} else { /* u1 = u0 + 1, u0 even: one 16-byte load */
+		const float4 d = __ldg((const float4 *)(ds + u0));
+
+		x.ds0 = make_float2(d.x, d.y);
+		x.ds1 = make_float2(d.z, d.w);
+	}
+	ntx_xp_sums<T>(x);
+}
+
+/* One warp's share of its row group for type T: the stages kw, kw + ks, ...
+ * of its R rows, accumulated into acc. */
+template <int T, int NT, int RH, int NM>
+__device__ __forceinline__ void gv_q8_body(const gv_args &a, const gv_where &wh, int lane,
+					   uint8_t *ring, float *acc)
+{
+	constexpr int R = RH * NM, SE = gv_se<T>();
+	constexpr int BS = ntx_qt<T>::BS, BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB;
+	constexpr int HALF = gv_pow2(RH * NT);
+	const int n_st = (a.n_in + SE - 1) / SE;
+	const int n_loc = wh.kw < n_st ? (n_st - wh.kw + a.ks - 1) / a.ks : 0;
+	const int sb = a.sb;
+	const uint8_t *rp[R];
 
 #pragma unroll
-		for (int j = 0; j < S; j++) {
-			if (b + j < b_hi) {
-				ntx_mb_load<T>(rp0 + (uint64_t)(b + j) * BB, t, wb[j][0]);
-				ntx_mb_load<T>(rp1 + (uint64_t)(b + j) * BB, t, wb[j][1]);
+	for (int r = 0; r < R; r++)
+		rp[r] = gv_row<RH>(a, wh, r);
+
+	/* Copy local stage i (row stage kw + i * ks) into ring slot i % GV_ST
+	 * (always commits a group, possibly empty, so that wait_group counts
+	 * stay uniform). Slots past a.st are never used: a warp with fewer
+	 * than GV_ST stages has n_loc <= a.st. */
+	auto issue = [&](int i) {
+		if (i < n_loc) {
+			const int k0 = (wh.kw + i * a.ks) * SE, k1 = min(k0 + SE, a.n_in);
+			const uint64_t b0 = (uint64_t)(k0 / BS) * BB, b1 = (uint64_t)(k1 / BS) * BB;
+			uint8_t *dst = ring + (i % GV_ST) * (R * sb);
+
+#pragma unroll
+			for (int r = 0; r < R; r++) {
+				uintptr_t lo = (uintptr_t)(rp[r] + b0) & ~(uintptr_t)15;
+				uintptr_t hi = ((uintptr_t)(rp[r] + b1) + 15) & ~(uintptr_t)15;
+				int n16 = (int)((hi - lo) >> 4);
+
+				for (int c = lane; c < n16; c += 32)
+					ntx_cp_async16(dst + r * sb + 16 * c, (const void *)(lo + 16 * c));
 			}
 		}
-#pragma unroll
-		for (int j = 0; j < S; j++) {
-			if (b + j >= b_hi)
-				break;
-#pragma unroll
-			for (int u = 0; u < UPB; u++) {
-				const int64_t ug = (int64_t)(b + j) * UPB + u;
-				uint32_t bx[2] = { 0u, 0u }, w0[2], w1[2];
-				float2 dA = make_float2(0.f, 0.f), dB = make_float2(0.f, 0.f);
-				int c[4], c2[4] = { 0, 0, 0, 0 };
-				float a0, b0, a1, b1;
-				int s00, s01, s10, s11;
+		ntx_cp_async_commit();
+	};
 
-				if (xok)
-					ntx_mx_load<T>(xg, ug, t, bx);
-				if (d0ok)
-					dA = ntx_ldg_f2(d0 + ug);
-				if (d1ok)
-					dB = ntx_ldg_f2(d1 + ug);
-				ntx_mb_unit<T>(wb[j][0], u, t, w0);
-				ntx_mb_unit<T>(wb[j][1], u, t, w1);
-				if constexpr (T == NTX_TYPE_Q6_K) {
-					/* k slots 0..15: first half, 16..31: second */
-					gq_mma<false>(c, w0[0], w1[0], 0u, 0u, bx);
-					gq_mma<false>(c2, 0u, 0u, w0[1], w1[1], bx);
-				} else {
-					gq_mma<ntx_mma_u8<T>()>(c, w0[0], w1[0], w0[1], w1[1], bx);
+#pragma unroll
+	for (int i = 0; i < GV_ST - 1; i++)
+		issue(i);
+
+	for (int i = 0; i < n_loc; i++) {
+		ntx_cp_async_wait<GV_ST - 2>();
+		__syncwarp();
+		/* the slot refilled here was last read in iteration i - 1 */
+		issue(i + GV_ST - 1);
+
+		const int k0 = (wh.kw + i * a.ks) * SE;
+		const int nb = min(SE, a.n_in - k0) / BS; /* blocks in this stage */
+		const uint8_t *slot = ring + (i % GV_ST) * (R * sb);
+		const uint64_t b0 = (uint64_t)(k0 / BS) * BB;
+
+		if constexpr (UPB == 8) {
+			if (lane < 4 * nb) {
+				const int bl = lane >> 2, p = lane & 3;
+				const int64_t ub = (int64_t)(k0 / BS + bl) * 8; /* the block's first unit */
+				int u0, u1;
+				ntx_wp w[R];
+
+				ntx_pair_units<T>(p, &u0, &u1);
+#pragma unroll
+				for (int r = 0; r < R; r++) {
+					/* Q4_K / Q5_K rows and blocks are 16-byte aligned
+					 * (checked on entry; 144 and 176 are multiples of 16) */
+					const int off = BB % 16 ? (int)((uintptr_t)(rp[r] + b0) & 15) : 0;
+
+					ntx_pair_decode<T>(slot + r * sb + off + bl * BB, p, w[r]);
 				}
-				ntx_mb_scale<T>(wb[j][0], u, &a0, &b0, &s00, &s01);
-				ntx_mb_scale<T>(wb[j][1], u, &a1, &b1, &s10, &s11);
-				acc[0] = ntx_mepi<T>(acc[0], a0, b0, s00, s01, c[0], c2[0], dA);
-				acc[1] = ntx_mepi<T>(acc[1], a0, b0, s00, s01, c[1], c2[1], dB);
-				acc[2] = ntx_mepi<T>(acc[2], a1, b1, s10, s11, c[2], c2[2], dA);
-				acc[3] = ntx_mepi<T>(acc[3], a1, b1, s10, s11, c[3], c2[3], dB);
+#pragma unroll
+				for (int t = 0; t < NT; t++) {
+					if (t < a.n_tok) {
+						ntx_xp x;
+
+						gv_ld_xp<T>(a, t, ub + u0, ub + u1, x);
+#pragma unroll
+						for (int r = 0; r < R; r++)
+							acc[(r / RH) * HALF + (r % RH) * NT + t] +=
+								ntx_pair_dot<T>(w[r], x);
+					}
+				}
+			}
+		} else {
+			if (lane < nb) {
+				const int64_t ug = (int64_t)(k0 / 32) + lane;
+				ntx_wu wu[R];
+
+#pragma unroll
+				for (int r = 0; r < R; r++)
+					ntx_unit_decode<T>(slot + r * sb + ((uintptr_t)(rp[r] + b0) & 15) + lane * BB,
+							   0, wu[r]);
+#pragma unroll
+				for (int t = 0; t < NT; t++) {
+					if (t < a.n_tok) {
+						const uint4 *xp = (const uint4 *)(a.xqs + (int64_t)t * a.n_in) + 2 * ug;
+						const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+						const float2 ds = __ldg(a.xds + (int64_t)t * (a.n_in / 32) + ug);
+						const uint32_t xw[8] = { x0.x, x0.y, x0.z, x0.w,
+									 x1.x, x1.y, x1.z, x1.w };
+
+#pragma unroll
+						for (int r = 0; r < R; r++)
+							acc[(r / RH) * HALF + (r % RH) * NT + t] +=
+								ntx_unit_dot(wu[r], xw, ds.x, ds.y);
+					}
+				}
 			}
 		}
 	}
+	ntx_cp_async_wait<0>();
 }
 
-template <int T, int NM>
-__device__ __forceinline__ void gq_rows(const gv_args &a, const gv_seg &sg, int r0, int r1, int b_lo,
-					int b_hi, int lane, float (&acc)[NM][4])
+/* Rows per warp: 2 (or 1 gate + 1 up row). */
+template <int NM> __host__ __device__ constexpr int gv_rh()
 {
-	gq_body<T>(a, sg.w, sg.row_bytes, r0, r1, b_lo, b_hi, lane, acc[0]);
-	if constexpr (NM == 2)
-		gq_body<T>(a, a.w1, sg.row_bytes, r0, r1, b_lo, b_hi, lane, acc[1]);
+	return NM == 2 ? 1 : 2;
 }
 
-/* Warps per tile (split of the row length) for a quantized matrix: a
- * function of its type and shape only. About 4096 warps, each with at
- * least 2 K-quant blocks or 16 Q4_0 / Q8_0 blocks (512 elements). */
-static int gq_ks(uint32_t type, int64_t n_in, int64_t n_out)
+/* n_tok 1 (decode) keeps 6 CTAs of registers per SM (as many as Q4_K's
+ * rings fit; 5 on sm_80, whose code needs a few more registers not to
+ * spill); larger NT may use more registers rather than spill. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 860
+#define GV_MINB_NT1 5
+#else
+#define GV_MINB_NT1 6
+#endif
+template <int NT, int NM>
+__global__ void __launch_bounds__(GV_WARPS * 32, NT == 1 ? GV_MINB_NT1 : 1) ntx_gemv_q8_kernel(gv_args a)
 {
-	const int bs = ntx_cu_type_bs(type);
-	const int64_t nblk = n_in / bs, tiles = (n_out + 15) / 16, minb = bs == 256 ? 2 : 16;
-	int ks = 1;
-
-	while (ks < GQ_WARPS && tiles * ks < 4096 && nblk >= 2 * minb * ks)
-		ks *= 2;
-	return ks;
-}
-
-/* n_tok 1..8, one code path: 2 CTAs of 8 warps per SM at least. */
-template <int NM>
-__global__ void __launch_bounds__(GQ_WARPS * 32, 2) ntx_gemv_q8_kernel(gv_args a)
-{
-	__shared__ float red[GQ_WARPS][NM * 4][32];
+	constexpr int RH = gv_rh<NM>(), R = RH * NM;
+	constexpr int V = gv_pow2(RH * NT) * NM;
+	extern __shared__ __align__(16) uint8_t gv_smem[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int s = gv_seg_of(a);
-	const gv_seg &sg = a.seg[s];
-	const int ks = sg.ks, tpc = GQ_WARPS / ks;
-	const int tile = ((int)blockIdx.x - sg.c0) * tpc + warp / ks, kw = warp % ks;
-	const int bs = sg.type == NTX_TYPE_Q4_0 || sg.type == NTX_TYPE_Q8_0 ? 32 : 256;
-	const int nblk = a.n_in / bs;
-	const int b_lo = (int)((int64_t)nblk * kw / ks), b_hi = (int)((int64_t)nblk * (kw + 1) / ks);
-	const int g = lane >> 2, t = lane & 3;
-	const int r0 = min(tile * 16 + g, sg.n_out - 1), r1 = min(tile * 16 + g + 8, sg.n_out - 1);
-	float acc[NM][4];
+	const gv_where wh = gv_locate<RH>(a, warp);
+	uint8_t *ring = gv_smem + warp * (a.st * R * a.sb);
+	float acc[V];
 
 #pragma unroll
-	for (int m = 0; m < NM; m++)
-		acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
-	/* tiles past the end recompute the last row (dropped below), so every
-	 * warp reaches the barrier */
-	switch (sg.type) {
-	case NTX_TYPE_Q4_0: gq_rows<NTX_TYPE_Q4_0, NM>(a, sg, r0, r1, b_lo, b_hi, lane, acc); break;
-	case NTX_TYPE_Q8_0: gq_rows<NTX_TYPE_Q8_0, NM>(a, sg, r0, r1, b_lo, b_hi, lane, acc); break;
-	case NTX_TYPE_Q4_K: gq_rows<NTX_TYPE_Q4_K, NM>(a, sg, r0, r1, b_lo, b_hi, lane, acc); break;
-	case NTX_TYPE_Q5_K: gq_rows<NTX_TYPE_Q5_K, NM>(a, sg, r0, r1, b_lo, b_hi, lane, acc); break;
-	case NTX_TYPE_Q6_K: gq_rows<NTX_TYPE_Q6_K, NM>(a, sg, r0, r1, b_lo, b_hi, lane, acc); break;
-	default: break;
-	}
-	if (ks > 1) { /* uniform in the CTA (one segment per CTA) */
-#pragma unroll
-		for (int m = 0; m < NM; m++)
-#pragma unroll
-			for (int i = 0; i < 4; i++)
-				red[warp][4 * m + i][lane] = acc[m][i];
-		__syncthreads();
-		if (kw)
-			return;
-		for (int k = 1; k < ks; k++)
-#pragma unroll
-			for (int m = 0; m < NM; m++)
-#pragma unroll
-				for (int i = 0; i < 4; i++)
-					acc[m][i] = __fadd_rn(acc[m][i], red[warp + k][4 * m + i][lane]);
-	}
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		const int row = tile * 16 + g + 8 * (i >> 1), tok = 2 * t + (i & 1);
-
-		if (row < sg.n_out && tok < a.n_tok) {
-			float *yp = sg.y + (int64_t)tok * sg.n_out + row;
-
-			if constexpr (NM == 2)
-				*yp = ntx_silu_mul(acc[0][i], acc[NM - 1][i]);
-			else if (sg.epi == GV_EPI_ACC)
-				*yp = __fadd_rn(*yp, acc[0][i]);
-			else if (sg.epi == GV_EPI_SWIGLU)
-				*yp = ntx_silu_mul(*yp, acc[0][i]);
-			else
-				*yp = acc[0][i];
+	for (int i = 0; i < V; i++)
+		acc[i] = 0.0f;
+	if (wh.active) {
+		switch (a.seg[wh.s].type) {
+		case NTX_TYPE_Q4_0: gv_q8_body<NTX_TYPE_Q4_0, NT, RH, NM>(a, wh, lane, ring, acc); break;
+		case NTX_TYPE_Q8_0: gv_q8_body<NTX_TYPE_Q8_0, NT, RH, NM>(a, wh, lane, ring, acc); break;
+		case NTX_TYPE_Q4_K: gv_q8_body<NTX_TYPE_Q4_K, NT, RH, NM>(a, wh, lane, ring, acc); break;
+		case NTX_TYPE_Q5_K: gv_q8_body<NTX_TYPE_Q5_K, NT, RH, NM>(a, wh, lane, ring, acc); break;
+		case NTX_TYPE_Q6_K: gv_q8_body<NTX_TYPE_Q6_K, NT, RH, NM>(a, wh, lane, ring, acc); break;
+		default: break;
 		}
 	}
+	gv_epilogue<NT, RH, NM>(acc, lane, warp, wh, a);
+}
+
+/* Stages of a row and shared bytes per row-stage for a quantized type. */
+static void gv_type_geom(uint32_t t, int n_in, int *n_st, int *sb)
+{
+	int se, srow;
+
+	switch (t) {
+	case NTX_TYPE_Q4_0: se = gv_se<NTX_TYPE_Q4_0>(), srow = gv_srow<NTX_TYPE_Q4_0>(); break;
+	case NTX_TYPE_Q8_0: se = gv_se<NTX_TYPE_Q8_0>(), srow = gv_srow<NTX_TYPE_Q8_0>(); break;
+	case NTX_TYPE_Q4_K: se = gv_se<NTX_TYPE_Q4_K>(), srow = gv_srow<NTX_TYPE_Q4_K>(); break;
+	case NTX_TYPE_Q5_K: se = gv_se<NTX_TYPE_Q5_K>(), srow = gv_srow<NTX_TYPE_Q5_K>(); break;
+	default: se = gv_se<NTX_TYPE_Q6_K>(), srow = gv_srow<NTX_TYPE_Q6_K>(); break;
+	}
+	*n_st = (n_in + se - 1) / se;
+	*sb = srow;
+}
+
+template <int NT, int NM> static int gv_launch(gv_args &a, cudaStream_t s, struct ntx_err *err)
+{
+	constexpr int R = gv_rh<NM>() * NM;
+	static size_t attr_bytes;
+	auto kern = ntx_gemv_q8_kernel<NT, NM>;
+	int n_st = 1, sb = 16, grid, loc;
+	size_t smem;
+
+	for (int i = 0; i < a.n_seg; i++) {
+		int ns, b;
+
+		gv_type_geom((uint32_t)a.seg[i].type, a.n_in, &ns, &b);
+		n_st = ns > n_st ? ns : n_st;
+		sb = b > sb ? b : sb;
+	}
+	grid = ntx_gv_plan(a, gv_rh<NM>(), n_st);
+	/* ring slots: no more than the most stages any warp has; the n_st
+	 * above is the largest over the types, so every warp's fits */
+	loc = (n_st + a.ks - 1) / a.ks;
+	a.st = loc < GV_ST ? loc : GV_ST;
+	a.sb = sb;
+	smem = (size_t)GV_WARPS * a.st * R * sb;
+	if (smem > attr_bytes) {
+		if (ntx_cu_smem(kern, smem, "gemv_q8: cudaFuncSetAttribute", err))
+			return -1;
+		/* many small rings per SM: ask for the largest shared carveout */
+		cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+				     cudaSharedmemCarveoutMaxShared);
+		cudaGetLastError();
+		attr_bytes = smem;
+	}
+	kern<<<(unsigned)grid, GV_WARPS * 32, smem, s>>>(a);
+	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_q8" : "gemv_q8", err);
+}
+
+template <int NM> static int gv_nt(gv_args &a, cudaStream_t s, struct ntx_err *err)
+{
+	if (a.n_tok <= 1)
+		return gv_launch<1, NM>(a, s, err);
+	if (a.n_tok <= 2)
+		return gv_launch<2, NM>(a, s, err);
+	if (a.n_tok <= 4)
+		return gv_launch<4, NM>(a, s, err);
+	return gv_launch<8, NM>(a, s, err);
 }
 
 int ntx_gv_q8(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
-	int64_t ctas = 0;
-
-	for (int i = 0; i < a.n_seg; i++) {
-		gv_seg &sg = a.seg[i];
-		int64_t tiles, tpc;
-
-		if (ntx_cuda_wtype_q8((uint32_t)sg.type) != 1)
+	for (int i = 0; i < a.n_seg; i++)
+		if (ntx_cuda_wtype_q8((uint32_t)a.seg[i].type) != 1)
 			return ntx_err_set(err, NTX_EUNSUP, "gemv: type %s has no q8 kernel",
-					   ntx_type_name((uint32_t)sg.type));
-		sg.ks = gq_ks((uint32_t)sg.type, a.n_in, sg.n_out);
-		tiles = (sg.n_out + 15) / 16;
-		tpc = GQ_WARPS / sg.ks;
-		sg.c0 = (int)ctas;
-		ctas += (tiles + tpc - 1) / tpc;
-	}
-	if (nm == 2)
-		ntx_gemv_q8_kernel<2><<<(unsigned)ctas, GQ_WARPS * 32, 0, s>>>(a);
-	else
-		ntx_gemv_q8_kernel<1><<<(unsigned)ctas, GQ_WARPS * 32, 0, s>>>(a);
-	return ntx_cu_launched(nm == 2 ? "gemv_swiglu_q8" : "gemv_q8", err);
+					   ntx_type_name((uint32_t)a.seg[i].type));
+	return nm == 2 ? gv_nt<2>(a, s, err) : gv_nt<1>(a, s, err);
 }
