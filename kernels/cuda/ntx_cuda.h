@@ -25,22 +25,20 @@ extern "C" {
 typedef struct CUstream_st *ntx_stream_t; /* == cudaStream_t */
 
 /* ---- batch invariance ----
- * Attention and the quantizers: the value computed for token t is bitwise
- * the same whatever n_tok (1..NTX_CUDA_GEMV_MAX_TOK) and whichever other
- * tokens share the launch (launch geometry and every reduction order depend
- * on pos[t], n_head, head_dim and n_ctx, never on n_tok). The quantized
- * GEMV is NOT batch invariant: it takes 2 rows per warp for 1-2 tokens and
- * 4 for 3-8, and splits short matrices over warps by their row count, which
- * changes float summation orders (results agree to float rounding). A
- * batch-invariant tensor-core GEMV was written and measured 1.5x slower on
- * the H200 (kernels/cuda/PERF-NOTES.md), so self-speculative verification
- * and batched decoding on the GPU reproduce single-token decoding up to
- * float rounding (greedy text can differ at near-ties); on the CPU they are
- * exact. tests/gpu measures and reports the differences.
+ * The value computed for token t is bitwise the same whatever n_tok
+ * (1..NTX_CUDA_GEMV_MAX_TOK) and whichever other tokens share the launch,
+ * for attention, the quantizers and the quantized GEMV (Q4_0, Q8_0, Q4_K,
+ * Q5_K, Q6_K; measured on the H200 by tests/gpu, which require it). The
+ * float GEMV (F32, F16, BF16) is not: it splits rows differently for 3-8
+ * tokens (results agree to float rounding). So self-speculative
+ * verification and batched decoding reproduce single-token decoding
+ * exactly on quantized models.
  * Also bitwise: ntx_cuda_rmsnorm's q8 output == ntx_cuda_quantize_q8_fmt of
  * its float output; ntx_cuda_attention_q8's q8 output ==
  * ntx_cuda_quantize_q8_fmt of ntx_cuda_attention's float output (and both
- * float outputs are equal). tests/gpu checks each of these. */
+ * float outputs are equal); ntx_cuda_gemv_swiglu == ntx_cuda_gemv (gate),
+ * ntx_cuda_gemv (up), ntx_cuda_swiglu; each ntx_cuda_gemv_multi segment ==
+ * ntx_cuda_gemv of that matrix. tests/gpu checks each of these. */
 
 /* ---- activation quantization (q8, for the integer tensor-core GEMV) ----
  * "q8 activations" of n_tok rows of n (n a multiple of 32): per row, n int8

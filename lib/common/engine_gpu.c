@@ -685,11 +685,11 @@ static int is_q8(const struct ntx_gguf_tensor *t)
 
 /* Decode batches of NTX_CUDA_GEMV_MAX_TOK < n <= NTX_GPU_GEMV_BATCH_MAX tokens
  * (batch mode, speculative verification): the same GEMV kernels as single-
- * token decoding, over chunks of NTX_CUDA_GEMV_MAX_TOK tokens, so each
- * token's result is the one it gets when decoded alone up to the float
- * summation order of the GEMV (ntx_cuda.h: attention and quantizers are
- * batch invariant, the quantized GEMV is not). Weights are read once per
- * chunk (from VRAM). */
+ * token decoding, over chunks of NTX_CUDA_GEMV_MAX_TOK tokens. The kernels
+ * are batch invariant for quantized weights (ntx_cuda.h), so each token's
+ * result is the one it gets when decoded alone: batch mode equals running
+ * alone, self-speculation is lossless (float weights: up to rounding).
+ * Weights are read once per chunk (from VRAM). */
 static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 			 struct ntx_err *err)
 {
