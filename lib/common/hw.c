@@ -130,7 +130,9 @@ void ntx_hw_detect_some(struct ntx_plan_hw *hw, int gpu_index, const char *pack_
 	hw->disk_gbps = NTX_PLAN_DEFAULT_DISK_GBPS;
 	hw->cpu_gbps = cpu > NTX_PLAN_CPU_GBPS_MAX ? NTX_PLAN_CPU_GBPS_MAX : cpu;
 	hw->gpu_gbps = NTX_PLAN_DEFAULT_GPU_GBPS;
+	hw->cpu_batch_gbps = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
 	hw->h2d_src = hw->disk_src = hw->cpu_src = hw->gpu_src = NTX_SRC_DEFAULT;
+	hw->cpu_batch_src = NTX_SRC_DEFAULT;
 }
 
 void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir)
@@ -338,27 +340,29 @@ out:
 /* Decode-style GEMV (one token) with ntx_cpu_matmul on 4096 x 4096 matrices
  * of each weight type the CPU kernels support, cycling through enough of
  * them (>= 256 MiB) that the weights stream from DRAM as they do in a real
- * layer. The rate is weight bytes per second. */
+ * layer. The rate is weight bytes per second. Then the same matrices times
+ * a batch of NTX_PLAN_CPU_BATCH_PROBE tokens (a decode step of that many
+ * sequences): weight bytes x tokens per second. */
 static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
 {
 	static const uint32_t types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q8_0,
 					  NTX_TYPE_Q4_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
-	const int64_t n = 4096;
+	const int64_t n = 4096, nb = NTX_PLAN_CPU_BATCH_PROBE;
 	struct ntx_pool *pool = ntx_pool_new(n_threads > 0 ? n_threads : 1, err);
 	float *x = NULL, *y = NULL;
-	double inv_sum = 0;
+	double inv_sum = 0, inv_sum_b = 0;
 	int n_rates = 0, rc = -1;
 	size_t i;
 
 	if (!pool)
 		return -1;
-	x = malloc((size_t)n * sizeof *x);
-	y = malloc((size_t)n * sizeof *y);
+	x = malloc((size_t)(n * nb) * sizeof *x);
+	y = malloc((size_t)(n * nb) * sizeof *y);
 	if (!x || !y) {
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (i = 0; i < (size_t)n; i++)
+	for (i = 0; i < (size_t)(n * nb); i++)
 		x[i] = (float)((int)(i * 2654435761u % 2001) - 1000) / 1000.0f;
 	for (i = 0; i < sizeof types / sizeof types[0]; i++) {
 		struct ntx_wmat w = { types[i], n, n, 0, NULL };
@@ -373,7 +377,7 @@ static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
 			continue;
 		mat = row * (uint64_t)n;
 		n_mats = (size_t)((PROBE_CPU_BYTES + mat - 1) / mat);
-		scratch_sz = ntx_matmul_scratch_bytes(&w, 1);
+		scratch_sz = ntx_matmul_scratch_bytes(&w, nb);
 		if (posix_memalign((void **)&buf, 64, n_mats * mat) ||
 		    (scratch_sz && posix_memalign(&scratch, 64, scratch_sz))) {
 			free(buf);
@@ -396,6 +400,19 @@ static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
 		} while (t < PROBE_CPU_SECONDS);
 		hw->cpu_type_gbps[types[i]] = ntx_plan_round6((double)mat * (double)calls / t / 1e9);
 		inv_sum += 1.0 / hw->cpu_type_gbps[types[i]];
+		calls = 0;
+		t0 = now_s();
+		do {
+			for (k = 0; k < n_mats; k++) {
+				w.data = buf + k * mat;
+				ntx_cpu_matmul(pool, &w, x, nb, y, scratch);
+				calls++;
+			}
+			t = now_s() - t0;
+		} while (t < PROBE_CPU_SECONDS);
+		hw->cpu_type_batch_gbps[types[i]] =
+			ntx_plan_round6((double)mat * (double)nb * (double)calls / t / 1e9);
+		inv_sum_b += 1.0 / hw->cpu_type_batch_gbps[types[i]];
 		n_rates++;
 		free(buf);
 		free(scratch);
@@ -403,6 +420,8 @@ static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
 	if (n_rates) {
 		hw->cpu_gbps = ntx_plan_round6(n_rates / inv_sum);
 		hw->cpu_src = NTX_SRC_PROBE;
+		hw->cpu_batch_gbps = ntx_plan_round6(n_rates / inv_sum_b);
+		hw->cpu_batch_src = NTX_SRC_PROBE;
 		rc = 0;
 	} else {
 		ntx_err_set(err, NTX_EUNSUP, "probe: CPU: no weight type is supported by the CPU kernels");

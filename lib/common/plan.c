@@ -93,6 +93,19 @@ uint64_t ntx_plan_layer_buf_bytes(uint64_t layer_bytes)
 	return ntx_plan_sat_add(layer_bytes, NTX_PLAN_LAYER_PAD);
 }
 
+double ntx_plan_gpu_batch_cost(int n_tok)
+{
+	double c = 0;
+
+	if (n_tok < 1)
+		n_tok = 1;
+	if (n_tok > 64) /* larger batches take the matrix-matrix path */
+		n_tok = 64;
+	for (; n_tok > 0; n_tok -= 8)
+		c += 1 + NTX_PLAN_GPU_TOKEN_COST * ((n_tok > 8 ? 8 : n_tok) - 1);
+	return c;
+}
+
 static uint64_t head_bytes(const struct ntx_plan_model *pm)
 {
 	return pm->output_tied ? pm->tok_embd_bytes : pm->output_bytes;
@@ -253,7 +266,8 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 	uint64_t head = head_bytes(pm), max_stream = 0, max_disk = 0;
 	uint64_t ram_gpu = 0, ram_cpu = 0, disk_gpu = 0, disk_cpu = 0, vram_gpu = 0;
 	int n_gpu = 0, n_cpu = 0, n_disk = 0, n_vram = 0, n_ram = 0, l;
-	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t;
+	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t, cpu_s_per_byte;
+	int n_seq = p->n_seq > 0 ? p->n_seq : 1;
 	char a[32], b[32], c[32], d[32], e[32], g[32], h[32], k[32], x[32];
 
 	if (f)
@@ -375,10 +389,18 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 	p->bytes_disk = ntx_plan_sat_add(disk_gpu, disk_cpu);
 	p->bytes_cpu = ntx_plan_sat_add(ram_cpu, disk_cpu);
 	p->bytes_cpu_disk = disk_cpu;
-	t_res = gpu ? (double)vram_gpu / (p->hw.gpu_gbps * 1e9) : 0;
+	/* the GPU computes every GPU-executed layer, streamed ones included,
+	 * one GEMV pass per chunk of 8 tokens; the CPU reads the weights once
+	 * and, with a batch, becomes compute-bound */
+	t_res = gpu ? (double)(vram_gpu + ram_gpu + disk_gpu) * ntx_plan_gpu_batch_cost(n_seq) /
+			      (p->hw.gpu_gbps * 1e9) : 0;
 	t_link = (double)(ram_gpu + disk_gpu) / (p->hw.h2d_gbps * 1e9);
 	t_disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
-	t_cpu = (double)p->bytes_cpu / (p->hw.cpu_gbps * 1e9) * (p->n_seq > 0 ? p->n_seq : 1);
+	cpu_s_per_byte = 1.0 / (p->hw.cpu_gbps * 1e9);
+	if (n_seq > 1 && p->hw.cpu_batch_gbps > 0 &&
+	    n_seq / (p->hw.cpu_batch_gbps * 1e9) > cpu_s_per_byte)
+		cpu_s_per_byte = n_seq / (p->hw.cpu_batch_gbps * 1e9);
+	t_cpu = (double)p->bytes_cpu * cpu_s_per_byte;
 	t_ovh = (n_gpu + n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S + n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
 	t_comp = t_res + t_cpu + t_ovh;
 	t = t_comp;
@@ -464,6 +486,24 @@ struct search {
 	int r_max;            /* most resident items whose bytes fit the VRAM budget */
 };
 
+/* Is item j of n among k picked evenly (k of n, first and last picked
+ * when k >= 2)? */
+static int spread_pick(int j, int k, int n)
+{
+	if (k <= 0 || n <= 0)
+		return 0;
+	if (k >= n)
+		return 1;
+	if (k == 1)
+		return j == 0;
+	/* pick round(i * (n - 1) / (k - 1)) for i = 0 .. k - 1 */
+	{
+		long i = ((long)j * (k - 1) + (n - 1) / 2) / (n - 1);
+
+		return (i * (n - 1) + (k - 1) / 2) / (k - 1) == j;
+	}
+}
+
 /* Build the candidate with the first r items of [head, prio...] resident and
  * kcpu (or, kcpu < 0, every) non-resident layers on the CPU. Returns the
  * number of non-resident layers, or -1 when kcpu exceeds it. */
@@ -475,8 +515,16 @@ static int build(struct search *s, int r, int kcpu)
 	uint64_t head = head_bytes(pm), fixed, sum = 0, maxb = 0, avail;
 
 	memset(s->res, 0, (size_t)pm->n_layer);
-	for (j = 0; j < rl; j++)
-		s->res[s->prio[j]] = 1;
+	if (p->by_scores) {
+		for (j = 0; j < rl; j++)
+			s->res[s->prio[j]] = 1;
+	} else {
+		/* resident layers spread evenly through the model (first and
+		 * last kept): the copy engine then always has a streamed layer
+		 * to fetch while resident ones compute */
+		for (j = 0; j < s->n_act && rl > 0; j++)
+			s->res[s->prio[j]] = spread_pick(j, rl, s->n_act);
+	}
 	for (l = 0; l < pm->n_layer; l++) {
 		struct ntx_plan_layer *L = &p->layers[l];
 
@@ -497,11 +545,8 @@ static int build(struct search *s, int r, int kcpu)
 	if (kcpu > m)
 		return -1;
 	/* CPU layers spread evenly through the non-resident ones */
-	for (j = 0; j < m; j++) {
-		int cpu = m && (long)(j + 1) * kcpu / m > (long)j * kcpu / m;
-
-		p->layers[s->nr[j]].exec = cpu ? NTX_EXEC_CPU : NTX_EXEC_GPU;
-	}
+	for (j = 0; j < m; j++)
+		p->layers[s->nr[j]].exec = spread_pick(j, kcpu, m) ? NTX_EXEC_CPU : NTX_EXEC_GPU;
 	p->output_home = head_res ? NTX_TIER_VRAM : NTX_TIER_RAM;
 	p->output_exec = head_res ? NTX_EXEC_GPU : NTX_EXEC_CPU;
 	/* homes: RAM first-fit in model order, the rest on disk */
@@ -624,18 +669,29 @@ static double resolve_bw(double given, double detected, enum ntx_src dsrc, doubl
 
 /* The CPU rate for this model from per-type probe rates: bytes-weighted
  * harmonic mean over the layers' types (0 when nothing applies). */
-static double cpu_rate_for_model(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw)
+static double type_rate_for_model(const struct ntx_plan_model *pm, const double *rate)
 {
 	double bytes = 0, secs = 0;
 	int t;
 
 	for (t = 0; t < NTX_TYPE_COUNT; t++) {
-		if (!pm->layer_type_bytes[t] || hw->cpu_type_gbps[t] <= 0)
+		if (!pm->layer_type_bytes[t] || rate[t] <= 0)
 			continue;
 		bytes += (double)pm->layer_type_bytes[t];
-		secs += (double)pm->layer_type_bytes[t] / hw->cpu_type_gbps[t];
+		secs += (double)pm->layer_type_bytes[t] / rate[t];
 	}
 	return secs > 0 ? bytes / secs : 0;
+}
+
+static double cpu_rate_for_model(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw)
+{
+	return type_rate_for_model(pm, hw->cpu_type_gbps);
+}
+
+static double cpu_batch_rate_for_model(const struct ntx_plan_model *pm,
+				       const struct ntx_plan_hw *hw)
+{
+	return type_rate_for_model(pm, hw->cpu_type_batch_gbps);
 }
 
 static int validate_inputs(const struct ntx_plan_model *pm, const struct ntx_plan_opts *o,
@@ -713,6 +769,12 @@ int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *
 		if (det <= 0)
 			det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
 		p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
+		def = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+		det = hw->cpu_batch_src == NTX_SRC_PROBE ? cpu_batch_rate_for_model(pm, hw) : 0;
+		if (det <= 0)
+			det = hw->cpu_batch_src == NTX_SRC_PROBE ? hw->cpu_batch_gbps : 0;
+		p->hw.cpu_batch_gbps = resolve_bw(o->cpu_batch_gbps, det, hw->cpu_batch_src, def,
+						  &p->hw.cpu_batch_src);
 	}
 
 	/* budgets */

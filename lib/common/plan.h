@@ -40,6 +40,12 @@ const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
 #define NTX_PLAN_DEFAULT_GPU_GBPS 2000.0
 #define NTX_PLAN_CPU_GBPS_PER_CORE 4.0
 #define NTX_PLAN_CPU_GBPS_MAX 80.0
+#define NTX_PLAN_CPU_BATCH_GBPS_PER_CORE 20.0 /* weight bytes x tokens / s, batched matmul */
+#define NTX_PLAN_CPU_BATCH_PROBE 16           /* tokens of the batched CPU probe */
+/* GPU GEMV over a decode batch: chunks of 8 tokens, each chunk costing
+ * 1 + NTX_PLAN_GPU_TOKEN_COST x (tokens - 1) single-token GEMVs (the H200's
+ * dp4a GEMV: 8 tokens take 3.2x one token's time) */
+#define NTX_PLAN_GPU_TOKEN_COST 0.31
 
 /* What the planner needs to know about a model: filled from a GGUF
  * (ntx_plan_model_from_gguf) or from ntx-inspect's JSON. */
@@ -78,6 +84,12 @@ struct ntx_plan_hw {
 	unsigned detected;                 /* NTX_HW_* bits: what was detected */
 	enum ntx_src h2d_src, disk_src, cpu_src, gpu_src;
 	double cpu_type_gbps[NTX_TYPE_COUNT]; /* probed GEMV rate per weight type (0 = not measured) */
+	/* CPU matrix product over a batch of NTX_PLAN_CPU_BATCH_PROBE tokens:
+	 * weight bytes x tokens per second (compute-bound where one token is
+	 * memory-bound) */
+	double cpu_batch_gbps;
+	enum ntx_src cpu_batch_src;
+	double cpu_type_batch_gbps[NTX_TYPE_COUNT]; /* probed, per weight type (0 = not measured) */
 };
 
 /* What ntx_hw_detect_some looks at (and hw->detected reports). */
@@ -150,6 +162,7 @@ struct ntx_plan_opts {
 	int gpu_index;
 	const char *pack_path;
 	double h2d_gbps, disk_gbps, cpu_gbps, gpu_gbps; /* 0 = default/probe */
+	double cpu_batch_gbps;                /* 0 = default/probe */
 	int executor;                         /* enum ntx_policy */
 	const int *skip; int n_skip;          /* layers removed from every tier */
 	const double *scores;                 /* per-layer importance or NULL: n_layer

@@ -128,14 +128,15 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 	else
 		sb_printf(&b, "hardware: %s, ", p->hw.detected & NTX_HW_GPU ? "no GPU" :
 			  "GPU not detected (VRAM budget given)");
-	sb_printf(&b, "bandwidths: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s (%s), GPU %g GB/s (%s)\n",
+	sb_printf(&b, "bandwidths: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s (%s), GPU %g GB/s (%s); CPU batched %g GB/s x tokens (%s)\n",
 		  p->hw.h2d_gbps, ntx_src_name(p->hw.h2d_src), p->hw.disk_gbps,
 		  ntx_src_name(p->hw.disk_src), p->hw.cpu_gbps, ntx_src_name(p->hw.cpu_src),
-		  p->hw.gpu_gbps, ntx_src_name(p->hw.gpu_src));
+		  p->hw.gpu_gbps, ntx_src_name(p->hw.gpu_src), p->hw.cpu_batch_gbps,
+		  ntx_src_name(p->hw.cpu_batch_src));
 	sb_printf(&b, "run: ctx %d, KV %s, %d sequence%s, ubatch %d, executor %s, resident layers by %s\n",
 		  p->n_ctx, p->kv_type == NTX_KV_F32 ? "f32" : "f16", p->n_seq,
 		  p->n_seq == 1 ? "" : "s", p->n_ubatch, ntx_policy_name(p->executor),
-		  p->by_scores ? "importance scores" : "model order");
+		  p->by_scores ? "importance scores" : "spread through the model");
 	if (!p->vram_budget) {
 		sb_printf(&b, "VRAM: not used: a CPU-only plan (VRAM budget 0, %s)\n",
 			  ntx_src_name(p->vram_budget_src));

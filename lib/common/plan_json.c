@@ -43,12 +43,13 @@ static const char *kv_name(enum ntx_kv_type k)
 
 static json_t *hw_json(struct wr *w, const struct ntx_plan_hw *hw)
 {
-	json_t *o = json_object(), *t = json_object();
+	json_t *o = json_object(), *t = json_object(), *tb = json_object();
 	int gpu = (hw->detected & NTX_HW_GPU) != 0, i;
 
-	if (!o || !t) {
+	if (!o || !t || !tb) {
 		json_decref(o);
 		json_decref(t);
+		json_decref(tb);
 		w->ok = 0;
 		return NULL;
 	}
@@ -71,10 +72,16 @@ static json_t *hw_json(struct wr *w, const struct ntx_plan_hw *hw)
 	put(w, o, "cpu_source", json_string(ntx_src_name(hw->cpu_src)));
 	put(w, o, "gpu_gbps", json_real(hw->gpu_gbps));
 	put(w, o, "gpu_source", json_string(ntx_src_name(hw->gpu_src)));
+	put(w, o, "cpu_batch_gbps", json_real(hw->cpu_batch_gbps));
+	put(w, o, "cpu_batch_source", json_string(ntx_src_name(hw->cpu_batch_src)));
 	for (i = 0; i < NTX_TYPE_COUNT; i++)
 		if (hw->cpu_type_gbps[i] > 0)
 			put(w, t, ntx_type_name((uint32_t)i), json_real(hw->cpu_type_gbps[i]));
 	put(w, o, "cpu_type_gbps", t);
+	for (i = 0; i < NTX_TYPE_COUNT; i++)
+		if (hw->cpu_type_batch_gbps[i] > 0)
+			put(w, tb, ntx_type_name((uint32_t)i), json_real(hw->cpu_type_batch_gbps[i]));
+	put(w, o, "cpu_type_batch_gbps", tb);
 	return o;
 }
 
@@ -395,6 +402,27 @@ static int read_hw(struct ntx_jrd *r, json_t *root, struct ntx_plan_hw *hw)
 			return ntx_jrd_error(r, "hardware.cpu_type_gbps", "unknown tensor type \"%.40s\"", key);
 		if (ntx_jrd_dbl(r, t, "hardware.cpu_type_gbps", key, 0, 1e6, 1, &hw->cpu_type_gbps[ty]))
 			return -1;
+	}
+	/* the batched CPU rate came later: optional, default per core */
+	hw->cpu_batch_gbps = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+	hw->cpu_batch_src = NTX_SRC_DEFAULT;
+	if (json_object_get(h, "cpu_batch_gbps") &&
+	    (ntx_jrd_dbl(r, h, "hardware", "cpu_batch_gbps", 0, 1e6, 1, &hw->cpu_batch_gbps) ||
+	     get_src(r, h, "hardware", "cpu_batch_source", &hw->cpu_batch_src)))
+		return -1;
+	if (json_object_get(h, "cpu_type_batch_gbps")) {
+		if (ntx_jrd_obj(r, h, "hardware", "cpu_type_batch_gbps", &t, kp))
+			return -1;
+		json_object_foreach(t, key, val) {
+			int ty = ntx_type_from_name(key);
+
+			if (ty < 0)
+				return ntx_jrd_error(r, "hardware.cpu_type_batch_gbps",
+						     "unknown tensor type \"%.40s\"", key);
+			if (ntx_jrd_dbl(r, t, "hardware.cpu_type_batch_gbps", key, 0, 1e6, 1,
+					&hw->cpu_type_batch_gbps[ty]))
+				return -1;
+		}
 	}
 	return 0;
 }

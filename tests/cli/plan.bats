@@ -187,7 +187,7 @@ bad_plan() {
 	bad_plan 's/"index": 5,/"index": 80,/' 'layer index 80 is out of range [0, 79]'
 	bad_plan 's/"index": 5,/"index": 4,/' 'duplicate layer 4'
 	bad_plan 's/"index": 5,/"index": -2,/' 'layer index -2 is out of range'
-	bad_plan '/"index": 1,/{n;s/"home": "vram"/"home": "gpu"/}' 'is not one of "vram", "ram" or "disk"'
+	bad_plan '/"index": 0,/{n;s/"home": "vram"/"home": "gpu"/}' 'is not one of "vram", "ram" or "disk"'
 	bad_plan 's/"format": "ntx.plan"/"format": "ntx.pack"/' 'expected "ntx.plan"'
 	bad_plan 's/"version": 1,/"version": 1,,/' "'}' expected"
 	bad_plan 's/"pack_path": ".*"/"pack_path": null/' '"pack_path" is required'

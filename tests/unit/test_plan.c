@@ -14,6 +14,7 @@
 #include "layout.h"
 #include "model.h"
 #include "plan.h"
+#include "plan_int.h"
 #include "t.h"
 #include "types.h"
 
@@ -278,15 +279,22 @@ static void test_three_way(void)
 	     "pack path set when layers are on disk");
 	t_ok(p4->predicted_tok_per_s > p6->predicted_tok_per_s, "Q4_K_M predicted faster than Q6_K");
 	{
-		int l, first_nonres = -1, ok = 1;
+		/* without scores, resident layers are spread evenly: first and
+		 * last resident, no two gaps differ by more than one layer */
+		int l, prev = -1, gmin = 1 << 30, gmax = 0;
 
 		for (l = 0; l < 80; l++) {
-			if (p6->layers[l].home != NTX_TIER_VRAM && first_nonres < 0)
-				first_nonres = l;
-			if (first_nonres >= 0 && p6->layers[l].home == NTX_TIER_VRAM)
-				ok = 0;
+			if (p6->layers[l].home != NTX_TIER_VRAM)
+				continue;
+			if (prev >= 0) {
+				gmin = l - prev < gmin ? l - prev : gmin;
+				gmax = l - prev > gmax ? l - prev : gmax;
+			}
+			prev = l;
 		}
-		t_ok(ok && first_nonres == c6.vram, "resident layers are the first in model order");
+		t_ok(p6->layers[0].home == NTX_TIER_VRAM && p6->layers[79].home == NTX_TIER_VRAM &&
+		     gmax - gmin <= 1, "resident layers spread through the model (gaps %d..%d)", gmin,
+		     gmax);
 	}
 out:
 	ntx_plan_free(p6);
@@ -431,9 +439,12 @@ static void test_bandwidth_balance(void)
 		}
 		ntx_plan_free(g5);
 	}
-	/* batch: the CPU's time grows with n_seq, so fewer CPU layers */
+	/* batch: the CPU becomes compute-bound (40 GB/s for one token, 160 GB/s
+	 * x tokens for a batch: 8 tokens take 2x one token's time) while the
+	 * GPU's transfer serves the whole batch, so fewer CPU layers */
 	base_opts(&o, 24 * GiB, 64 * GiB, 4096);
 	o.cpu_gbps = 40;
+	o.cpu_batch_gbps = 160;
 	o.h2d_gbps = 25;
 	g3 = plan_or_diag(&pm, &hw, &o, "1 sequence");
 	o.n_seq = 8;
@@ -448,6 +459,27 @@ static void test_bandwidth_balance(void)
 	}
 	ntx_plan_free(g3);
 	ntx_plan_free(g5);
+	/* a CPU as fast per token in a batch as alone keeps its layers */
+	o.n_seq = 16;
+	o.cpu_batch_gbps = 40 * 16;
+	g5 = plan_or_diag(&pm, &hw, &o, "16 sequences, fast batched CPU");
+	o.cpu_batch_gbps = 40;
+	g3 = plan_or_diag(&pm, &hw, &o, "16 sequences, CPU 16x slower in a batch");
+	if (g3 && g5) {
+		ram_split(g5, &c5, &s5);
+		ram_split(g3, &c3, &s3);
+		t_ok(c5 > 0 && c3 < c5, "16 sequences: CPU layers follow the batched rate (%d, %d)", c5,
+		     c3);
+		t_ok(g5->hw.cpu_batch_gbps == 640 && g5->hw.cpu_batch_src == NTX_SRC_OVERRIDE,
+		     "batched CPU rate recorded as an override");
+	}
+	ntx_plan_free(g3);
+	ntx_plan_free(g5);
+	t_ok(fabs(ntx_plan_gpu_batch_cost(1) - 1) < 1e-12 &&
+	     fabs(ntx_plan_gpu_batch_cost(8) - (1 + 7 * NTX_PLAN_GPU_TOKEN_COST)) < 1e-12 &&
+	     fabs(ntx_plan_gpu_batch_cost(9) - (2 + 7 * NTX_PLAN_GPU_TOKEN_COST)) < 1e-12 &&
+	     ntx_plan_gpu_batch_cost(200) == ntx_plan_gpu_batch_cost(64),
+	     "GPU batch cost: chunks of 8 tokens, flat past 64");
 	ntx_plan_model_free(&pm);
 }
 

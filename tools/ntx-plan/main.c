@@ -53,6 +53,8 @@ static void usage(FILE *f)
 		"      --disk-gbps X       O_DIRECT reads (default 2)\n"
 		"      --cpu-gbps X        CPU GEMV weight bytes (default 4 per core, max 80)\n"
 		"      --gpu-gbps X        GPU GEMV on resident weights (default 2000)\n"
+		"      --cpu-batch-gbps X  CPU matmul over a batch, weight bytes x tokens\n"
+		"                          (default 20 per core)\n"
 		"      --probe             measure H2D, disk and CPU rates on this machine\n"
 		"Placement:\n"
 		"      --executor P        auto (default), gpu (stream every non-resident\n"
@@ -90,7 +92,7 @@ static int exit_code(const struct ntx_err *err)
 
 enum {
 	O_VRAM = 256, O_RAM, O_DISK, O_RESERVE, O_GPU, O_PACK, O_KV, O_PARALLEL, O_UBATCH,
-	O_RING, O_H2D, O_DISKBW, O_CPU, O_GPUBW, O_PROBE, O_EXECUTOR, O_SKIP, O_SKIPSET,
+	O_RING, O_H2D, O_DISKBW, O_CPU, O_CPUB, O_GPUBW, O_PROBE, O_EXECUTOR, O_SKIP, O_SKIPSET,
 	O_SCORES, O_EXPLAIN, O_CHECK
 };
 
@@ -109,6 +111,7 @@ static const struct option longopts[] = {
 	{ "h2d-gbps", required_argument, NULL, O_H2D },
 	{ "disk-gbps", required_argument, NULL, O_DISKBW },
 	{ "cpu-gbps", required_argument, NULL, O_CPU },
+	{ "cpu-batch-gbps", required_argument, NULL, O_CPUB },
 	{ "gpu-gbps", required_argument, NULL, O_GPUBW },
 	{ "probe", no_argument, NULL, O_PROBE },
 	{ "executor", required_argument, NULL, O_EXECUTOR },
@@ -328,6 +331,7 @@ int main(int argc, char **argv)
 		case O_H2D:
 		case O_DISKBW:
 		case O_CPU:
+		case O_CPUB:
 		case O_GPUBW:
 			if (ntx_parse_double(optarg, 1e-6, 1e6, &d, &err))
 				return die_usage("--%s: %s", optname(c), err.msg);
@@ -337,6 +341,8 @@ int main(int argc, char **argv)
 				o.disk_gbps = d;
 			else if (c == O_CPU)
 				o.cpu_gbps = d;
+			else if (c == O_CPUB)
+				o.cpu_batch_gbps = d;
 			else
 				o.gpu_gbps = d;
 			break;
@@ -453,7 +459,7 @@ int main(int argc, char **argv)
 			what &= ~(unsigned)NTX_HW_RAM;
 		if (o.disk_budget >= 0)
 			what &= ~(unsigned)NTX_HW_DISK;
-		if (o.cpu_gbps > 0)
+		if (o.cpu_gbps > 0 && o.cpu_batch_gbps > 0)
 			what &= ~(unsigned)NTX_HW_CPU;
 	}
 	ntx_hw_detect_some(&hw, o.gpu_index, pack_dir, what);
@@ -487,9 +493,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: free at %s: %s\n", prog, pack_dir,
 				ntx_fmt_size(hw.disk_free, a, 32));
 		if (hw.probed)
-			fprintf(stderr, "%s: probed: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s (%s)\n",
+			fprintf(stderr, "%s: probed: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s (%s), CPU batched %g GB/s x tokens (%s)\n",
 				prog, hw.h2d_gbps, ntx_src_name(hw.h2d_src), hw.disk_gbps,
-				ntx_src_name(hw.disk_src), hw.cpu_gbps, ntx_src_name(hw.cpu_src));
+				ntx_src_name(hw.disk_src), hw.cpu_gbps, ntx_src_name(hw.cpu_src),
+				hw.cpu_batch_gbps, ntx_src_name(hw.cpu_batch_src));
 	}
 	o.pack_path = pack;
 	if (ntx_plan_compute(&pm, &hw, &o, &p, &err))

@@ -557,6 +557,7 @@ static int write_stats(struct batch *b, double t)
 		ntx_err_set(&err, NTX_ENOMEM, "out of memory");
 		return run_fail(&err);
 	}
+	run_add_streaming_json(b->c, j);
 	rc = run_write_json_file(o->stats_json, j, &err);
 	json_decref(j);
 	return rc ? run_fail(&err) : 0;
@@ -640,6 +641,7 @@ int mode_batch(struct run_ctx *c)
 		fprintf(stderr, PROG ": batch: %lld requests (%lld errors), %lld tokens generated in %.2f s (%.2f tok/s), %d parallel\n",
 			(long long)b.done, (long long)b.errors, (long long)b.gen_total, t,
 			t > 0 ? b.gen_total / t : 0.0, b.n_slots);
+		run_print_streaming(c);
 	}
 	if (c->o->stats_json && write_stats(&b, t) && rc == 0)
 		rc = 1;

@@ -179,10 +179,8 @@ int run_n_threads(const struct run_opts *o)
 
 static json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 {
-	struct ntx_engine_stats es;
 	json_t *j;
 
-	ntx_engine_get_stats(c->engine, &es);
 	j = json_pack("{s:s, s:i, s:s, s:I, s:I, s:s, s:i, s:i, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:s}",
 		      "format", "ntx.stats", "version", 1,
 		      "model_filename", c->model->gguf->path,
@@ -208,16 +206,41 @@ static json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 					      st->n_drafted ? (double)st->n_accepted / st->n_drafted : 0.0,
 					      "tokens_per_full_pass",
 					      st->n_full_passes ? (double)st->n_gen / st->n_full_passes : 0.0));
-	if (j && (es.bytes_h2d || es.bytes_disk || es.bytes_cpu_weights))
+	if (j)
+		run_add_streaming_json(c, j);
+	return j;
+}
+
+void run_add_streaming_json(const struct run_ctx *c, json_t *j)
+{
+	struct ntx_engine_stats es;
+
+	ntx_engine_get_stats(c->engine, &es);
+	if (es.bytes_h2d || es.bytes_disk || es.bytes_cpu_weights)
 		json_object_set_new(j, "streaming",
-				    json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
+				    json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:I}",
 					      "bytes_h2d", (json_int_t)es.bytes_h2d,
 					      "bytes_disk", (json_int_t)es.bytes_disk,
 					      "bytes_cpu_weights", (json_int_t)es.bytes_cpu_weights,
 					      "t_h2d_s", es.t_h2d_s, "t_disk_s", es.t_disk_s,
 					      "t_cpu_s", es.t_cpu_s, "t_gpu_wait_s", es.t_gpu_wait_s,
-					      "t_cpu_wait_s", es.t_cpu_wait_s));
-	return j;
+					      "t_cpu_wait_s", es.t_cpu_wait_s, "t_eval_s", es.t_eval_s,
+					      "n_eval_calls", (json_int_t)es.n_eval_calls));
+}
+
+void run_print_streaming(const struct run_ctx *c)
+{
+	struct ntx_engine_stats es;
+
+	ntx_engine_get_stats(c->engine, &es);
+	if (es.bytes_h2d || es.bytes_disk ||
+	    (es.bytes_cpu_weights && ntx_engine_backend(c->engine) == NTX_BACKEND_CUDA))
+		fprintf(stderr,
+			PROG ": streaming: %.2f GB over PCIe (%.1f GB/s), %.2f GB from disk (%.1f GB/s), %.2f GB computed on the CPU (%.2f s); GPU waited %.2f s, CPU waited %.2f s; %lld evaluations, %.2f s\n",
+			es.bytes_h2d / 1e9, es.t_h2d_s > 0 ? es.bytes_h2d / 1e9 / es.t_h2d_s : 0,
+			es.bytes_disk / 1e9, es.t_disk_s > 0 ? es.bytes_disk / 1e9 / es.t_disk_s : 0,
+			es.bytes_cpu_weights / 1e9, es.t_cpu_s, es.t_gpu_wait_s, es.t_cpu_wait_s,
+			(long long)es.n_eval_calls, es.t_eval_s);
 }
 
 /* Remove a partly written output file, so that nothing that looks valid
@@ -249,8 +272,6 @@ int run_write_json_file(const char *path, json_t *j, struct ntx_err *err)
 
 static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
 {
-	struct ntx_engine_stats es;
-
 	if (c->o->quiet)
 		return;
 	fprintf(stderr,
@@ -263,14 +284,7 @@ static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
 			(long long)st->n_drafted, (long long)st->n_accepted,
 			st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
 			(double)st->n_gen / st->n_full_passes);
-	ntx_engine_get_stats(c->engine, &es);
-	if (es.bytes_h2d || es.bytes_disk ||
-	    (es.bytes_cpu_weights && ntx_engine_backend(c->engine) == NTX_BACKEND_CUDA))
-		fprintf(stderr,
-			PROG ": streaming: %.2f GB over PCIe (%.1f GB/s), %.2f GB from disk (%.1f GB/s), %.2f GB computed on the CPU; GPU waited %.2f s, CPU waited %.2f s\n",
-			es.bytes_h2d / 1e9, es.t_h2d_s > 0 ? es.bytes_h2d / 1e9 / es.t_h2d_s : 0,
-			es.bytes_disk / 1e9, es.t_disk_s > 0 ? es.bytes_disk / 1e9 / es.t_disk_s : 0,
-			es.bytes_cpu_weights / 1e9, es.t_gpu_wait_s, es.t_cpu_wait_s);
+	run_print_streaming(c);
 }
 
 static int32_t *parse_force(struct run_ctx *c, int *n, struct ntx_err *err)

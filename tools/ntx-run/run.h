@@ -102,6 +102,10 @@ json_t *run_json_text(const char *s, size_t n);
 /* The CPU thread count the engine uses (-t, else every online core). */
 int run_n_threads(const struct run_opts *o);
 
+/* The engine's streaming counters: a "streaming" object added to j (when any
+ * weights moved or ran on the CPU), a line on stderr. */
+void run_add_streaming_json(const struct run_ctx *c, json_t *j);
+void run_print_streaming(const struct run_ctx *c);
 /* Write a JSON document to path ("-" = stderr); a partial file is removed. */
 int run_write_json_file(const char *path, json_t *j, struct ntx_err *err);
 
