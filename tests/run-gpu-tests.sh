@@ -2,7 +2,8 @@
 # Run every CUDA test program ($BUILD/tests-gpu/test_*) and print the totals
 # as the last line: "N passed, N failed" (as tests/run-tests.sh does). The
 # CUDA parity test runs twice: as is (cuBLAS when it loads) and with
-# NTX_NO_CUBLAS=1 for its matmul part (our own tensor-core GEMM).
+# NTX_NO_CUBLAS=1 for its matmul part (our own tensor-core GEMM); the PDL
+# test runs again with NTX_NO_PDL=1 (the switch must turn PDL off).
 # Needs a GPU: without one it says "no CUDA device" and exits 1, since
 # `make test-gpu` is only run on GPU machines.
 BUILD=${BUILD:-build}
@@ -50,6 +51,9 @@ done
 if [ -x "$BUILD/tests-gpu/test_cuda_kernels" ]; then
 	run "test_cuda_kernels (NTX_NO_CUBLAS=1, matmul only)" \
 		env NTX_NO_CUBLAS=1 "$BUILD/tests-gpu/test_cuda_kernels" --matmul-only
+fi
+if [ -x "$BUILD/tests-gpu/test_cuda_pdl" ]; then
+	run "test_cuda_pdl (NTX_NO_PDL=1)" env NTX_NO_PDL=1 "$BUILD/tests-gpu/test_cuda_pdl"
 fi
 
 echo "$pass passed, $fail failed"

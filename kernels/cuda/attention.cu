@@ -220,6 +220,9 @@ __device__ __forceinline__ void at_merge(const at_args &a, int t, int kvh, int n
 
 template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, 1) ntx_attn_kernel(at_args a)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	extern __shared__ __align__(16) float at_smem[];
 	const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
 	const int G = a.G, hd = a.hd, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -394,6 +397,9 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, 1) n
  * arithmetic as the fused merge (at_merge). */
 __global__ void ntx_attn_combine_kernel(at_args a)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	__shared__ float w[AT_MAX_SPLIT];
 	const int t = blockIdx.x / a.n_head, h = blockIdx.x % a.n_head;
 	const int64_t p0 = ((int64_t)t * a.n_head + h) * a.n_split;
@@ -459,13 +465,14 @@ static int at_launch(const at_args &a, cudaStream_t s, struct ntx_err *err)
 	smem = ((size_t)a.G * a.hd + 4 * GMAX + tail) * sizeof(float);
 	if (ntx_cu_smem(ntx_attn_kernel<GMAX, F16>, smem, "attention: cudaFuncSetAttribute", err))
 		return -1;
-	ntx_attn_kernel<GMAX, F16><<<grid, AT_THREADS, smem, s>>>(a);
-	if (ntx_cu_launched("attention", err))
+	if (ntx_cu_launched("attention",
+			    ntx_launch(ntx_attn_kernel<GMAX, F16>, grid, AT_THREADS, smem, s, a), err))
 		return -1;
-	if (a.n_split > 1 && !a.cnt) {
-		ntx_attn_combine_kernel<<<(unsigned)(a.n_tok * a.n_head), a.hd <= 128 ? 128 : 256, 0, s>>>(a);
-		return ntx_cu_launched("attention combine", err);
-	}
+	if (a.n_split > 1 && !a.cnt)
+		return ntx_cu_launched("attention combine",
+				       ntx_launch(ntx_attn_combine_kernel, (unsigned)(a.n_tok * a.n_head),
+						  a.hd <= 128 ? 128 : 256, 0, s, a),
+				       err);
 	return 0;
 }
 

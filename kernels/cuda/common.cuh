@@ -1,6 +1,7 @@
 /* common.cuh - what every kernels/cuda/*.cu shares: the C headers with C
  * linkage, error helpers (argument checks and launch checks that fill a
- * struct ntx_err), cp.async and warp-level helpers, and the lane-parallel
+ * struct ntx_err), the launch helper (ntx_launch, programmatic dependent
+ * launch), cp.async and warp-level helpers, and the lane-parallel
  * q8 quantizer used by ntx_cuda_quantize_q8, the fused rmsnorm and
  * attention. */
 #ifndef NTX_CUDA_COMMON_CUH
@@ -29,11 +30,15 @@ static_assert(NTX_CUDA_Q8F_32 == NTX_Q8F_32 && NTX_CUDA_Q8F_Q8_0 == NTX_Q8F_Q8_0
 
 /* ---- errors ---- */
 
-/* After a launch: 0, or -1 with "cuda: <what>: <error string>". */
-static inline int ntx_cu_launched(const char *what, struct ntx_err *err)
+/* After a launch that returned launch (ntx_launch): 0, or -1 with
+ * "cuda: <what>: <error string>" for launch's error, else for one pending
+ * in the runtime (cudaGetLastError, which is cleared either way). */
+static inline int ntx_cu_launched(const char *what, cudaError_t launch, struct ntx_err *err)
 {
 	cudaError_t e = cudaGetLastError();
 
+	if (launch != cudaSuccess)
+		e = launch;
 	if (e != cudaSuccess)
 		return ntx_err_set(err, NTX_EDEVICE, "cuda: %s: %s", what, cudaGetErrorString(e));
 	return 0;
@@ -136,6 +141,73 @@ template <typename K> static inline int ntx_cu_smem(K kernel, size_t bytes, cons
 	return ntx_cu_call(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
 						(int)bytes),
 			   what, err);
+}
+
+/* ---- launches: programmatic dependent launch (PDL, sm_90+) ----
+ * Every kernel is launched with ntx_launch, never <<<>>>, and every
+ * __global__ function begins with
+ *	ntx_pdl_wait();
+ *	ntx_pdl_trigger();
+ * before it reads or writes global memory. With PDL on (launch.cu:
+ * compute capability 9.0 or more, NTX_NO_PDL unset or "0"), a launch
+ * carries cudaLaunchAttributeProgrammaticStreamSerialization: the kernel
+ * may be scheduled on the SMs as soon as every CTA of the kernel before it
+ * in the stream has passed its trigger, and its CTAs then wait in
+ * ntx_pdl_wait until that kernel has completed and its memory is visible.
+ * Since every kernel waits before touching memory, and its own trigger
+ * comes only after that wait, the order of all memory accesses is that of
+ * plain stream order (read-after-write, write-after-read on shared
+ * buffers, workspace counters, last-CTA merges): what overlaps is the
+ * launch latency and CTA scheduling of the next kernel with the tail of
+ * the current one. At most one kernel is scheduled ahead. A launch after
+ * work that is not ours (cuBLAS, copies, event waits) is ordered as usual:
+ * a kernel that never triggers triggers implicitly when it completes.
+ * Without the attribute (PDL off, or sm_80..89, where the instructions
+ * are compiled out) the wait returns at once. */
+
+/* Wait until the grids this one depends on have completed and their
+ * memory operations are visible. */
+__device__ __forceinline__ void ntx_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Let the next kernel of the stream be scheduled (it still waits for this
+ * one to complete in its own ntx_pdl_wait). */
+__device__ __forceinline__ void ntx_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* 1 if launches on the current device get the PDL attribute, else 0
+ * (launch.cu: decided once per device, ntx_cuda_pdl_set overrides). */
+int ntx_cu_pdl(void);
+
+/* Launch kernel k (grid g, block b, smem bytes of dynamic shared memory,
+ * stream s) with args, each converted to the kernel's parameter type as
+ * <<<>>> would. Returns the launch's error (pass it to ntx_cu_launched). */
+template <typename... K, typename... A>
+static inline cudaError_t ntx_launch(void (*k)(K...), dim3 g, dim3 b, size_t smem, cudaStream_t s,
+				     A... args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1] = {};
+
+	cfg.gridDim = g;
+	cfg.blockDim = b;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = s;
+	if (ntx_cu_pdl()) {
+		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[0].val.programmaticStreamSerializationAllowed = 1;
+		cfg.attrs = at;
+		cfg.numAttrs = 1;
+	}
+	return cudaLaunchKernelEx(&cfg, k, args...);
 }
 
 /* ---- device helpers ---- */

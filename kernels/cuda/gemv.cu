@@ -40,6 +40,9 @@ template <int WT> __device__ __forceinline__ float gv_dot16(uint4 w, const float
 template <int WT, int NT, int RH, int NM, int U>
 __global__ void __launch_bounds__(GV_WARPS * 32, 1) ntx_gemv_f_kernel(gv_args a)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	constexpr int R = RH * NM, EPC = WT == NTX_TYPE_F32 ? 4 : 8;
 	constexpr int HALF = gv_pow2(RH * NT), V = HALF * NM;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -107,8 +110,10 @@ static int gvf_launch(gv_args &a, cudaStream_t s, struct ntx_err *err)
 	constexpr int EPC = WT == NTX_TYPE_F32 ? 4 : 8;
 	const int grid = ntx_gv_plan(a, RH, (a.n_in / EPC + 32 * U - 1) / (32 * U));
 
-	ntx_gemv_f_kernel<WT, NT, RH, NM, U><<<(unsigned)grid, GV_WARPS * 32, 0, s>>>(a);
-	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_f" : "gemv_f", err);
+	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_f" : "gemv_f",
+			       ntx_launch(ntx_gemv_f_kernel<WT, NT, RH, NM, U>, (unsigned)grid, GV_WARPS * 32, 0,
+					  s, a),
+			       err);
 }
 
 template <int WT, int NM> static int gvf_nt(gv_args &a, cudaStream_t s, struct ntx_err *err)

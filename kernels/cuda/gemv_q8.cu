@@ -65,6 +65,9 @@ extern "C" int ntx_cuda_q8_group(int fmt)
 __global__ void ntx_q8_quantize_kernel(const float *x, int8_t *qs, float2 *ds, int64_t n,
 				       int64_t total /* n_tok * n / 8 */, int fmt)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int ok = i < total;
 	const int64_t ii = ok ? i : 0, g8 = n / 8;
@@ -85,6 +88,7 @@ extern "C" int ntx_cuda_quantize_q8_fmt(const float *x, void *xq, int64_t n, int
 					ntx_stream_t s, struct ntx_err *err)
 {
 	int64_t total;
+	cudaError_t e;
 
 	if (ntx_cu_check_fmt("quantize_q8", fmt, n, err))
 		return -1;
@@ -93,9 +97,10 @@ extern "C" int ntx_cuda_quantize_q8_fmt(const float *x, void *xq, int64_t n, int
 	if (!x || !xq || !ntx_cu_aligned(x, 16) || !ntx_cu_aligned(xq, 16))
 		return ntx_err_set(err, NTX_EINVAL, "quantize_q8: buffers must be non-NULL and 16-byte aligned");
 	total = n * n_tok / 8;
-	ntx_q8_quantize_kernel<<<(unsigned)((total + 255) / 256), 256, 0, (cudaStream_t)s>>>(
-		x, (int8_t *)xq, (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(n, n_tok)), n, total, fmt);
-	return ntx_cu_launched("quantize_q8", err);
+	e = ntx_launch(ntx_q8_quantize_kernel, (unsigned)((total + 255) / 256), 256, 0, (cudaStream_t)s,
+		       x, (int8_t *)xq, (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(n, n_tok)), n,
+		       total, fmt);
+	return ntx_cu_launched("quantize_q8", e, err);
 }
 
 extern "C" int ntx_cuda_quantize_q8(const float *x, void *xq, int64_t n, int n_tok, ntx_stream_t s,
@@ -284,6 +289,9 @@ template <int NM> __host__ __device__ constexpr int gv_rh()
 template <int NT, int NM>
 __global__ void __launch_bounds__(GV_WARPS * 32, NT == 1 ? GV_MINB_NT1 : 1) ntx_gemv_q8_kernel(gv_args a)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	constexpr int RH = gv_rh<NM>(), R = RH * NM;
 	constexpr int V = gv_pow2(RH * NT) * NM;
 	extern __shared__ __align__(16) uint8_t gv_smem[];
@@ -355,8 +363,8 @@ template <int NT, int NM> static int gv_launch(gv_args &a, cudaStream_t s, struc
 		cudaGetLastError();
 		attr_bytes = smem;
 	}
-	kern<<<(unsigned)grid, GV_WARPS * 32, smem, s>>>(a);
-	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_q8" : "gemv_q8", err);
+	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_q8" : "gemv_q8",
+			       ntx_launch(kern, (unsigned)grid, GV_WARPS * 32, smem, s, a), err);
 }
 
 template <int NM> static int gv_nt(gv_args &a, cudaStream_t s, struct ntx_err *err)

@@ -98,6 +98,9 @@ static int cb_gemm(cudaStream_t s, int m, int n, int k, const void *A, cudaDataT
 
 __global__ void ntx_f32_to_f16_kernel(const float *x, __half *y, int64_t n4)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		float4 v = ((const float4 *)x)[i];
@@ -115,6 +118,9 @@ __global__ void ntx_f32_to_f16_kernel(const float *x, __half *y, int64_t n4)
 template <int T>
 __global__ void ntx_dequant_f16_kernel(const uint8_t *w, __half *y, int64_t n_units)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	constexpr int BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB;
 
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_units;
@@ -139,6 +145,9 @@ __global__ void ntx_dequant_f16_kernel(const uint8_t *w, __half *y, int64_t n_un
 /* F32 / BF16 rows -> F16, 8 elements per thread. */
 template <int T> __global__ void ntx_float_to_f16_kernel(const uint8_t *w, __half *y, int64_t n8)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		float f[8];
@@ -184,18 +193,19 @@ static int mm_to_f16(uint32_t t, const uint8_t *w, uint64_t rb, int64_t n_in, in
 {
 	const uint8_t *p = w + (uint64_t)r0 * rb;
 	int64_t nu = nr * (n_in / 32), n8 = nr * n_in / 8;
+	cudaError_t e;
 
 	switch (t) {
-	case NTX_TYPE_F32: ntx_float_to_f16_kernel<NTX_TYPE_F32><<<mm_grid(n8, 256), 256, 0, s>>>(p, y, n8); break;
-	case NTX_TYPE_BF16: ntx_float_to_f16_kernel<NTX_TYPE_BF16><<<mm_grid(n8, 256), 256, 0, s>>>(p, y, n8); break;
-	case NTX_TYPE_Q4_0: ntx_dequant_f16_kernel<NTX_TYPE_Q4_0><<<mm_grid(nu, 256), 256, 0, s>>>(p, y, nu); break;
-	case NTX_TYPE_Q8_0: ntx_dequant_f16_kernel<NTX_TYPE_Q8_0><<<mm_grid(nu, 256), 256, 0, s>>>(p, y, nu); break;
-	case NTX_TYPE_Q4_K: ntx_dequant_f16_kernel<NTX_TYPE_Q4_K><<<mm_grid(nu, 256), 256, 0, s>>>(p, y, nu); break;
-	case NTX_TYPE_Q5_K: ntx_dequant_f16_kernel<NTX_TYPE_Q5_K><<<mm_grid(nu, 256), 256, 0, s>>>(p, y, nu); break;
-	case NTX_TYPE_Q6_K: ntx_dequant_f16_kernel<NTX_TYPE_Q6_K><<<mm_grid(nu, 256), 256, 0, s>>>(p, y, nu); break;
+	case NTX_TYPE_F32: e = ntx_launch(ntx_float_to_f16_kernel<NTX_TYPE_F32>, mm_grid(n8, 256), 256, 0, s, p, y, n8); break;
+	case NTX_TYPE_BF16: e = ntx_launch(ntx_float_to_f16_kernel<NTX_TYPE_BF16>, mm_grid(n8, 256), 256, 0, s, p, y, n8); break;
+	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
+	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q8_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
+	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
+	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q5_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
+	case NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q6_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
 	default: return ntx_err_set(err, NTX_EUNSUP, "matmul: type %s", ntx_type_name(t));
 	}
-	return ntx_cu_launched("matmul: dequantize to F16", err);
+	return ntx_cu_launched("matmul: dequantize to F16", e, err);
 }
 
 /* ---- our own tensor-core GEMM (used without cuBLAS) ----
@@ -220,6 +230,9 @@ union mw_smem {
 __global__ void __launch_bounds__(256) ntx_mm_wmma_kernel(const __half *X, const __half *W, float *Y,
 							  int M, int N, int K, int ldy, int acc)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	using namespace nvcuda;
 	__shared__ __align__(128) mw_smem sm;
 	const int tid = threadIdx.x, warp = tid >> 5;
@@ -362,8 +375,8 @@ extern "C" int ntx_cuda_matmul(uint32_t wtype, const void *w, int64_t n_in, int6
 	{
 		const int64_t n4 = (int64_t)n_tok * n_in / 4;
 
-		ntx_f32_to_f16_kernel<<<mm_grid(n4, 256), 256, 0, s>>>(x, xh, n4);
-		if (ntx_cu_launched("matmul: activations to F16", err))
+		if (ntx_cu_launched("matmul: activations to F16",
+				    ntx_launch(ntx_f32_to_f16_kernel, mm_grid(n4, 256), 256, 0, s, x, xh, n4), err))
 			return -1;
 	}
 	for (int64_t r0 = 0; r0 < n_out; r0 += tr) {
@@ -383,9 +396,10 @@ extern "C" int ntx_cuda_matmul(uint32_t wtype, const void *w, int64_t n_in, int6
 
 			if (grid.y > 65535)
 				return ntx_err_set(err, NTX_EINVAL, "matmul: n_tok = %d too large", n_tok);
-			ntx_mm_wmma_kernel<<<grid, 256, 0, s>>>(xh, a, y + r0, n_tok, (int)nr, (int)n_in,
-								(int)n_out, accumulate);
-			if (ntx_cu_launched("matmul: wmma", err))
+			if (ntx_cu_launched("matmul: wmma",
+					    ntx_launch(ntx_mm_wmma_kernel, grid, 256, 0, s, xh, a,
+						       y + r0, n_tok, (int)nr, (int)n_in, (int)n_out, accumulate),
+					    err))
 				return -1;
 		}
 	}

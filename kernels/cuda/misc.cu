@@ -48,6 +48,9 @@ template <int T>
 __global__ void ntx_dequant_kernel(const uint8_t *src, uint64_t row_bytes, const int32_t *tok,
 				   int64_t units, float *dst, int64_t n)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	const int r = blockIdx.y;
 	const uint8_t *row = src + row_bytes * (uint64_t)(tok ? tok[r] : r);
 
@@ -64,19 +67,20 @@ static int dq_launch(const char *fn, uint32_t type, const void *src, uint64_t ro
 	int64_t units = n / epu, bx = (units + 255) / 256;
 	dim3 grid((unsigned)(bx > 4096 ? 4096 : bx < 1 ? 1 : bx), (unsigned)n_rows);
 	const uint8_t *p = (const uint8_t *)src;
+	cudaError_t e;
 
 	switch (type) {
-	case NTX_TYPE_F32: ntx_dequant_kernel<NTX_TYPE_F32><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_F16: ntx_dequant_kernel<NTX_TYPE_F16><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_BF16: ntx_dequant_kernel<NTX_TYPE_BF16><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q4_0: ntx_dequant_kernel<NTX_TYPE_Q4_0><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q8_0: ntx_dequant_kernel<NTX_TYPE_Q8_0><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q4_K: ntx_dequant_kernel<NTX_TYPE_Q4_K><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q5_K: ntx_dequant_kernel<NTX_TYPE_Q5_K><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q6_K: ntx_dequant_kernel<NTX_TYPE_Q6_K><<<grid, 256, 0, s>>>(p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_F32: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_F32>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_F16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_F16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_BF16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_BF16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q8_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q5_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
+	case NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q6_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
 	default: return ntx_err_set(err, NTX_EUNSUP, "%s: type %s", fn, ntx_type_name(type));
 	}
-	return ntx_cu_launched(fn, err);
+	return ntx_cu_launched(fn, e, err);
 }
 
 extern "C" int ntx_cuda_dequant_f32(uint32_t type, const void *src, float *dst, int64_t n,
@@ -116,6 +120,9 @@ extern "C" int ntx_cuda_get_rows(uint32_t type, const void *table, uint64_t row_
 
 __global__ void ntx_swiglu_kernel(float *out, const float *g, const float *u, int64_t n)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x)
 		out[i] = ntx_silu_mul(g[i], u[i]);
@@ -123,6 +130,9 @@ __global__ void ntx_swiglu_kernel(float *out, const float *g, const float *u, in
 
 __global__ void ntx_add_kernel(float *x, const float *y, int64_t n)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x)
 		x[i] += y[i];
@@ -142,8 +152,9 @@ extern "C" int ntx_cuda_swiglu(float *out, const float *g, const float *u, int64
 		return ntx_err_set(err, NTX_EINVAL, "swiglu: n = %lld, NULL buffer", (long long)n);
 	if (!n)
 		return 0;
-	ntx_swiglu_kernel<<<ew_grid(n), 256, 0, (cudaStream_t)s>>>(out, g, u, n);
-	return ntx_cu_launched("swiglu", err);
+	return ntx_cu_launched("swiglu",
+			       ntx_launch(ntx_swiglu_kernel, ew_grid(n), 256, 0, (cudaStream_t)s, out, g, u, n),
+			       err);
 }
 
 extern "C" int ntx_cuda_add(float *x, const float *y, int64_t n, ntx_stream_t s, struct ntx_err *err)
@@ -152,8 +163,8 @@ extern "C" int ntx_cuda_add(float *x, const float *y, int64_t n, ntx_stream_t s,
 		return ntx_err_set(err, NTX_EINVAL, "add: n = %lld, NULL buffer", (long long)n);
 	if (!n)
 		return 0;
-	ntx_add_kernel<<<ew_grid(n), 256, 0, (cudaStream_t)s>>>(x, y, n);
-	return ntx_cu_launched("add", err);
+	return ntx_cu_launched("add", ntx_launch(ntx_add_kernel, ew_grid(n), 256, 0, (cudaStream_t)s, x, y, n),
+			       err);
 }
 
 /* ---- argmax ---- */
@@ -170,6 +181,9 @@ __device__ __forceinline__ bool am_better(float v, int64_t i, float bv, int64_t 
 
 __global__ void ntx_argmax_kernel(const float *x, int64_t n, int32_t *out)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	__shared__ float sv[32];
 	__shared__ int64_t si[32];
 	const float *row = x + (int64_t)blockIdx.x * n;
@@ -203,8 +217,8 @@ extern "C" int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *o
 {
 	if (n < 1 || n > INT32_MAX || n_rows < 1 || !x || !out)
 		return ntx_err_set(err, NTX_EINVAL, "argmax: n = %lld, n_rows = %d", (long long)n, n_rows);
-	ntx_argmax_kernel<<<n_rows, 1024, 0, (cudaStream_t)s>>>(x, n, out);
-	return ntx_cu_launched("argmax", err);
+	return ntx_cu_launched("argmax",
+			       ntx_launch(ntx_argmax_kernel, n_rows, 1024, 0, (cudaStream_t)s, x, n, out), err);
 }
 
 /* ---- cosine statistics ---- */
@@ -213,6 +227,9 @@ extern "C" int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *o
  * when either row is all zeros. */
 __global__ void ntx_cos_kernel(const float *a, const float *b, int dim, double *acc)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	__shared__ double sm[3][32];
 	const float *x = a + (int64_t)blockIdx.x * dim, *y = b + (int64_t)blockIdx.x * dim;
 	double xy = 0, xx = 0, yy = 0;
@@ -248,6 +265,6 @@ extern "C" int ntx_cuda_cos_accum(const float *a, const float *b, int n_tok, int
 {
 	if (n_tok < 1 || dim < 1 || !a || !b || !acc)
 		return ntx_err_set(err, NTX_EINVAL, "cos_accum: n_tok = %d, dim = %d", n_tok, dim);
-	ntx_cos_kernel<<<n_tok, 256, 0, (cudaStream_t)s>>>(a, b, dim, acc);
-	return ntx_cu_launched("cos_accum", err);
+	return ntx_cu_launched("cos_accum",
+			       ntx_launch(ntx_cos_kernel, n_tok, 256, 0, (cudaStream_t)s, a, b, dim, acc), err);
 }

@@ -14,6 +14,9 @@ __global__ void __launch_bounds__(RN_THREADS)
 	ntx_rmsnorm_kernel(float *out, int8_t *qs, float2 *ds, int fmt, const float *x, const float *w,
 			   int dim, float eps, int vec)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	__shared__ float red[RN_THREADS / 32];
 	__shared__ float scale_s;
 	const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -75,6 +78,7 @@ __global__ void __launch_bounds__(RN_THREADS)
 extern "C" int ntx_cuda_rmsnorm_fmt(float *out, void *xq, int fmt, const float *x, const float *w,
 				    int n_tok, int dim, float eps, ntx_stream_t s, struct ntx_err *err)
 {
+	cudaError_t e;
 	int vec;
 
 	if (n_tok < 1 || dim < 1 || !x || !w || (!out && !xq))
@@ -87,11 +91,10 @@ extern "C" int ntx_cuda_rmsnorm_fmt(float *out, void *xq, int fmt, const float *
 	      (!out || ntx_cu_aligned(out, 16));
 	if (xq && !vec)
 		return ntx_err_set(err, NTX_EINVAL, "rmsnorm: q8 output needs 16-byte aligned x, w, out");
-	ntx_rmsnorm_kernel<<<n_tok, RN_THREADS, 0, (cudaStream_t)s>>>(
-		out, (int8_t *)xq,
-		xq ? (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(dim, n_tok)) : NULL, fmt, x, w, dim, eps,
-		vec);
-	return ntx_cu_launched("rmsnorm", err);
+	e = ntx_launch(ntx_rmsnorm_kernel, n_tok, RN_THREADS, 0, (cudaStream_t)s, out, (int8_t *)xq,
+		       xq ? (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(dim, n_tok)) : NULL, fmt, x, w,
+		       dim, eps, vec);
+	return ntx_cu_launched("rmsnorm", e, err);
 }
 
 extern "C" int ntx_cuda_rmsnorm(float *out, void *xq, const float *x, const float *w, int n_tok,
@@ -118,6 +121,9 @@ struct rope_args {
  * (seq, pos) is out of range (then attention for that token yields NaN). */
 __global__ void ntx_rope_store_kernel(rope_args a)
 {
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
 	extern __shared__ float rs_cs[]; /* cos[n_rot/2], sin[n_rot/2] */
 	const int t = blockIdx.x, half = a.n_rot / 2, hp = a.hd / 2;
 	const int p = a.pos[t], sq = a.seq[t];
@@ -202,6 +208,8 @@ extern "C" int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok
 	a.n_ctx = kv->n_ctx, a.n_seq = kv->n_seq, a.n_rot = rope->n_rot, a.kv_f16 = kv->kv_f16;
 	a.kc = kv->k, a.vc = kv->v, a.seq = seq, a.pos = pos;
 	a.base = rope->base, a.freq_scale = rope->freq_scale, a.freqs = rope->freqs;
-	ntx_rope_store_kernel<<<n_tok, 128, (size_t)rope->n_rot * sizeof(float), (cudaStream_t)s>>>(a);
-	return ntx_cu_launched("rope_store", err);
+	return ntx_cu_launched("rope_store",
+			       ntx_launch(ntx_rope_store_kernel, n_tok, 128, (size_t)rope->n_rot * sizeof(float),
+					  (cudaStream_t)s, a),
+			       err);
 }

@@ -1,10 +1,11 @@
 /* ntx_cuda.h - CUDA kernels of the Llama forward pass, as a C API callable
  * from the engine (C11) and from the GPU tests. Every function enqueues work
- * on the given stream and returns 0, or -1 with *err filled (a launch error
- * from cudaGetLastError, an unsupported type or shape). Pointers are device
- * pointers unless stated otherwise. Each kernel has a CPU twin that is its
- * oracle (kernels/cpu: ntx_vec_dot_ref, ntx_dequant_row_ref, ntx_ops.h);
- * tests/gpu/test_cuda_kernels.c checks every kernel against it.
+ * on the given stream and returns 0, or -1 with *err filled (a launch error,
+ * returned by the launch or pending in cudaGetLastError; an unsupported type
+ * or shape). Pointers are device pointers unless stated otherwise. Each
+ * kernel has a CPU twin that is its oracle (kernels/cpu: ntx_vec_dot_ref,
+ * ntx_dequant_row_ref, ntx_ops.h); tests/gpu/test_cuda_kernels.c checks
+ * every kernel against it.
  *
  * Activation rows are row-major float32: x[t * n + i] for token t < n_tok.
  * Weight matrices are in GGUF layout (struct ntx_wmat in ntx_cpu.h: n_out
@@ -232,6 +233,23 @@ int ntx_cuda_attention_q8_fmt(float *out, void *xq_out, int fmt, const float *q,
 int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, int n_tok, int n_head,
 			  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
 			  void *ws, size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
+
+/* ---- launches ----
+ * Programmatic dependent launch (PDL, compute capability 9.0+): each
+ * kernel may be scheduled while the one before it in the stream finishes;
+ * it waits for that kernel's completion before touching memory, so results
+ * are bitwise the same with PDL on or off (tests/gpu check it). Only launch
+ * latency overlaps; a CUDA graph captured with PDL on keeps it. */
+
+/* 1 if kernels launched now on the current device use PDL: compute
+ * capability 9.0 or more and NTX_NO_PDL unset or "0" (read once), unless
+ * overridden by ntx_cuda_pdl_set; else 0 (also when no device is usable). */
+int ntx_cuda_pdl_enabled(void);
+/* Override the choice for later launches (and captures): on = 1 uses PDL
+ * wherever the device supports it, whatever NTX_NO_PDL says; on = 0 never;
+ * on = -1 returns to the automatic choice. For tests and benchmarks; not
+ * to be called while kernels are being launched from another thread. */
+void ntx_cuda_pdl_set(int on);
 
 /* ---- misc ---- */
 

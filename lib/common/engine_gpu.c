@@ -184,8 +184,11 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	    cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, g->dev) == cudaSuccess)
 		g->peak_gbps = 2.0 * clk * 1e3 * (bus / 8.0) / 1e9;
 	cudaGetLastError();
-	/* load cuBLAS (prompt processing) now, before any graph capture */
+	/* load cuBLAS (prompt processing) now, before any graph capture, and
+	 * decide programmatic dependent launch for this device (NTX_NO_PDL):
+	 * captured graphs keep the launches' choice */
 	(void)ntx_cuda_have_cublas();
+	(void)ntx_cuda_pdl_enabled();
 	{
 		const char *ng = getenv("NTX_NO_GRAPHS");
 

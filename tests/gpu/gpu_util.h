@@ -57,6 +57,7 @@ static inline void gpu_banner(void)
 		t_diag("device: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, cuBLAS %s", p.name, p.major,
 		       p.minor, p.multiProcessorCount, p.totalGlobalMem / 1073741824.0,
 		       p.l2CacheSize >> 20, ntx_cuda_have_cublas() ? "loaded" : "not used");
+	t_diag("programmatic dependent launch: %s", ntx_cuda_pdl_enabled() ? "on" : "off");
 }
 
 /* ---- device buffers ---- */

@@ -18,7 +18,10 @@
  *     KV cache, as a CUDA graph over 4 layers' weights (556 MB, so L2
  *     cannot hold them) replayed 250 times: us per layer and the implied
  *     tok/s for 32 layers + the Q6_K head; once as the engine runs it and
- *     once unfused (Q, K, V as three GEMVs, attention + quantize_q8).
+ *     once unfused (Q, K, V as three GEMVs, attention + quantize_q8); then
+ *     the engine's sequence captured with programmatic dependent launch
+ *     forced on and forced off ("# bench layer pdl=on: X us ...",
+ *     "# bench layer pdl=off: Y us ...": on devices without PDL, both off).
  * Each timing is the median over 5 repetitions of back-to-back launches
  * timed with CUDA events, after a warm-up. Lines start with "# bench". */
 #include "gpu_util.h"
@@ -724,6 +727,25 @@ static void run_layer(void)
 			       " -> 32 layers + head: %7.1f tok/s",
 			       fused ? "engine" : "unfused", positions[pi], us, bytes / us * 1e-3,
 			       1e6 / (32 * us + head));
+		}
+		c.fused = 1;
+		{
+			double us[2]; /* [pdl] */
+			int have;
+
+			ntx_cuda_pdl_set(1);
+			have = ntx_cuda_pdl_enabled();
+			for (int pdl = 1; pdl >= 0; pdl--) {
+				ntx_cuda_pdl_set(pdl);
+				us[pdl] = layer_time_us(&c, 250);
+			}
+			ntx_cuda_pdl_set(-1);
+			t_diag("bench layer pdl=on: %.2f us per layer (engine sequence, pos %d)%s", us[1],
+			       positions[pi], have ? "" : " (no PDL on this device: launched as off)");
+			t_diag("bench layer pdl=off: %.2f us per layer (engine sequence, pos %d)", us[0],
+			       positions[pi]);
+			t_diag("bench layer pdl saves %.2f us per layer (%.2f us per kernel boundary, 9 kernels per layer)",
+			       us[0] - us[1], (us[0] - us[1]) / 9);
 		}
 	}
 	{
