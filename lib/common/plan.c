@@ -400,6 +400,20 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 	if (n_seq > 1 && p->hw.cpu_batch_gbps > 0 &&
 	    n_seq / (p->hw.cpu_batch_gbps * 1e9) > cpu_s_per_byte)
 		cpu_s_per_byte = n_seq / (p->hw.cpu_batch_gbps * 1e9);
+	if (ram_gpu + disk_gpu > 0) { /* host shared with the transfers */
+		/* and a CPU layer longer than the ring's lead (ring_slots
+		 * streamed layers copied ahead) stalls the copy engine */
+		double lead = p->ring_slots * (double)max_stream / (p->hw.h2d_gbps * 1e9);
+
+		cpu_s_per_byte /= NTX_PLAN_CPU_SHARED;
+		for (l = 0; l < pm->n_layer; l++) {
+			const struct ntx_plan_layer *L = &p->layers[l];
+			double tl = (double)L->bytes * cpu_s_per_byte;
+
+			if (!L->skip && L->exec == NTX_EXEC_CPU && tl > lead)
+				t_link += tl - lead;
+		}
+	}
 	t_cpu = (double)p->bytes_cpu * cpu_s_per_byte;
 	t_ovh = (n_gpu + n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S + n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
 	t_comp = t_res + t_cpu + t_ovh;

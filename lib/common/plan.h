@@ -46,6 +46,11 @@ const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
  * 1 + NTX_PLAN_GPU_TOKEN_COST x (tokens - 1) single-token GEMVs (the H200's
  * dp4a GEMV: 8 tokens take 3.2x one token's time) */
 #define NTX_PLAN_GPU_TOKEN_COST 0.31
+/* The CPU's share of its probed rates while the copy engine streams pinned
+ * RAM to the GPU (host memory and cores shared with the transfers; the H200
+ * host computed 70B Q4_K_M layers at 0.51x its probed GEMV rate and 0.51x
+ * its probed 16-token rate during PCIe streaming) */
+#define NTX_PLAN_CPU_SHARED 0.5
 
 /* What the planner needs to know about a model: filled from a GGUF
  * (ntx_plan_model_from_gguf) or from ntx-inspect's JSON. */
