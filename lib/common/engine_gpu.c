@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine_int.h"
 
@@ -303,8 +304,8 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 			snprintf(what, sizeof what, "streaming slot %d", i);
 			if (dalloc(&g->slot[i], slot_bytes, what, err))
 				return -1;
-			CK(cudaEventCreateWithFlags(&g->ev_copied[i], cudaEventDisableTiming),
-			   "cudaEventCreate");
+			/* ev_copied ends the copy that ev_cp0 starts: timed */
+			CK(cudaEventCreate(&g->ev_copied[i]), "cudaEventCreate");
 			CK(cudaEventCreateWithFlags(&g->ev_free[i], cudaEventDisableTiming),
 			   "cudaEventCreate");
 			CK(cudaEventCreate(&g->ev_cp0[i]), "cudaEventCreate");
@@ -950,6 +951,22 @@ void *ntx_gpu_slot(struct ntx_engine *e, int s)
 	return e->gpu->slot[s];
 }
 
+/* Wait for an event without spinning: the streamer's threads wait for
+ * copies that take milliseconds while the CPU may be computing layers on
+ * every core (cudaEventSynchronize would busy-wait in the default
+ * scheduling mode and take a core from the thread pool). */
+static cudaError_t event_wait(cudaEvent_t ev)
+{
+	cudaError_t rc;
+
+	while ((rc = cudaEventQuery(ev)) == cudaErrorNotReady) {
+		struct timespec ts = { 0, 50000 };
+
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
+
 static double elapsed(cudaEvent_t a, cudaEvent_t b)
 {
 	float ms = 0;
@@ -969,7 +986,7 @@ int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t byt
 	if (g->cp_pending[s]) { /* the slot's previous copy is long done */
 		double t;
 
-		CK(cudaEventSynchronize(g->ev_copied[s]), "cudaEventSynchronize");
+		CK(event_wait(g->ev_copied[s]), "cudaEventQuery");
 		t = elapsed(g->ev_cp0[s], g->ev_copied[s]);
 		pthread_mutex_lock(&g->tmu);
 		g->t_copy += t;
@@ -1000,7 +1017,7 @@ int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
 
 int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
 {
-	CK(cudaEventSynchronize(e->gpu->ev_stg[b % N_STAGING]), "cudaEventSynchronize");
+	CK(event_wait(e->gpu->ev_stg[b % N_STAGING]), "cudaEventQuery");
 	return 0;
 }
 
