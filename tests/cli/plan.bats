@@ -139,6 +139,22 @@ home_bytes() {
 	[ "$s5" -gt "$s3" ]
 }
 
+@test "--parallel 16: a CPU slow on batches hands its layers to the GPU; the rate is recorded" {
+	"$PLAN" --disk-budget 500G --cpu-gbps 100 --cpu-batch-gbps 4000 --vram-budget 24G \
+		--ram-budget 64G --h2d-gbps 55 --parallel 16 --ctx 256 "$D/q4.gguf" > "$D/bf.json"
+	"$PLAN" --disk-budget 500G --cpu-gbps 100 --cpu-batch-gbps 300 --vram-budget 24G \
+		--ram-budget 64G --h2d-gbps 55 --parallel 16 --ctx 256 "$D/q4.gguf" > "$D/bs.json"
+	cf=$(count_layers "$D/bf.json" ram cpu); cs=$(count_layers "$D/bs.json" ram cpu)
+	echo "fast batched CPU: $cf CPU layers; slow: $cs"
+	[ "$cf" -gt 0 ]
+	[ "$cs" -lt "$cf" ]
+	grep -q '"cpu_batch_gbps": 300' "$D/bs.json"
+	grep -q '"cpu_batch_source": "override"' "$D/bs.json"
+	run "$PLAN" --cpu-batch-gbps 0 "$D/q4.gguf"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--cpu-batch-gbps"* ]]
+}
+
 @test "same inputs give a byte-identical plan" {
 	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G "$D/q6.gguf" > "$D/d1.json"
 	"$PLAN" $FIX --vram-budget 24G --ram-budget 24G "$D/q6.gguf" > "$D/d2.json"
