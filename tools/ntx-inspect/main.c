@@ -86,19 +86,6 @@ static unsigned char *slurp_stdin(size_t *len, struct ntx_err *err)
 	return buf;
 }
 
-/* Close stdout, checked: a full disk must not exit 0. */
-static int close_stdout(int rc)
-{
-	int bad = ferror(stdout);
-
-	if ((fclose(stdout) != 0 || bad) && rc == 0) {
-		fprintf(stderr, "%s: standard output: %s\n", prog,
-			errno ? strerror(errno) : "write error");
-		rc = 1;
-	}
-	return rc;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -141,10 +128,10 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			help();
-			return close_stdout(0);
+			return ntx_close_stdout(prog, 0);
 		case 'V':
 			printf("%s (ntx) %s\n", prog, NTX_VERSION);
-			return close_stdout(0);
+			return ntx_close_stdout(prog, 0);
 		default:
 			usage(stderr);
 			return 2;
@@ -222,5 +209,5 @@ done:
 	json_decref(doc);
 	ntx_gguf_close(g);
 	free(buf);
-	return close_stdout(rc);
+	return ntx_close_stdout(prog, rc);
 }

@@ -69,18 +69,6 @@ static void help(void)
 	       DEFAULT_COMPRESS);
 }
 
-static int close_stdout(int rc)
-{
-	int bad = ferror(stdout);
-
-	if ((fclose(stdout) != 0 || bad) && rc == 0) {
-		fprintf(stderr, "%s: standard output: %s\n", prog,
-			errno ? strerror(errno) : "write error");
-		rc = 1;
-	}
-	return rc;
-}
-
 /* ---- progress ---- */
 
 struct bar {
@@ -291,10 +279,10 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			help();
-			return close_stdout(0);
+			return ntx_close_stdout(prog, 0);
 		case 'V':
 			printf("%s (ntx) %s\n", prog, NTX_VERSION);
-			return close_stdout(0);
+			return ntx_close_stdout(prog, 0);
 		default:
 			usage(stderr);
 			return 2;
@@ -320,20 +308,20 @@ int main(int argc, char **argv)
 		m = ntx_model_open(model_path, 0, &err);
 		if (!m) {
 			fprintf(stderr, "%s: %s: %s\n", prog, model_path, err.msg);
-			return close_stdout(1);
+			return ntx_close_stdout(prog, 1);
 		}
 		if (plan_path) {
 			plan = ntx_plan_load(plan_path, &err);
 			if (!plan) {
 				fprintf(stderr, "%s: %s: %s\n", prog, plan_path, err.msg);
 				ntx_model_close(m);
-				return close_stdout(1);
+				return ntx_close_stdout(prog, 1);
 			}
 		}
 		rc = verify(arg, m, plan, plan_path, threads, quiet);
 		ntx_plan_free(plan);
 		ntx_model_close(m);
-		return close_stdout(rc);
+		return ntx_close_stdout(prog, rc);
 	}
 
 	/* ---- write a pack ---- */
@@ -450,5 +438,5 @@ done:
 	free(out_alloc);
 	ntx_plan_free(plan);
 	ntx_model_close(m);
-	return close_stdout(rc);
+	return ntx_close_stdout(prog, rc);
 }
