@@ -511,6 +511,24 @@ PY
 	expect "$output" "$a"
 }
 
+@test "a plan's context size and sequences are the defaults; larger ones are warned about" {
+	run --separate-stderr "$RUN" --plan "$D/plan.json" -p "In the beginning" -n 2 --temp 0 \
+		--stats-json "$T/s.json"
+	[ "$status" -eq 0 ]
+	grep -q '"n_ctx": 256' "$T/s.json"
+	[[ "$stderr" != *"warning"* ]]
+	run --separate-stderr "$RUN" --plan "$D/plan.json" -c 512 -p "In the beginning" -n 2 --temp 0
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"warning: context 512 is larger than the plan's (256)"* ]]
+	printf '{"id": 1, "prompt": "Once", "n_predict": 2}\n' > "$T/r.jsonl"
+	run --separate-stderr "$RUN" --plan "$D/plan.json" --batch --stats-json "$T/b.json" < "$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	grep -q '"n_parallel": 1' "$T/b.json"
+	run --separate-stderr "$RUN" --plan "$D/plan.json" --batch --parallel 3 < "$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"warning: --parallel 3 is more than the plan's 1 sequences"* ]]
+}
+
 @test "a corrupted pack (one byte of an extent): exit 1 'checksum'" {
 	cp "$D/q.ntxp" "$T/q.ntxp"
 	sed "s|$D/q.ntxp|$T/q.ntxp|" "$D/plan.json" >"$T/plan.json"

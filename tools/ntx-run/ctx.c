@@ -244,6 +244,32 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	return 0;
 }
 
+/* A plan was made for a context size, KV type, number of sequences and
+ * ubatch: they are the defaults, and larger values than the plan's are
+ * said to be outside what its VRAM and RAM budgets counted. */
+static void plan_run_params(struct run_ctx *c)
+{
+	struct run_opts *o = c->o;
+	const struct ntx_plan *p = c->plan;
+
+	if (!o->n_ctx)
+		o->n_ctx = p->n_ctx;
+	if (!o->kv_type_set)
+		o->kv_type = p->kv_type;
+	if (o->batch && !o->parallel_set)
+		o->parallel = p->n_seq > 0 ? p->n_seq : 1;
+	if (o->quiet)
+		return;
+	if (o->n_ctx > p->n_ctx)
+		fprintf(stderr, PROG ": warning: context %d is larger than the plan's (%d): its KV cache was not counted in the plan's budgets\n",
+			o->n_ctx, p->n_ctx);
+	if (o->kv_type == NTX_KV_F32 && p->kv_type != NTX_KV_F32)
+		fprintf(stderr, PROG ": warning: the plan counted an f16 KV cache, not f32\n");
+	if (o->batch && o->parallel > p->n_seq)
+		fprintf(stderr, PROG ": warning: --parallel %d is more than the plan's %d sequences: their KV caches were not counted in its budgets\n",
+			o->parallel, p->n_seq);
+}
+
 int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 {
 	struct run_opts *o = c->o;
@@ -257,6 +283,7 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 			return -1;
 		if (!mpath)
 			mpath = c->plan->model.path;
+		plan_run_params(c);
 	}
 	c->model = ntx_model_open(mpath, need_engine ? 0 : NTX_MODEL_VOCAB_ONLY, err);
 	if (!c->model) {
@@ -314,6 +341,7 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	eo.n_ctx = o->n_ctx;
 	eo.kv_type = o->kv_type;
 	eo.n_seq = o->batch ? o->parallel : 1;
+	eo.n_ubatch = c->plan ? c->plan->n_ubatch : 0;
 	eo.n_threads = o->n_threads;
 	eo.gpu_index = o->gpu_index;
 	eo.plan = c->plan;

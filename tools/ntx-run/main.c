@@ -41,7 +41,7 @@ static void usage(FILE *f)
 "      --io MODE           streamed-layer path: direct (default) or mmap (baseline)\n"
 "      --gpu N             GPU index (default 0)\n"
 "  -t, --threads N         CPU threads (default: all cores)\n"
-"  -c, --ctx-size N        context size (default: min(model, 4096))\n"
+"  -c, --ctx-size N        context size (default: the plan's, else min(model, 4096))\n"
 "      --kv-type T         KV cache type: f16 (default) or f32\n"
 "prompt:\n"
 "  -p, --prompt TEXT       prompt text\n"
@@ -71,7 +71,8 @@ static void usage(FILE *f)
 "      --tokenize          print the prompt's token ids as a JSON array\n"
 "      --perplexity FILE   llama-perplexity's method over FILE (chunks of -c)\n"
 "      --batch             JSON Lines requests on stdin, results on stdout\n"
-"      --parallel N        sequences decoded together in --batch (default 4)\n"
+"      --parallel N        sequences decoded together in --batch (default:\n"
+"                          the plan's, else 4)\n"
 "      --json              single prompt: token events and a summary as JSON Lines\n"
 "      --bench             llama-bench-style pp/tg benchmark, JSON on stdout\n"
 "      --bench-pp N, --bench-tg N, --bench-reps N   (512, 128, 3)\n"
@@ -285,6 +286,7 @@ int main(int argc, char **argv)
 				return bad_arg("--ctx-size", &err);
 			break;
 		case O_KV:
+			o.kv_type_set = 1;
 			if (!strcmp(a, "f16"))
 				o.kv_type = NTX_KV_F16;
 			else if (!strcmp(a, "f32"))
@@ -367,6 +369,7 @@ int main(int argc, char **argv)
 		case O_PARALLEL:
 			if (ntx_parse_int(a, 1, 1024, &o.parallel, &err))
 				return bad_arg("--parallel", &err);
+			o.parallel_set = 1;
 			break;
 		case O_JSON: o.json = 1; break;
 		case O_BENCH: o.bench = 1; break;

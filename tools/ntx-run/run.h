@@ -46,6 +46,7 @@ struct run_opts {
 	const char *draft_skip;
 	int batch;
 	int parallel;
+	int kv_type_set, parallel_set; /* given on the command line (else the plan's) */
 	int json;
 	enum ntx_io io;
 	int bench;
