@@ -133,9 +133,11 @@ def main():
     out.write("/* Runs of equal category flags: a run starts at .first and ends where the\n"
               " * next begins; the last entry is {0x110000, 0}. */\n")
     out.write("const struct ntx_unicode_run ntx_unicode_runs[] = {\n")
-    for c, fl in runs:
-        out.write("\t{ 0x%06X, 0x%02X },\n" % (c, fl))
-    out.write("\t{ 0x110000, 0x00 },\n};\n")
+    runs.append((MAX, 0))
+    for i in range(0, len(runs), 4):
+        out.write("\t" + " ".join("{ 0x%06X, 0x%02X }," % r for r in runs[i:i + 4]) + "\n")
+    runs.pop()
+    out.write("};\n")
     out.write("const int ntx_unicode_n_runs = %d;\n\n" % (len(runs) + 1))
     out.write("/* White_Space, ascending. */\n")
     out.write("const uint32_t ntx_unicode_whitespace[] = {\n")
