@@ -1,22 +1,9 @@
 /* err.c - error reporting for libntx (see err.h). */
 #include "err.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-int ntx_close_stdout(const char *prog, int rc)
-{
-	int bad = ferror(stdout);
-
-	if ((fclose(stdout) != 0 || bad) && rc == 0) {
-		fprintf(stderr, "%s: standard output: %s\n", prog,
-			errno ? strerror(errno) : "write error");
-		rc = 1;
-	}
-	return rc;
-}
 
 int ntx_err_set(struct ntx_err *err, int code, const char *fmt, ...)
 {

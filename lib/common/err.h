@@ -44,9 +44,4 @@ void ntx_err_prefix(struct ntx_err *err, const char *fmt, ...)
 /* Clear an error. */
 void ntx_err_clear(struct ntx_err *err);
 
-/* A tool's last step: close stdout, checked (a full disk or a closed pipe
- * must not exit 0). Returns rc, or 1 after "prog: standard output: why" on
- * stderr when rc is 0 and the close failed. */
-int ntx_close_stdout(const char *prog, int rc);
-
 #endif

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "types.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
@@ -460,32 +461,15 @@ struct ntx_gguf *ntx_gguf_open_buffer(const void *buf, size_t len, struct ntx_er
 struct ntx_gguf *ntx_gguf_open(const char *path, struct ntx_err *err)
 {
 	struct ntx_gguf *g;
-	struct stat st;
+	uint64_t size;
 	int fd;
 	void *map = NULL;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ntx_err_errno(err, errno, "%s", "");
+	fd = ntx_open_regular(path, &size, err);
+	if (fd < 0)
 		return NULL;
-	}
-	if (fstat(fd, &st) < 0) {
-		ntx_err_errno(err, errno, "%s", "");
-		close(fd);
-		return NULL;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		ntx_err_errno(err, EISDIR, "%s", "");
-		close(fd);
-		return NULL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		ntx_err_set(err, NTX_EINVAL, "not a regular file");
-		close(fd);
-		return NULL;
-	}
-	if (st.st_size > 0) {
-		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (size > 0) {
+		map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (map == MAP_FAILED) {
 			ntx_err_errno(err, errno, "mmap");
 			close(fd);
@@ -498,14 +482,14 @@ struct ntx_gguf *ntx_gguf_open(const char *path, struct ntx_err *err)
 	if (!g || !g->path) {
 		free(g);
 		if (map)
-			munmap(map, (size_t)st.st_size);
+			munmap(map, (size_t)size);
 		close(fd);
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		return NULL;
 	}
 	g->fd = fd;
 	g->map = map;
-	g->file_size = (uint64_t)st.st_size;
+	g->file_size = size;
 	if (parse(g, err)) {
 		ntx_gguf_close(g);
 		return NULL;

@@ -12,19 +12,6 @@
 #include "parse.h"
 #include "types.h"
 
-int ntx_inspect_is_pack(const char *path)
-{
-	unsigned char h[NTX_PACK_MAGIC_LEN];
-	FILE *f = fopen(path, "rb");
-	int yes;
-
-	if (!f)
-		return 0;
-	yes = fread(h, 1, sizeof h, f) == sizeof h && ntx_pack_is_pack(h, sizeof h);
-	fclose(f);
-	return yes;
-}
-
 static json_t *jint(uint64_t v)
 {
 	return json_integer((json_int_t)v);

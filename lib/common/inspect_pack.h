@@ -11,10 +11,6 @@
 #include "err.h"
 #include "pack.h"
 
-/* Nonzero if the file at path starts with the pack magic (0 when it cannot
- * be read: the caller's normal open then reports why). */
-int ntx_inspect_is_pack(const char *path);
-
 /* The document of an open pack; path is recorded as given. flags:
  * NTX_INSPECT_FULL (inspect.h) adds every extent's frame table. Returns a new
  * reference, or NULL and fills *err (out of memory). */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "hash.h"
 #include "types.h"
 
@@ -49,6 +50,19 @@ const char *ntx_pack_xform_name(uint32_t x)
 int ntx_pack_is_pack(const void *buf, size_t len)
 {
 	return len >= NTX_PACK_MAGIC_LEN && memcmp(buf, NTX_PACK_MAGIC, NTX_PACK_MAGIC_LEN) == 0;
+}
+
+int ntx_pack_file_is_pack(const char *path)
+{
+	unsigned char h[NTX_PACK_MAGIC_LEN];
+	FILE *f = fopen(path, "rb");
+	int yes;
+
+	if (!f)
+		return 0;
+	yes = fread(h, 1, sizeof h, f) == sizeof h && ntx_pack_is_pack(h, sizeof h);
+	fclose(f);
+	return yes;
 }
 
 /* ---- header ---- */
@@ -521,26 +535,14 @@ static int fd_get(void *ctx, uint64_t off, size_t len, void *dst, struct ntx_err
 struct ntx_pack *ntx_pack_open(const char *path, struct ntx_err *err)
 {
 	struct ntx_pack *p;
-	struct stat st;
+	uint64_t size;
 	int fd;
 
 	ntx_err_clear(err);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ntx_err_errno(err, errno, "%s", ""); /* just the strerror text */
+	fd = ntx_open_regular(path, &size, err);
+	if (fd < 0)
 		return NULL;
-	}
-	if (fstat(fd, &st) != 0) {
-		ntx_err_errno(err, errno, "fstat");
-		close(fd);
-		return NULL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		ntx_err_set(err, NTX_EINVAL, "not a regular file");
-		close(fd);
-		return NULL;
-	}
-	p = pack_new(path, (uint64_t)st.st_size, err);
+	p = pack_new(path, size, err);
 	if (!p) {
 		close(fd);
 		return NULL;

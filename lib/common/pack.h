@@ -141,6 +141,10 @@ void ntx_pack_close(struct ntx_pack *p);
 /* Nonzero if buf (len bytes, the start of a file) begins with the magic. */
 int ntx_pack_is_pack(const void *buf, size_t len);
 
+/* Nonzero if the file at path begins with the magic (0 when it cannot be
+ * read). */
+int ntx_pack_file_is_pack(const char *path);
+
 /* The extent of a model layer, or NULL if that layer is not in the pack. */
 const struct ntx_pack_extent *ntx_pack_extent_for_layer(const struct ntx_pack *p, int layer);
 

@@ -13,8 +13,7 @@
 #include "parse.h"
 #include "plan_int.h"
 
-/* The fingerprint is 16 lowercase hex digits. */
-static int check_fingerprint(struct ntx_jrd *r, const char *path, const char *fp)
+int ntx_plan_check_fingerprint(struct ntx_jrd *r, const char *path, const char *fp)
 {
 	size_t i;
 
@@ -51,7 +50,7 @@ int ntx_plan_model_from_inspect(const char *text, size_t len, const char *name,
 		goto fail;
 	}
 	if (ntx_jrd_bytes(&r, root, "", "file_size_bytes", &pm->file_size) ||
-	    ntx_jrd_str(&r, root, "", "fingerprint", 0, &s) || check_fingerprint(&r, "fingerprint", s))
+	    ntx_jrd_str(&r, root, "", "fingerprint", 0, &s) || ntx_plan_check_fingerprint(&r, "fingerprint", s))
 		goto fail;
 	memcpy(pm->fingerprint, s, 17);
 	m = ntx_jrd_member(&r, root, "", "model", 1, kp);

@@ -276,18 +276,6 @@ static int get_src(struct ntx_jrd *r, json_t *obj, const char *opath, const char
 	return 0;
 }
 
-static int check_fingerprint(struct ntx_jrd *r, const char *path, const char *fp)
-{
-	size_t i;
-
-	if (strlen(fp) != 16)
-		return ntx_jrd_error(r, path, "\"fingerprint\" must be 16 hexadecimal digits");
-	for (i = 0; i < 16; i++)
-		if (!((fp[i] >= '0' && fp[i] <= '9') || (fp[i] >= 'a' && fp[i] <= 'f')))
-			return ntx_jrd_error(r, path, "\"fingerprint\" must be 16 lowercase hexadecimal digits");
-	return 0;
-}
-
 /* ---- plan reader ---- */
 
 static int read_model(struct ntx_jrd *r, json_t *root, struct ntx_plan_model *pm)
@@ -306,7 +294,7 @@ static int read_model(struct ntx_jrd *r, json_t *root, struct ntx_plan_model *pm
 		return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
 	if (ntx_jrd_bytes(r, m, "model", "file_size_bytes", &pm->file_size) ||
 	    ntx_jrd_str(r, m, "model", "fingerprint", 0, &s) ||
-	    check_fingerprint(r, "model.fingerprint", s))
+	    ntx_plan_check_fingerprint(r, "model.fingerprint", s))
 		return -1;
 	memcpy(pm->fingerprint, s, 17);
 	if (ntx_jrd_int(r, m, "model", "n_layer", 1, 10000, &pm->n_layer) ||

@@ -313,8 +313,8 @@ static void test_partial(void)
 			free(sum);
 			json_decref(doc);
 		}
-		t_ok(ntx_inspect_is_pack(path) && !ntx_inspect_is_pack("/nonexistent"),
-		     "ntx_inspect_is_pack");
+		t_ok(ntx_pack_file_is_pack(path) && !ntx_pack_file_is_pack("/nonexistent"),
+		     "ntx_pack_file_is_pack");
 		ntx_pack_close(p);
 	}
 	{

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "fileio.h"
 #include "gguf.h"
 #include "inspect.h"
 #include "inspect_pack.h"
@@ -154,7 +155,7 @@ int main(int argc, char **argv)
 			doc = ntx_inspect_pack_file(path, buf, len, flags, &err);
 		else if (buf)
 			g = ntx_gguf_open_buffer(buf, len, &err);
-	} else if (ntx_inspect_is_pack(path)) {
+	} else if (ntx_pack_file_is_pack(path)) {
 		doc = ntx_inspect_pack_file(path, NULL, 0, flags, &err);
 	} else {
 		g = ntx_gguf_open(path, &err);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "fileio.h"
 #include "model.h"
 #include "pack.h"
 #include "parse.h"
@@ -162,19 +163,6 @@ static int verify(const char *pack_path, const struct ntx_model *m, const struct
 
 /* ---- main ---- */
 
-static int is_pack_file(const char *path)
-{
-	unsigned char h[NTX_PACK_MAGIC_LEN];
-	FILE *f = fopen(path, "rb");
-	int yes;
-
-	if (!f)
-		return 0;
-	yes = fread(h, 1, sizeof h, f) == sizeof h && ntx_pack_is_pack(h, sizeof h);
-	fclose(f);
-	return yes;
-}
-
 static int same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
@@ -297,7 +285,7 @@ int main(int argc, char **argv)
 		arg = argv[optind];
 
 	/* ---- verify an existing pack ---- */
-	if (do_verify && arg && !all && (model_path || is_pack_file(arg))) {
+	if (do_verify && arg && !all && (model_path || ntx_pack_file_is_pack(arg))) {
 		if (!model_path || out_path) {
 			fprintf(stderr, "%s: %s\n", prog,
 				model_path ? "--verify PACK takes no -o"
