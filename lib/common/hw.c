@@ -337,6 +337,27 @@ out:
 #define PROBE_CPU_BYTES (256u << 20) /* matrices cycled: more than any LLC */
 #define PROBE_CPU_SECONDS 0.25
 
+/* Weight bytes x tokens per second of ntx_cpu_matmul over n_tok tokens,
+ * cycling through the n_mats matrices of buf for PROBE_CPU_SECONDS. */
+static double probe_rate(struct ntx_pool *pool, struct ntx_wmat *w, const unsigned char *buf,
+			 size_t n_mats, uint64_t mat, const float *x, int64_t n_tok, float *y,
+			 void *scratch)
+{
+	double t0 = now_s(), t;
+	long calls = 0;
+	size_t k;
+
+	do {
+		for (k = 0; k < n_mats; k++) {
+			w->data = buf + k * mat;
+			ntx_cpu_matmul(pool, w, x, n_tok, y, scratch);
+			calls++;
+		}
+		t = now_s() - t0;
+	} while (t < PROBE_CPU_SECONDS);
+	return ntx_plan_round6((double)mat * (double)n_tok * (double)calls / t / 1e9);
+}
+
 /* Decode-style GEMV (one token) with ntx_cpu_matmul on 4096 x 4096 matrices
  * of each weight type the CPU kernels support, cycling through enough of
  * them (>= 256 MiB) that the weights stream from DRAM as they do in a real
@@ -367,11 +388,9 @@ static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
 	for (i = 0; i < sizeof types / sizeof types[0]; i++) {
 		struct ntx_wmat w = { types[i], n, n, 0, NULL };
 		uint64_t row, mat;
-		size_t n_mats, k, scratch_sz;
+		size_t n_mats, scratch_sz;
 		unsigned char *buf = NULL;
 		void *scratch = NULL;
-		double t0, t;
-		long calls = 0;
 
 		if (!ntx_cpu_supports(types[i]) || ntx_type_row_bytes(types[i], n, &row, NULL))
 			continue;
@@ -389,29 +408,10 @@ static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
 		w.row_bytes = row;
 		w.data = buf;
 		ntx_cpu_matmul(pool, &w, x, 1, y, scratch); /* warm-up */
-		t0 = now_s();
-		do {
-			for (k = 0; k < n_mats; k++) {
-				w.data = buf + k * mat;
-				ntx_cpu_matmul(pool, &w, x, 1, y, scratch);
-				calls++;
-			}
-			t = now_s() - t0;
-		} while (t < PROBE_CPU_SECONDS);
-		hw->cpu_type_gbps[types[i]] = ntx_plan_round6((double)mat * (double)calls / t / 1e9);
+		hw->cpu_type_gbps[types[i]] = probe_rate(pool, &w, buf, n_mats, mat, x, 1, y, scratch);
 		inv_sum += 1.0 / hw->cpu_type_gbps[types[i]];
-		calls = 0;
-		t0 = now_s();
-		do {
-			for (k = 0; k < n_mats; k++) {
-				w.data = buf + k * mat;
-				ntx_cpu_matmul(pool, &w, x, nb, y, scratch);
-				calls++;
-			}
-			t = now_s() - t0;
-		} while (t < PROBE_CPU_SECONDS);
 		hw->cpu_type_batch_gbps[types[i]] =
-			ntx_plan_round6((double)mat * (double)nb * (double)calls / t / 1e9);
+			probe_rate(pool, &w, buf, n_mats, mat, x, nb, y, scratch);
 		inv_sum_b += 1.0 / hw->cpu_type_batch_gbps[types[i]];
 		n_rates++;
 		free(buf);
