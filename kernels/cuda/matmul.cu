@@ -332,11 +332,14 @@ static size_t al256(size_t b)
 	return (b + 255) & ~(size_t)255;
 }
 
+/* Each segment's F16 activations start on a 256-byte boundary, so a
+ * segment's cuBLAS call sees the same alignment whether it runs alone or
+ * among others: n_tok * 256 bytes of slack cover any split. */
 extern "C" size_t ntx_cuda_matmul_ws_bytes(int64_t n_in, int64_t n_out, int n_tok)
 {
 	if (n_in <= 0 || n_out <= 0 || n_tok <= 0)
 		return 0;
-	return al256((size_t)n_tok * (size_t)n_in * 2) +
+	return al256((size_t)n_tok * (size_t)n_in * 2) + (size_t)n_tok * 256 +
 	       al256((size_t)mm_tile_rows(n_in, n_out) * (size_t)n_in * 2);
 }
 
@@ -344,41 +347,79 @@ extern "C" int ntx_cuda_matmul(uint32_t wtype, const void *w, int64_t n_in, int6
 			       const float *x, float *y, int n_tok, int accumulate, void *ws,
 			       size_t ws_bytes, ntx_stream_t st, struct ntx_err *err)
 {
+	const int off = 0;
+
+	return ntx_cuda_matmul_segs(wtype, w, n_in, n_out, x, y, &off, &n_tok, 1, n_tok, accumulate,
+				    ws, ws_bytes, st, err);
+}
+
+extern "C" int ntx_cuda_matmul_segs(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
+				    const float *x, float *y, const int *seg_off, const int *seg_len,
+				    int n_seg, int n_rows, int accumulate, void *ws, size_t ws_bytes,
+				    ntx_stream_t st, struct ntx_err *err)
+{
 	cudaStream_t s = (cudaStream_t)st;
 	const uint64_t rb = ntx_cu_row_bytes(wtype, n_in);
 	const int use_cb = ntx_cuda_have_cublas();
 	const int64_t tr = n_out > 0 && n_in > 0 ? mm_tile_rows(n_in, n_out) : 0;
-	const size_t need = ntx_cuda_matmul_ws_bytes(n_in, n_out, n_tok);
-	__half *xh, *wt;
+	const size_t need = ntx_cuda_matmul_ws_bytes(n_in, n_out, n_rows);
+	size_t xh_off[NTX_CUDA_MM_MAX_SEGS + 1];
+	int64_t sum = 0;
+	__half *wt;
 
 	if (ntx_cu_check_w("matmul", wtype, w, n_in, ntx_cuda_wtype_q8(wtype) == 1 ? 1 : 16, err))
 		return -1;
 	if (n_in % 8 || n_in > INT32_MAX / 2)
 		return ntx_err_set(err, NTX_EINVAL, "matmul: n_in = %lld is not a multiple of 8",
 				   (long long)n_in);
-	if (n_out < 1 || n_out > INT32_MAX / 2 || n_tok < 1 || n_tok > INT32_MAX / 2)
+	if (n_out < 1 || n_out > INT32_MAX / 2 || n_rows < 1 || n_rows > INT32_MAX / 2)
 		return ntx_err_set(err, NTX_EINVAL, "matmul: bad shape n_out = %lld, n_tok = %d",
-				   (long long)n_out, n_tok);
+				   (long long)n_out, n_rows);
+	if (n_seg < 1 || n_seg > NTX_CUDA_MM_MAX_SEGS || !seg_off || !seg_len)
+		return ntx_err_set(err, NTX_EINVAL, "matmul: %d segments (1 to %d)", n_seg,
+				   NTX_CUDA_MM_MAX_SEGS);
+	xh_off[0] = 0;
+	for (int i = 0; i < n_seg; i++) {
+		if (seg_len[i] < 1 || seg_off[i] < 0 || seg_off[i] > n_rows - seg_len[i])
+			return ntx_err_set(err, NTX_EINVAL,
+					   "matmul: segment %d (rows %d + %d) is outside the %d rows", i,
+					   seg_off[i], seg_len[i], n_rows);
+		xh_off[i + 1] = xh_off[i] + al256((size_t)seg_len[i] * (size_t)n_in * 2);
+		sum += seg_len[i];
+	}
+	if (sum > n_rows)
+		return ntx_err_set(err, NTX_EINVAL, "matmul: the segments hold %lld of %d rows",
+				   (long long)sum, n_rows);
 	if (!x || !y || !ntx_cu_aligned(x, 16))
 		return ntx_err_set(err, NTX_EINVAL, "matmul: x must be non-NULL and 16-byte aligned");
 	if (!ws || ws_bytes < need || !ntx_cu_aligned(ws, 256))
 		return ntx_err_set(err, NTX_EINVAL,
 				   "matmul: workspace of %zu bytes at %p; need %zu, 256-byte aligned",
 				   ws_bytes, ws, need);
-	xh = (__half *)ws;
-	wt = (__half *)((char *)ws + al256((size_t)n_tok * (size_t)n_in * 2));
+	wt = (__half *)((char *)ws + need - al256((size_t)tr * (size_t)n_in * 2));
 
-	if (wtype == NTX_TYPE_F32 && use_cb) /* exact SGEMM on the original data */
-		return cb_gemm(s, (int)n_out, n_tok, (int)n_in, w, CUDA_R_32F, (int)n_in, x, CUDA_R_32F,
-			       (int)n_in, y, (int)n_out, accumulate ? 1.0f : 0.0f, err);
+	if (wtype == NTX_TYPE_F32 && use_cb) { /* exact SGEMM on the original data */
+		for (int i = 0; i < n_seg; i++) {
+			const int64_t o = seg_off[i];
 
-	{
-		const int64_t n4 = (int64_t)n_tok * n_in / 4;
+			if (cb_gemm(s, (int)n_out, seg_len[i], (int)n_in, w, CUDA_R_32F, (int)n_in,
+				    x + o * n_in, CUDA_R_32F, (int)n_in, y + o * n_out, (int)n_out,
+				    accumulate ? 1.0f : 0.0f, err))
+				return -1;
+		}
+		return 0;
+	}
+	for (int i = 0; i < n_seg; i++) {
+		const int64_t n4 = (int64_t)seg_len[i] * n_in / 4;
 
 		if (ntx_cu_launched("matmul: activations to F16",
-				    ntx_launch(ntx_f32_to_f16_kernel, mm_grid(n4, 256), 256, 0, s, x, xh, n4), err))
+				    ntx_launch(ntx_f32_to_f16_kernel, mm_grid(n4, 256), 256, 0, s,
+					       x + (int64_t)seg_off[i] * n_in,
+					       (__half *)((char *)ws + xh_off[i]), n4),
+				    err))
 			return -1;
 	}
+	/* each weight tile is dequantized once and serves every segment */
 	for (int64_t r0 = 0; r0 < n_out; r0 += tr) {
 		const int64_t nr = n_out - r0 < tr ? n_out - r0 : tr;
 		const __half *a = wt;
@@ -387,18 +428,25 @@ extern "C" int ntx_cuda_matmul(uint32_t wtype, const void *w, int64_t n_in, int6
 			a = (const __half *)((const uint8_t *)w + (uint64_t)r0 * rb);
 		else if (mm_to_f16(wtype, (const uint8_t *)w, rb, n_in, r0, nr, wt, s, err))
 			return -1;
-		if (use_cb) {
-			if (cb_gemm(s, (int)nr, n_tok, (int)n_in, a, CUDA_R_16F, (int)n_in, xh, CUDA_R_16F,
-				    (int)n_in, y + r0, (int)n_out, accumulate ? 1.0f : 0.0f, err))
-				return -1;
-		} else {
-			dim3 grid((unsigned)((nr + MW_BN - 1) / MW_BN), (unsigned)((n_tok + MW_BM - 1) / MW_BM));
+		for (int i = 0; i < n_seg; i++) {
+			const __half *xh = (const __half *)((const char *)ws + xh_off[i]);
+			float *yo = y + (int64_t)seg_off[i] * n_out + r0;
+			const int nt = seg_len[i];
+
+			if (use_cb) {
+				if (cb_gemm(s, (int)nr, nt, (int)n_in, a, CUDA_R_16F, (int)n_in, xh,
+					    CUDA_R_16F, (int)n_in, yo, (int)n_out,
+					    accumulate ? 1.0f : 0.0f, err))
+					return -1;
+				continue;
+			}
+			dim3 grid((unsigned)((nr + MW_BN - 1) / MW_BN), (unsigned)((nt + MW_BM - 1) / MW_BM));
 
 			if (grid.y > 65535)
-				return ntx_err_set(err, NTX_EINVAL, "matmul: n_tok = %d too large", n_tok);
+				return ntx_err_set(err, NTX_EINVAL, "matmul: n_tok = %d too large", nt);
 			if (ntx_cu_launched("matmul: wmma",
-					    ntx_launch(ntx_mm_wmma_kernel, grid, 256, 0, s, xh, a,
-						       y + r0, n_tok, (int)nr, (int)n_in, (int)n_out, accumulate),
+					    ntx_launch(ntx_mm_wmma_kernel, grid, 256, 0, s, xh, a, yo, nt,
+						       (int)nr, (int)n_in, (int)n_out, accumulate),
 					    err))
 				return -1;
 		}

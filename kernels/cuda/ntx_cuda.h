@@ -137,6 +137,17 @@ size_t ntx_cuda_matmul_ws_bytes(int64_t n_in, int64_t n_out, int n_tok);
 int ntx_cuda_matmul(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
 		    const float *x, float *y, int n_tok, int accumulate, void *ws,
 		    size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
+/* The same for n_seg segments of rows of x and y (n_rows rows in all):
+ * segment i is rows seg_off[i] .. + seg_len[i], multiplied as if it were
+ * the whole call (the same kernels and shapes as ntx_cuda_matmul on those
+ * rows alone, so bitwise the same result), with each weight tile
+ * dequantized once for all of them. Rows outside the segments are left
+ * alone. ws: ntx_cuda_matmul_ws_bytes(n_in, n_out, n_rows). */
+#define NTX_CUDA_MM_MAX_SEGS 512
+int ntx_cuda_matmul_segs(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
+			 const float *x, float *y, const int *seg_off, const int *seg_len, int n_seg,
+			 int n_rows, int accumulate, void *ws, size_t ws_bytes, ntx_stream_t s,
+			 struct ntx_err *err);
 /* 1 if cuBLAS was found and is used by ntx_cuda_matmul (loads it on first
  * call; NTX_NO_CUBLAS=1 in the environment disables it). */
 int ntx_cuda_have_cublas(void);

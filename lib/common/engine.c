@@ -387,27 +387,15 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 
 /* Evaluate one chunk of at most n_ub tokens. */
 static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *pos,
-		      const int32_t *seq, const uint8_t *want, int n, const uint8_t *mask,
+		      const int32_t *seq, const uint8_t *want, int n, int verify, const uint8_t *mask,
 		      float *logits, int *n_rows, struct ntx_err *err)
 {
 	const struct ntx_llama_config *c = &e->cfg;
 	int l, i, nr = 0, on_gpu = 0, jobs = uses_jobs(e, mask);
-	int E = c->n_embd, max_seg = 0;
-
-	/* the most tokens of one sequence in this chunk */
-	for (i = 0; i < n; i++) {
-		int k = 0, j;
-
-		for (j = 0; j < n; j++)
-			k += seq[j] == seq[i];
-		if (k > max_seg)
-			max_seg = k;
-		if (max_seg == n)
-			break;
-	}
+	int E = c->n_embd;
 
 	embed(e, tok, n);
-	if (e->gpu && ntx_gpu_begin_chunk(e, seq, pos, n, err))
+	if (e->gpu && ntx_gpu_begin_chunk(e, seq, pos, n, verify, err))
 		return -1;
 	if (e->gpu && !jobs && graphable(e, mask, n))
 		return ntx_gpu_x_to_device(e, n, err) ||
@@ -441,7 +429,7 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 				return -1;
 			if (L->job >= 0 && ntx_stream_acquire(e, l, &base, err))
 				return -1;
-			if (ntx_gpu_layer(e, l, base, n, max_seg, err))
+			if (ntx_gpu_layer(e, l, base, n, err))
 				return -1;
 			if (L->job >= 0 && ntx_stream_release(e, l, err))
 				return -1;
@@ -530,7 +518,7 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 			want = e->want_buf;
 		}
 		if (eval_chunk(e, b->tok + done, b->pos + done, b->seq ? b->seq + done : e->seq0,
-			       want, n, layer_mask, logits, &nr, err)) {
+			       want, n, b->verify, layer_mask, logits, &nr, err)) {
 			/* leave the engine usable: finish device work, restart
 			 * the stream cycle */
 			struct ntx_err e2 = { 0 };
@@ -573,6 +561,11 @@ int ntx_engine_n_ctx(const struct ntx_engine *e)
 int ntx_engine_n_seq(const struct ntx_engine *e)
 {
 	return e->n_seq;
+}
+
+int ntx_engine_n_ubatch(const struct ntx_engine *e)
+{
+	return e->n_ub;
 }
 
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e)

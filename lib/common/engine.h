@@ -58,6 +58,12 @@ struct ntx_batch {
 	const int32_t *pos;     /* positions (0-based) within their sequence */
 	const int32_t *seq;     /* sequence of each token; NULL = all 0 */
 	const uint8_t *want;    /* 1 = return logits for this token; NULL = last only */
+	/* 1: every token gets the logits it gets when decoded alone, one at a
+	 * time (speculative verification). 0: a run of more than 8 tokens of
+	 * one sequence is a prompt segment, which the GPU multiplies with its
+	 * prompt kernels, shaped by the segment alone (the same result in any
+	 * batch that holds the same segment). */
+	int verify;
 };
 
 /* Evaluate a batch: stores the batch's K/V at (seq, pos) and writes one row of
@@ -76,6 +82,8 @@ void ntx_engine_kv_truncate(struct ntx_engine *e, int seq, int n);
 
 int ntx_engine_n_ctx(const struct ntx_engine *e);
 int ntx_engine_n_seq(const struct ntx_engine *e);
+/* Tokens per internal step: ntx_engine_eval cuts larger batches there. */
+int ntx_engine_n_ubatch(const struct ntx_engine *e);
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e);
 enum ntx_backend ntx_engine_backend(const struct ntx_engine *e);
 const struct ntx_model *ntx_engine_model(const struct ntx_engine *e);

@@ -16,10 +16,6 @@
 #define HEAD_ROWS 64   /* logits rows computed per head pass */
 #define N_STAGING 8    /* staging events (>= the streamer's staging buffers) */
 #define MAX_GRAPHS 32  /* captured decode graphs (per token count, wanted rows, mask) */
-/* Batches up to this many tokens decode with the GEMV kernels (in chunks of
- * NTX_CUDA_GEMV_MAX_TOK), larger ones (prompts) with tiles on the tensor
- * cores. */
-#define NTX_GPU_GEMV_BATCH_MAX 64
 
 struct ntx_gpu {
 	int dev;
@@ -53,6 +49,11 @@ struct ntx_gpu {
 	} graphs[MAX_GRAPHS];
 	int n_graphs;
 	int no_graphs;            /* NTX_NO_GRAPHS=1 */
+	/* the rows of the chunk begun last (ntx_gpu_begin_chunk): chunks of
+	 * at most NTX_CUDA_GEMV_MAX_TOK decode rows and prompt segments */
+	int n_rows, n_dc, n_seg;
+	int *dc_r, *dc_k;         /* [n_ub] decode chunk: first row, rows */
+	int *seg_off, *seg_len;   /* [n_ub] prompt segment: first row, rows */
 };
 
 static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
@@ -221,7 +222,12 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	g->h_pos = ntx_host_alloc(U * 4, err);
 	g->h_logits = ntx_host_alloc(HEAD_ROWS * V * 4, err);
 	g->h_cos = calloc((size_t)c->n_layer * 2, sizeof(double));
-	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_cos)
+	g->dc_r = malloc(U * sizeof(int));
+	g->dc_k = malloc(U * sizeof(int));
+	g->seg_off = malloc(U * sizeof(int));
+	g->seg_len = malloc(U * sizeof(int));
+	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_cos || !g->dc_r || !g->dc_k ||
+	    !g->seg_off || !g->seg_len)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 
 	/* workspaces: the largest matmul over every matrix, attention */
@@ -378,6 +384,10 @@ void ntx_gpu_free(struct ntx_engine *e)
 	free(g->ev_w1);
 	free(g->cp_pending);
 	free(g->w_pending);
+	free(g->dc_r);
+	free(g->dc_k);
+	free(g->seg_off);
+	free(g->seg_len);
 	if (g->cs)
 		cudaStreamDestroy(g->cs);
 	if (g->ps)
@@ -387,10 +397,49 @@ void ntx_gpu_free(struct ntx_engine *e)
 	e->gpu = NULL;
 }
 
+/* Cut the rows of a chunk: each run of more than NTX_CUDA_GEMV_MAX_TOK
+ * consecutive rows of one sequence is a prompt segment (unless verify),
+ * the other rows decode rows, taken in chunks of at most
+ * NTX_CUDA_GEMV_MAX_TOK within each run of them. */
+static void cut_rows(struct ntx_gpu *g, const int32_t *seq, int n, int verify)
+{
+	int i = 0, d0 = -1;
+
+	g->n_rows = n;
+	g->n_dc = g->n_seg = 0;
+	while (i <= n) {
+		int j = i + 1, prompt;
+
+		while (j < n && seq[j] == seq[i])
+			j++;
+		prompt = i < n && !verify && j - i > NTX_CUDA_GEMV_MAX_TOK &&
+			 g->n_seg < NTX_CUDA_MM_MAX_SEGS;
+		if (i == n || prompt) { /* close the run of decode rows */
+			for (; d0 >= 0 && d0 < i; d0 += NTX_CUDA_GEMV_MAX_TOK) {
+				g->dc_r[g->n_dc] = d0;
+				g->dc_k[g->n_dc++] = i - d0 < NTX_CUDA_GEMV_MAX_TOK ? i - d0
+										 : NTX_CUDA_GEMV_MAX_TOK;
+			}
+			d0 = -1;
+		}
+		if (i == n)
+			break;
+		if (prompt) {
+			g->seg_off[g->n_seg] = i;
+			g->seg_len[g->n_seg++] = j - i;
+		} else if (d0 < 0) {
+			d0 = i;
+		}
+		i = j;
+	}
+}
+
 int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
-			struct ntx_err *err)
+			int verify, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
+
+	cut_rows(g, seq, n, verify);
 
 	/* the previous chunk ended with a synchronising copy: h_seq is free */
 	memcpy(g->h_seq, seq, (size_t)n * 4);
@@ -423,6 +472,15 @@ int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err)
 	return 0;
 }
 
+/* Float weights keep F32 activations (the GEMV) for prompts up to this
+ * many tokens; the tensor cores round them to F16. */
+#define FLOAT_GEMV_MAX 64
+
+static int is_float(const struct ntx_gguf_tensor *t)
+{
+	return t->type == NTX_TYPE_F32 || t->type == NTX_TYPE_F16 || t->type == NTX_TYPE_BF16;
+}
+
 /* y (=|+=) W x for n rows: GEMV for few rows, tiles + tensor cores else. */
 static int mm(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
 	      const float *x, float *y, int n, int acc, struct ntx_err *err)
@@ -434,11 +492,12 @@ static int mm(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void 
 
 	if (n <= NTX_CUDA_GEMV_MAX_TOK)
 		return ntx_cuda_gemv(t->type, w, K, N, x, g->xq, y, n, acc, (ntx_stream_t)g->cs, err);
-	if (K % 8 == 0)
+	if (K % 8 == 0 && !(is_float(t) && n <= FLOAT_GEMV_MAX))
 		return ntx_cuda_matmul(t->type, w, K, N, x, y, n, acc, g->ws_mm, g->ws_mm_bytes,
 				       (ntx_stream_t)g->cs, err);
 	/* rows the tensor-core path cannot take (n_in not a multiple of 8, e.g.
-	 * stories260K's 172): GEMV over groups of tokens */
+	 * stories260K's 172) or should not (short float prompts): GEMV over
+	 * groups of tokens */
 	for (r = 0; r < n; r += NTX_CUDA_GEMV_MAX_TOK) {
 		int k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK;
 		const float *xr = x + (size_t)r * K;
@@ -530,8 +589,9 @@ static void layer_setup(struct ntx_engine *e, int l, const void *base, const voi
 	rope->freqs = e->gpu->rope_freqs;
 }
 
-/* The decode path for n <= NTX_CUDA_GEMV_MAX_TOK tokens (or the matmul
- * path for n > NTX_GPU_GEMV_BATCH_MAX), with fused q8 producers. */
+/* The decode path for n <= NTX_CUDA_GEMV_MAX_TOK tokens, with fused q8
+ * producers, or the prompt path (matrix products on the tensor cores) for
+ * one prompt segment. */
 static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
@@ -687,22 +747,48 @@ static int is_q8(const struct ntx_gguf_tensor *t)
 	return ntx_cuda_wtype_q8(t->type) == 1;
 }
 
-/* Decode batches of NTX_CUDA_GEMV_MAX_TOK < n <= NTX_GPU_GEMV_BATCH_MAX tokens
- * (batch mode, speculative verification): the same GEMV kernels as single-
- * token decoding, over chunks of NTX_CUDA_GEMV_MAX_TOK tokens. The kernels
- * are batch invariant for quantized weights (ntx_cuda.h), so each token's
- * result is the one it gets when decoded alone: batch mode equals running
- * alone, self-speculation is lossless (float weights: up to rounding).
- * Weights are read once per chunk (from VRAM). */
-static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
-			 struct ntx_err *err)
+/* y (=|+=) W x over the prompt segments of the chunk, each as it is
+ * multiplied alone (mm): quantized weights through ntx_cuda_matmul_segs,
+ * which dequantizes each tile once for all segments. */
+static int mm_prompt(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
+		     const float *x, float *y, int acc, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	int i;
+
+	if (!g->n_seg)
+		return 0;
+	if (is_float(t)) {
+		for (i = 0; i < g->n_seg; i++)
+			if (mm(e, t, w, x + (size_t)g->seg_off[i] * t->ne[0],
+			       y + (size_t)g->seg_off[i] * t->ne[1], g->seg_len[i], acc, err))
+				return -1;
+		return 0;
+	}
+	return ntx_cuda_matmul_segs(t->type, w, t->ne[0], t->ne[1], x, y, g->seg_off, g->seg_len,
+				    g->n_seg, g->n_rows, acc, g->ws_mm, g->ws_mm_bytes,
+				    (ntx_stream_t)g->cs, err);
+}
+
+/* A chunk of several rows that is not one prompt (batch mode, speculative
+ * verification, prompts batched with decode tokens). Decode rows take the
+ * single-token GEMV and attention kernels in chunks of at most
+ * NTX_CUDA_GEMV_MAX_TOK rows: those kernels are batch invariant for up to
+ * that many rows (ntx_cuda.h), so each token's result is the one it gets
+ * when decoded alone: batch mode equals running alone, self-speculation is
+ * lossless (float weights: up to rounding). Each prompt segment takes the
+ * prompt path of layer_fused, shaped by the segment alone, so it gets what
+ * it gets evaluated alone. Weights are read once per decode chunk and once
+ * per prompt product (from VRAM). Rows must be multiples of 32 (q8). */
+static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
+		       struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 	const struct ntx_llama_config *c = &e->cfg;
 	const struct ntx_layer_tensors *lt = &e->m->layers[l];
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim;
-	int F = c->n_ff, r, k, fq, fg;
+	int F = c->n_ff, r, k, i, fq, fg, fo = fmt_of(lt->wo);
 	float eps = (float)c->rms_eps;
 	struct ntx_cuda_kv kv;
 	struct ntx_cuda_rope rope;
@@ -710,7 +796,7 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 
 	layer_setup(e, l, base, W, &kv, &rope);
 
-#define CHUNKS for (r = 0; r < n && ((k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK), 1); r += k)
+#define CHUNKS for (i = 0; i < g->n_dc && ((r = g->dc_r[i]), (k = g->dc_k[i]), 1); i++)
 	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[0], n, E, eps, st, err))
 		return -1;
 	fq = shared_fmt(lt->wq, lt->wk, lt->wv);
@@ -734,20 +820,39 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 		if (ntx_cuda_gemv_multi(qkv, 3, E, xr, g->xq, k, st, err))
 			return -1;
 	}
-	if (ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
-				err) ||
-	    ntx_cuda_attention_q8(g->att, NULL, g->q, n, c->n_head, &kv, g->d_seq, g->d_pos,
-				  g->ws_att, g->ws_att_bytes, st, err))
+	if (mm_prompt(e, lt->wq, W[1], g->xb, g->q, 0, err) ||
+	    mm_prompt(e, lt->wk, W[2], g->xb, g->k, 0, err) ||
+	    mm_prompt(e, lt->wv, W[3], g->xb, g->v, 0, err))
 		return -1;
+	if (ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
+				err))
+		return -1;
+	/* attention per decode chunk and per segment: the number of splits
+	 * over the sequence depends on the rows of a call */
 	CHUNKS {
-		if (is_q8(lt->wo) && ntx_cuda_quantize_q8_fmt(g->att + (size_t)r * Q, g->xq, Q, k,
-							       fmt_of(lt->wo), st, err))
+		if (ntx_cuda_attention_q8(g->att + (size_t)r * Q, NULL, g->q + (size_t)r * Q, k,
+					  c->n_head, &kv, g->d_seq + r, g->d_pos + r, g->ws_att,
+					  g->ws_att_bytes, st, err))
+			return -1;
+	}
+	for (i = 0; i < g->n_seg; i++) {
+		r = g->seg_off[i];
+		if (ntx_cuda_attention_q8_fmt(g->att + (size_t)r * Q, NULL, fo >= 0 ? fo : 0,
+					      g->q + (size_t)r * Q, g->seg_len[i], c->n_head, &kv,
+					      g->d_seq + r, g->d_pos + r, g->ws_att, g->ws_att_bytes,
+					      st, err))
+			return -1;
+	}
+	CHUNKS {
+		if (is_q8(lt->wo) && ntx_cuda_quantize_q8_fmt(g->att + (size_t)r * Q, g->xq, Q, k, fo,
+							       st, err))
 			return -1;
 		if (ntx_cuda_gemv(lt->wo->type, W[4], Q, E, g->att + (size_t)r * Q, g->xq,
 				  g->x + (size_t)r * E, k, 1, st, err))
 			return -1;
 	}
-	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err))
+	if (mm_prompt(e, lt->wo, W[4], g->att, g->x, 1, err) ||
+	    ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err))
 		return -1;
 	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
 	CHUNKS {
@@ -767,6 +872,15 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 					 g->xq, g->h + (size_t)r * F, k, st, err))
 			return -1;
 	}
+	if (mm_prompt(e, lt->w_gate, W[6], g->xb, g->g, 0, err) ||
+	    mm_prompt(e, lt->w_up, W[7], g->xb, g->u, 0, err))
+		return -1;
+	for (i = 0; i < g->n_seg; i++) {
+		size_t o = (size_t)g->seg_off[i] * F;
+
+		if (ntx_cuda_swiglu(g->h + o, g->g + o, g->u + o, (int64_t)g->seg_len[i] * F, st, err))
+			return -1;
+	}
 	CHUNKS {
 		if (is_q8(lt->w_down) && ntx_cuda_quantize_q8_fmt(g->h + (size_t)r * F, g->xq, F, k,
 								   fmt_of(lt->w_down), st, err))
@@ -776,23 +890,21 @@ static int layer_chunked(struct ntx_engine *e, int l, const void *base, int n,
 			return -1;
 	}
 #undef CHUNKS
-	return 0;
+	return mm_prompt(e, lt->w_down, W[8], g->h, g->x, 1, err);
 }
 
-int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, int max_seg,
-		  struct ntx_err *err)
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
 {
+	const struct ntx_gpu *g = e->gpu;
 	const struct ntx_layer_tensors *lt = &e->m->layers[l];
 
-	/* Decode-style batches (no sequence contributes more than
-	 * NTX_GPU_GEMV_BATCH_MAX tokens: decoding, verification, short prompts
-	 * batched together) take the GEMV kernels in chunks, whatever n is:
-	 * every token then gets exactly the result it gets alone. GEMV needs
-	 * rows of a multiple of 32 (q8). */
-	if (n > NTX_CUDA_GEMV_MAX_TOK && max_seg <= NTX_GPU_GEMV_BATCH_MAX &&
-	    lt->w_down->ne[0] % 32 == 0 && lt->wq->ne[0] % 32 == 0 && lt->wo->ne[0] % 32 == 0)
-		return layer_chunked(e, l, base, n, err);
-	return layer_fused(e, l, base, n, err);
+	/* one prompt, or at most NTX_CUDA_GEMV_MAX_TOK decode rows: the
+	 * fused path; rows the GEMV cannot take (not multiples of 32):
+	 * layer_fused's fallbacks */
+	if ((g->n_dc + g->n_seg == 1 && n <= NTX_CUDA_GEMV_MAX_TOK) || (g->n_seg == 1 && !g->n_dc) ||
+	    lt->w_down->ne[0] % 32 || lt->wq->ne[0] % 32 || lt->wo->ne[0] % 32)
+		return layer_fused(e, l, base, n, err);
+	return layer_mixed(e, l, base, n, err);
 }
 
 int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
@@ -862,7 +974,7 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8
 		for (l = 0; l < e->cfg.n_layer && ok; l++) {
 			if (mask ? mask[l] : e->skip[l])
 				continue;
-			if (ntx_gpu_layer(e, l, e->layers[l].dev, n, n, err))
+			if (ntx_gpu_layer(e, l, e->layers[l].dev, n, err))
 				ok = 0;
 		}
 		if (ok && head_compute(e, want, n, &at, err) < 0)
@@ -1096,9 +1208,9 @@ void ntx_gpu_free(struct ntx_engine *e)
 }
 
 int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
-			struct ntx_err *err)
+			int verify, struct ntx_err *err)
 {
-	(void)e, (void)seq, (void)pos, (void)n;
+	(void)e, (void)seq, (void)pos, (void)n, (void)verify;
 	return no_cuda(err);
 }
 
@@ -1114,10 +1226,9 @@ int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err)
 	return no_cuda(err);
 }
 
-int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, int max_seg,
-		  struct ntx_err *err)
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
 {
-	(void)e, (void)l, (void)base, (void)n, (void)max_seg;
+	(void)e, (void)l, (void)base, (void)n;
 	return no_cuda(err);
 }
 

@@ -119,17 +119,16 @@ void ntx_gpu_free(struct ntx_engine *e);
 void *ntx_host_alloc(size_t bytes, struct ntx_err *err);
 void ntx_host_free(void *p);
 
-/* Upload a chunk's token metadata (seq, pos) for the GPU layers. */
+/* Upload a chunk's token metadata (seq, pos) for the GPU layers and cut its
+ * rows into decode rows and prompt segments (struct ntx_batch, verify). */
 int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
-			struct ntx_err *err);
+			int verify, struct ntx_err *err);
 /* Move the hidden state (n rows) to the device / to the host (waits). */
 int ntx_gpu_x_to_device(struct ntx_engine *e, int n, struct ntx_err *err);
 int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err);
 /* Enqueue layer l on the compute stream with weights at base (device,
- * layout of layout.h). max_seg: the most tokens any one sequence has in the
- * chunk (decode batches: 1), which picks the batch-invariant GEMV path. */
-int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, int max_seg,
-		  struct ntx_err *err);
+ * layout of layout.h) for the n rows of the chunk begun last. */
+int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err);
 /* Final norm + head on the device for the wanted rows (x on device);
  * logits (host) get nr rows. */
 int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,

@@ -44,11 +44,15 @@ static int dump_rows(FILE *f, const float *rows, int n, int64_t V, struct ntx_er
 	return 0;
 }
 
+/* eval_span's rows */
+enum { SPAN_LAST, SPAN_ALL, SPAN_VERIFY /* all, each as if decoded alone */ };
+
 /* Evaluate tokens [from, from+n) of seq at positions from.. with logits for
- * the last (or all when all_rows). */
+ * the last (or all, rows != SPAN_LAST). */
 static int eval_span(struct ntx_engine *e, int seq, const int32_t *tok, int from, int n,
-		     int all_rows, const uint8_t *mask, float *logits, struct ntx_err *err)
+		     int rows, const uint8_t *mask, float *logits, struct ntx_err *err)
 {
+	int all_rows = rows != SPAN_LAST;
 	int32_t *pos = malloc((size_t)n * sizeof *pos), *sq = malloc((size_t)n * sizeof *sq);
 	uint8_t *want = all_rows ? malloc((size_t)n) : NULL;
 	struct ntx_batch b;
@@ -71,6 +75,7 @@ static int eval_span(struct ntx_engine *e, int seq, const int32_t *tok, int from
 	b.pos = pos;
 	b.seq = sq;
 	b.want = want;
+	b.verify = rows == SPAN_VERIFY;
 	rc = ntx_engine_eval(e, &b, mask, logits, err);
 	free(pos);
 	free(sq);
@@ -149,7 +154,7 @@ static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
 				g->st->stop = NTX_STOP_CONTEXT;
 			return 0;
 		}
-		if (eval_span(g->e, g->seq, &cur, g->n_past, 1, 0, NULL, g->logits, err))
+		if (eval_span(g->e, g->seq, &cur, g->n_past, 1, SPAN_LAST, NULL, g->logits, err))
 			return fail_or_interrupt(g, err);
 		g->n_past++;
 		if (dump_rows(g->o->dump_logits, g->logits, 1, g->V, err))
@@ -174,7 +179,7 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 	g->draft[0] = cur;
 	/* draft: d_1..d_k (history grows tentatively) */
 	for (i = 0; i < k; i++) {
-		if (eval_span(g->e, g->seq, &g->draft[i], g->n_past + i, 1, 0, g->o->draft_mask,
+		if (eval_span(g->e, g->seq, &g->draft[i], g->n_past + i, 1, SPAN_LAST, g->o->draft_mask,
 			      g->logits, err))
 			return fail_or_interrupt(g, err) ? -1 : 1;
 		g->st->n_draft_passes++;
@@ -190,7 +195,7 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 	}
 	ntx_sampler_unaccept(g->smp, k);
 	/* verify: cur, d_1..d_k at n_past.. -> k+1 rows */
-	if (eval_span(g->e, g->seq, g->draft, g->n_past, k + 1, 1, NULL, g->logits, err))
+	if (eval_span(g->e, g->seq, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, g->logits, err))
 		return fail_or_interrupt(g, err) ? -1 : 1;
 	g->st->n_full_passes++;
 	g->st->n_drafted += k;
@@ -273,7 +278,7 @@ static int decode_spec(struct gen *g, int32_t cur, struct ntx_err *err)
 				g->st->stop = NTX_STOP_CONTEXT;
 				return 0;
 			}
-			if (eval_span(g->e, g->seq, &cur, g->n_past, 1, 0, NULL, g->logits, err))
+			if (eval_span(g->e, g->seq, &cur, g->n_past, 1, SPAN_LAST, NULL, g->logits, err))
 				return fail_or_interrupt(g, err);
 			g->n_past++;
 			cur = ntx_sampler_sample(g->smp, g->logits);
@@ -354,7 +359,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		while (done < n_prompt) {
 			int n = n_prompt - done > 64 ? 64 : n_prompt - done;
 
-			if (eval_span(e, seq, prompt + done, done, n, 1, NULL, rows, err) ||
+			if (eval_span(e, seq, prompt + done, done, n, SPAN_ALL, NULL, rows, err) ||
 			    dump_rows(o->dump_logits, rows, n, g.V, err)) {
 				free(rows);
 				if (err->code == NTX_EINTR) {
@@ -368,7 +373,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		memcpy(g.logits, rows + (int64_t)((n_prompt - 1) % 64) * g.V,
 		       (size_t)g.V * sizeof(float));
 		free(rows);
-	} else if (eval_span(e, seq, prompt, 0, n_prompt, 0, NULL, g.logits, err)) {
+	} else if (eval_span(e, seq, prompt, 0, n_prompt, SPAN_LAST, NULL, g.logits, err)) {
 		if (err->code == NTX_EINTR) {
 			st->stop = NTX_STOP_INTERRUPT;
 			rc = 0;
@@ -459,6 +464,7 @@ int ntx_perplexity(struct ntx_engine *e, const int32_t *tokens, int n_tokens, in
 		b.pos = pos;
 		b.seq = NULL;
 		b.want = want;
+		b.verify = 0;
 		ntx_engine_kv_truncate(e, 0, 0);
 		i = ntx_engine_eval(e, &b, layer_mask, logits, err);
 		free(pos);

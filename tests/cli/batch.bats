@@ -94,6 +94,37 @@ PY
 		"[0, 1, 2, 3, 4, 5]"
 }
 
+@test "prompts longer than the ubatch: cut as alone, each text equals running alone" {
+	"$NTX_BIN/ntx-plan" "$Q" --ubatch 16 -c 256 -o "$T/plan.json"
+	python3 - "$T/r.jsonl" <<'PY'
+import json, sys
+P = ["The old man looked at the sea and thought about the long days of his youth, when the fish "
+     "were many and the boats were small", "A computer is",
+     "And the LORD said unto Moses, Go in unto Pharaoh, and tell him, Thus saith the LORD God of "
+     "the Hebrews, Let my people go, that they may serve me.", "Blessed are the meek: for they"]
+with open(sys.argv[1], "w") as f:
+    for i, p in enumerate(P):
+        f.write(json.dumps({"id": i, "prompt": p, "n_predict": 12, "temp": 0}) + "\n")
+PY
+	for p in 1 3; do
+		run --separate-stderr "$RUN" --plan "$T/plan.json" --batch --parallel $p <"$T/r.jsonl"
+		[ "$status" -eq 0 ]
+		printf '%s\n' "$output" >"$T/out$p.jsonl"
+	done
+	python3 - "$T/r.jsonl" "$T/out1.jsonl" "$T/out3.jsonl" "$T/plan.json" <<'PY'
+import json, os, subprocess, sys
+req = [json.loads(l) for l in open(sys.argv[1])]
+outs = [{r["id"]: r for r in map(json.loads, open(f))} for f in sys.argv[2:4]]
+assert max(r["prompt_tokens"] for r in outs[0].values()) > 32, outs[0]
+for q in req:
+    alone = subprocess.run([os.environ["RUN"], "--plan", sys.argv[4], "-q", "-p", q["prompt"],
+                            "-n", "12", "--temp", "0"], capture_output=True, check=True)
+    for o in outs:
+        assert o[q["id"]]["text"] == alone.stdout.decode(), (q["id"], o[q["id"]]["text"])
+        assert o[q["id"]]["tokens"] == 12, o[q["id"]]
+PY
+}
+
 @test "results come as each request finishes: short ones first" {
 	printf '%s\n' '{"id":"long","prompt":"In the beginning","n_predict":40,"temp":0}' \
 		'{"id":"short","prompt":"In the beginning","n_predict":2,"temp":0}' >"$T/r.jsonl"

@@ -624,6 +624,55 @@ static void test_matmul_one(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, 
 	free(w), free(x), free(y0), free(y), free(ref), free(got);
 }
 
+/* ntx_cuda_matmul_segs: each segment of a 60-row call (decode-like rows in
+ * between, untouched) bitwise equal to ntx_cuda_matmul on its rows alone. */
+static void test_matmul_segs_one(uint32_t t, int64_t n_in, int64_t n_out, int acc)
+{
+	enum { ROWS = 60, NS = 3 };
+	static const int off[NS] = { 3, 20, 41 }, len[NS] = { 12, 9, 19 };
+	size_t rb = row_bytes(t, n_in), wb = rb * n_out, ny = (size_t)ROWS * n_out;
+	unsigned char *w = malloc(wb);
+	float *x = rnd_gauss_vec((size_t)ROWS * n_in, 1.0f), *y0 = rnd_gauss_vec(ny, 1.0f);
+	float *y = malloc(ny * 4), *ya = malloc(ny * 4);
+	size_t wsb = ntx_cuda_matmul_ws_bytes(n_in, n_out, ROWS);
+	void *dw, *ws = dev_alloc(wsb);
+	float *dx, *dy, *dya;
+	long bad = 0;
+
+	rnd_rows(t, w, n_in, n_out);
+	dw = dev_up(w, wb);
+	dx = dev_up(x, (size_t)ROWS * n_in * 4);
+	dy = dev_up(y0, ny * 4);
+	T_CUDA(ntx_cuda_matmul_segs(t, dw, n_in, n_out, dx, dy, off, len, NS, ROWS, acc, ws, wsb,
+				    NULL, &g_err));
+	dev_get(y, dy, ny * 4);
+	for (int i = 0; i < NS; i++) {
+		size_t n = (size_t)len[i] * n_out, o = (size_t)off[i] * n_out;
+		float *dxa = dev_up(x + (size_t)off[i] * n_in, (size_t)len[i] * n_in * 4);
+
+		dya = dev_up(y0 + o, n * 4);
+		T_CUDA(ntx_cuda_matmul(t, dw, n_in, n_out, dxa, dya, len[i], acc, ws, wsb, NULL,
+				       &g_err));
+		dev_get(ya + o, dya, n * 4);
+		dev_free(dxa), dev_free(dya);
+	}
+	for (int r = 0; r < ROWS; r++) {
+		int in = 0;
+
+		for (int i = 0; i < NS; i++)
+			in |= r >= off[i] && r < off[i] + len[i];
+		for (int64_t c = 0; c < n_out; c++) {
+			size_t k = (size_t)r * n_out + c;
+
+			bad += memcmp(y + k, in ? ya + k : y0 + k, 4) != 0;
+		}
+	}
+	t_ok(bad == 0, "matmul_segs %s %lldx%lld%s: 3 segments == each alone, other rows kept: %ld differ",
+	     type_name(t), (long long)n_in, (long long)n_out, acc ? " accumulate" : "", bad);
+	dev_free(dw), dev_free(dx), dev_free(dy), dev_free(ws);
+	free(w), free(x), free(y0), free(y), free(ya);
+}
+
 static void test_matmul(void)
 {
 	for (int i = 0; i < N_TYPES; i++) {
@@ -634,6 +683,8 @@ static void test_matmul(void)
 		test_matmul_one(t, 256, 64, 1, 1);
 	}
 	test_matmul_one(NTX_TYPE_F16, 40, 33, 9, 0); /* K not a multiple of the K tile */
+	for (int i = 0; i < N_TYPES; i++)
+		test_matmul_segs_one(all_types[i], 512, 300, i & 1);
 	{
 		struct ntx_err e = { 0 };
 		int rc = ntx_cuda_matmul(NTX_TYPE_Q4_K, (void *)(uintptr_t)256, 256, 10, (float *)256,

@@ -37,6 +37,7 @@ struct slot {
 	struct ntx_sampler *smp;
 	double t_start, t_first;
 	enum ntx_stop stop;
+	int in_step;              /* its prompt piece is in this step: 1 shared, 2 alone */
 };
 
 struct batch {
@@ -56,6 +57,7 @@ struct batch {
 	int *row_slot;
 	float *logits;
 	int n_ub;
+	int first;                /* slot the next step's decode tokens start at */
 	int64_t done, gen_total, prompt_total, errors;
 	double t0, t_progress;
 	int tty;
@@ -440,26 +442,80 @@ static int take_rows(struct batch *b, int nr, struct ntx_err *err)
 	return 0;
 }
 
-/* Prompts up to this many tokens are evaluated together with the decode
- * tokens: the engine treats a batch in which no sequence has more than this
- * many tokens with its batch-invariant decode kernels (engine_gpu.c
- * NTX_GPU_GEMV_BATCH_MAX), so a prompt gets the same logits as alone. */
-#define SHORT_PROMPT 64
-
-/* One step: the next token of every decoding slot and the short new
- * prompts in one evaluation (one weight stream serves the whole batch),
- * then each long prompt in an evaluation of its own, cut into the same
- * chunks as when the request runs alone. So each sequence's output equals
- * running it alone. */
-static int step(struct batch *b, struct ntx_err *err)
+/* The end of the next piece of s's prompt: prompts are cut at multiples of
+ * the engine's ubatch, as ntx_engine_eval cuts a prompt evaluated alone. */
+static int piece_end(const struct batch *b, const struct slot *s)
 {
-	int n = 0, nr = 0, i;
+	int end = (s->n_fed / b->n_ub + 1) * b->n_ub;
+
+	return end < s->n_prompt ? end : s->n_prompt;
+}
+
+/* Append the next piece of slot i's prompt to the step's tokens at *n. */
+static void add_piece(struct batch *b, int i, int *n, int *nr)
+{
+	struct slot *s = &b->slots[i];
+	int k, end = piece_end(b, s);
+
+	for (k = s->n_fed; k < end; k++, (*n)++) {
+		b->tok[*n] = s->prompt[k];
+		b->pos[*n] = k;
+		b->seq[*n] = i;
+		b->want[*n] = k == s->n_prompt - 1;
+	}
+	s->n_fed = end;
+	if (end == s->n_prompt)
+		b->row_slot[(*nr)++] = i;
+}
+
+static int eval_step(struct batch *b, int n, int nr, struct ntx_err *err)
+{
 	struct ntx_batch nb;
 
 	memset(&nb, 0, sizeof nb);
-	for (i = 0; i < b->n_slots; i++) {
-		struct slot *s = &b->slots[i];
+	nb.n_tok = n;
+	nb.tok = b->tok;
+	nb.pos = b->pos;
+	nb.seq = b->seq;
+	nb.want = b->want;
+	if (ntx_engine_eval(b->c->engine, &nb, NULL, b->logits, err))
+		return -1;
+	return take_rows(b, nr, err);
+}
 
+/* The waiting prompt of the oldest request not yet in this step, or -1. */
+static int oldest_prefill(const struct batch *b)
+{
+	int i, best = -1;
+
+	for (i = 0; i < b->n_slots; i++) {
+		const struct slot *s = &b->slots[i];
+
+		if (s->state == SLOT_PREFILL && !s->in_step &&
+		    (best < 0 || s->line < b->slots[best].line))
+			best = i;
+	}
+	return best;
+}
+
+/* One step: the next token of every decoding slot and the next piece of
+ * the waiting prompts, oldest request first while they fit in the engine's
+ * ubatch, in one evaluation (one weight stream serves the whole batch). A
+ * piece that could not fit even with the decode tokens alone goes in an
+ * evaluation of its own; the others wait for the next step. The engine
+ * gives decode tokens and each prompt piece (a prompt segment, struct
+ * ntx_batch) the results they get alone, and pieces are cut as when the
+ * request runs alone, so each sequence's output equals running it alone. */
+static int step(struct batch *b, struct ntx_err *err)
+{
+	int n = 0, nr = 0, n_dec, i, j;
+
+	/* decode tokens from a rotating start: with more slots than the
+	 * ubatch holds, every slot gets its turn */
+	for (j = 0; j < b->n_slots; j++) {
+		struct slot *s = &b->slots[i = (b->first + j) % b->n_slots];
+
+		s->in_step = 0;
 		if (s->state == SLOT_DECODE && n < b->n_ub) {
 			b->tok[n] = s->cur;
 			b->pos[n] = s->n_past;
@@ -469,59 +525,29 @@ static int step(struct batch *b, struct ntx_err *err)
 			n++;
 		}
 	}
-	for (i = 0; i < b->n_slots; i++) {
+	n_dec = n;
+	b->first = (b->first + n) % b->n_slots;
+	while ((i = oldest_prefill(b)) >= 0) {
 		struct slot *s = &b->slots[i];
-		int k;
+		int k = piece_end(b, s) - s->n_fed;
 
-		if (s->state != SLOT_PREFILL || s->n_prompt > SHORT_PROMPT ||
-		    n + s->n_prompt > b->n_ub || nr >= b->n_slots)
-			continue;
-		for (k = 0; k < s->n_prompt; k++, n++) {
-			b->tok[n] = s->prompt[k];
-			b->pos[n] = k;
-			b->seq[n] = i;
-			b->want[n] = k == s->n_prompt - 1;
+		if (n + k > b->n_ub && n_dec + k <= b->n_ub)
+			break; /* fits in a later step */
+		if (n + k <= b->n_ub) {
+			add_piece(b, i, &n, &nr);
+			s->in_step = 1;
+		} else {
+			s->in_step = 2; /* too large to share a step with the decode tokens */
 		}
-		s->n_fed = s->n_prompt;
-		b->row_slot[nr++] = i;
 	}
-	if (n) {
-		nb.n_tok = n;
-		nb.tok = b->tok;
-		nb.pos = b->pos;
-		nb.seq = b->seq;
-		nb.want = b->want;
-		if (ntx_engine_eval(b->c->engine, &nb, NULL, b->logits, err) || take_rows(b, nr, err))
-			return -1;
-	}
+	if (n && eval_step(b, n, nr, err))
+		return -1;
 	for (i = 0; i < b->n_slots; i++) {
-		struct slot *s = &b->slots[i];
-		int32_t *pos, *seq, k;
-
-		if (s->state != SLOT_PREFILL || s->n_fed == s->n_prompt)
+		if (b->slots[i].in_step != 2)
 			continue;
-		pos = malloc((size_t)s->n_prompt * sizeof *pos);
-		seq = malloc((size_t)s->n_prompt * sizeof *seq);
-		if (!pos || !seq) {
-			free(pos);
-			free(seq);
-			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		}
-		for (k = 0; k < s->n_prompt; k++) {
-			pos[k] = k;
-			seq[k] = i;
-		}
-		nb.n_tok = s->n_prompt;
-		nb.tok = s->prompt;
-		nb.pos = pos;
-		nb.seq = seq;
-		nb.want = NULL; /* the last token's logits */
-		s->n_fed = s->n_prompt;
-		b->row_slot[0] = i;
-		k = ntx_engine_eval(b->c->engine, &nb, NULL, b->logits, err);
-		free(pos);
-		free(seq);
-		if (k || take_rows(b, 1, err))
+		n = nr = 0;
+		add_piece(b, i, &n, &nr);
+		if (eval_step(b, n, nr, err))
 			return -1;
 	}
 	return 0;
@@ -575,7 +601,7 @@ int mode_batch(struct run_ctx *c)
 	b.n_slots = ntx_engine_n_seq(c->engine);
 	b.V = ntx_engine_n_vocab(c->engine);
 	b.n_ctx = ntx_engine_n_ctx(c->engine);
-	b.n_ub = 512 > b.n_slots ? 512 : b.n_slots;
+	b.n_ub = ntx_engine_n_ubatch(c->engine);
 	b.tty = isatty(2);
 	b.t0 = now_s();
 	b.slots = calloc((size_t)b.n_slots, sizeof *b.slots);
