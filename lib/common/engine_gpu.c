@@ -472,6 +472,43 @@ int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err)
 	return 0;
 }
 
+/* The q8 activation format a weight type consumes: the CPU oracle's (Q8_0
+ * for Q4_0/Q8_0, Q8_K for K-quants), so the GPU's integer dot products are
+ * the CPU's; -1 for float weights. */
+static int fmt_of(const struct ntx_gguf_tensor *t)
+{
+	return ntx_cuda_q8_fmt(t->type);
+}
+
+/* y (=|+=) W x for n <= NTX_CUDA_GEMV_MAX_TOK rows, quantizing x for W's
+ * format first when W takes q8 activations. */
+static int gemv_one(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
+		    const float *x, float *y, int n, int acc, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+
+	if (fmt_of(t) >= 0 &&
+	    ntx_cuda_quantize_q8_fmt(x, g->xq, t->ne[0], n, fmt_of(t), st, err))
+		return -1;
+	return ntx_cuda_gemv(t->type, w, t->ne[0], t->ne[1], x, g->xq, y, n, acc, st, err);
+}
+
+/* The same for any n: chunks of NTX_CUDA_GEMV_MAX_TOK rows, so each row
+ * gets what it gets alone. */
+static int gemv_rows(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
+		     const float *x, float *y, int n, int acc, struct ntx_err *err)
+{
+	int r, k;
+
+	for (r = 0; r < n; r += k) {
+		k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK;
+		if (gemv_one(e, t, w, x + (size_t)r * t->ne[0], y + (size_t)r * t->ne[1], k, acc, err))
+			return -1;
+	}
+	return 0;
+}
+
 /* Float weights keep F32 activations (the GEMV) for prompts up to this
  * many tokens; the tensor cores round them to F16. */
 #define FLOAT_GEMV_MAX 64
@@ -486,9 +523,7 @@ static int mm(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void 
 	      const float *x, float *y, int n, int acc, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
-
 	int64_t K = t->ne[0], N = t->ne[1];
-	int r;
 
 	if (n <= NTX_CUDA_GEMV_MAX_TOK)
 		return ntx_cuda_gemv(t->type, w, K, N, x, g->xq, y, n, acc, (ntx_stream_t)g->cs, err);
@@ -496,21 +531,8 @@ static int mm(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void 
 		return ntx_cuda_matmul(t->type, w, K, N, x, y, n, acc, g->ws_mm, g->ws_mm_bytes,
 				       (ntx_stream_t)g->cs, err);
 	/* rows the tensor-core path cannot take (n_in not a multiple of 8, e.g.
-	 * stories260K's 172) or should not (short float prompts): GEMV over
-	 * groups of tokens */
-	for (r = 0; r < n; r += NTX_CUDA_GEMV_MAX_TOK) {
-		int k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK;
-		const float *xr = x + (size_t)r * K;
-
-		if (ntx_cuda_wtype_q8(t->type) == 1 &&
-		    ntx_cuda_quantize_q8_fmt(xr, g->xq, K, k, ntx_cuda_q8_fmt(t->type),
-					     (ntx_stream_t)g->cs, err))
-			return -1;
-		if (ntx_cuda_gemv(t->type, w, K, N, xr, g->xq, y + (size_t)r * N, k, acc,
-				  (ntx_stream_t)g->cs, err))
-			return -1;
-	}
-	return 0;
+	 * stories260K's 172) or should not (short float prompts) */
+	return gemv_rows(e, t, w, x, y, n, acc, err);
 }
 
 static int needs_q8(int n, const struct ntx_gguf_tensor *a, const struct ntx_gguf_tensor *b,
@@ -520,14 +542,6 @@ static int needs_q8(int n, const struct ntx_gguf_tensor *a, const struct ntx_ggu
 		return 0;
 	return ntx_cuda_wtype_q8(a->type) == 1 || (b && ntx_cuda_wtype_q8(b->type) == 1) ||
 	       (c && ntx_cuda_wtype_q8(c->type) == 1);
-}
-
-/* The q8 activation format a weight type consumes: the CPU oracle's (Q8_0
- * for Q4_0/Q8_0, Q8_K for K-quants), so the GPU's integer dot products are
- * the CPU's; -1 for float weights. */
-static int fmt_of(const struct ntx_gguf_tensor *t)
-{
-	return ntx_cuda_q8_fmt(t->type);
 }
 
 /* The format shared by up to three consumers of one input, or -2 when they
@@ -549,20 +563,6 @@ static int shared_fmt(const struct ntx_gguf_tensor *a, const struct ntx_gguf_ten
 		f = fi;
 	}
 	return f;
-}
-
-/* y (=|+=) W x for n <= NTX_CUDA_GEMV_MAX_TOK rows, quantizing x for W's
- * format first when W takes q8 activations. */
-static int gemv_one(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
-		    const float *x, float *y, int n, int acc, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-	ntx_stream_t st = (ntx_stream_t)g->cs;
-
-	if (fmt_of(t) >= 0 &&
-	    ntx_cuda_quantize_q8_fmt(x, g->xq, t->ne[0], n, fmt_of(t), st, err))
-		return -1;
-	return ntx_cuda_gemv(t->type, w, t->ne[0], t->ne[1], x, g->xq, y, n, acc, st, err);
 }
 
 /* Weight pointers of layer l at base (layout of layout.h), its device KV
@@ -706,24 +706,9 @@ static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i
 	}
 	/* more rows (batch mode, verification, perplexity): the decode GEMV in
 	 * chunks, so every row gets the logits it gets alone */
-	{
-		size_t V = (size_t)e->cfg.n_vocab;
-		int r, c;
-
-		if (ntx_cuda_rmsnorm(g->xh, NULL, g->xh, g->out_norm, k, E, (float)e->cfg.rms_eps, st,
-				     err))
-			return -1;
-		for (r = 0; r < k; r += c) {
-			c = k - r < NTX_CUDA_GEMV_MAX_TOK ? k - r : NTX_CUDA_GEMV_MAX_TOK;
-			if (ntx_cuda_wtype_q8(t->type) == 1 &&
-			    ntx_cuda_quantize_q8_fmt(g->xh + (size_t)r * E, g->xq, E, c, fmt_of(t), st,
-						     err))
-				return -1;
-			if (ntx_cuda_gemv(t->type, g->out_w, E, (int64_t)V, g->xh + (size_t)r * E, g->xq,
-					  g->logits + (size_t)r * V, c, 0, st, err))
-				return -1;
-		}
-	}
+	if (ntx_cuda_rmsnorm(g->xh, NULL, g->xh, g->out_norm, k, E, (float)e->cfg.rms_eps, st, err) ||
+	    gemv_rows(e, t, g->out_w, g->xh, g->logits, k, 0, err))
+		return -1;
 	return k;
 }
 
@@ -742,10 +727,6 @@ static int head_copy(struct ntx_engine *e, int k, float *logits, struct ntx_err 
 }
 
 
-static int is_q8(const struct ntx_gguf_tensor *t)
-{
-	return ntx_cuda_wtype_q8(t->type) == 1;
-}
 
 /* y (=|+=) W x over the prompt segments of the chunk, each as it is
  * multiplied alone (mm): quantized weights through ntx_cuda_matmul_segs,
@@ -844,11 +825,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 			return -1;
 	}
 	CHUNKS {
-		if (is_q8(lt->wo) && ntx_cuda_quantize_q8_fmt(g->att + (size_t)r * Q, g->xq, Q, k, fo,
-							       st, err))
-			return -1;
-		if (ntx_cuda_gemv(lt->wo->type, W[4], Q, E, g->att + (size_t)r * Q, g->xq,
-				  g->x + (size_t)r * E, k, 1, st, err))
+		if (gemv_one(e, lt->wo, W[4], g->att + (size_t)r * Q, g->x + (size_t)r * E, k, 1, err))
 			return -1;
 	}
 	if (mm_prompt(e, lt->wo, W[4], g->att, g->x, 1, err) ||
@@ -882,11 +859,8 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 			return -1;
 	}
 	CHUNKS {
-		if (is_q8(lt->w_down) && ntx_cuda_quantize_q8_fmt(g->h + (size_t)r * F, g->xq, F, k,
-								   fmt_of(lt->w_down), st, err))
-			return -1;
-		if (ntx_cuda_gemv(lt->w_down->type, W[8], F, E, g->h + (size_t)r * F, g->xq,
-				  g->x + (size_t)r * E, k, 1, st, err))
+		if (gemv_one(e, lt->w_down, W[8], g->h + (size_t)r * F, g->x + (size_t)r * E, k, 1,
+			     err))
 			return -1;
 	}
 #undef CHUNKS
