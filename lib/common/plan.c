@@ -230,6 +230,13 @@ uint64_t ntx_plan_kv_layer_bytes(const struct ntx_plan_model *pm, int n_ctx,
 	return ntx_plan_sat_mul(b, (uint64_t)(n_seq > 0 ? n_seq : 1));
 }
 
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+	return b ? (a + b - 1) / b : 0;
+}
+
+/* What the CUDA engine allocates besides weights and KV (engine_gpu.c
+ * ntx_gpu_init, kernels/cuda): an upper bound of each part. */
 uint64_t ntx_plan_workspace_bytes(const struct ntx_plan_model *pm, int n_ctx, int n_ubatch,
 				  int n_seq)
 {
@@ -237,18 +244,40 @@ uint64_t ntx_plan_workspace_bytes(const struct ntx_plan_model *pm, int n_ctx, in
 	uint64_t embd = (uint64_t)pm->n_embd, ff = (uint64_t)pm->n_ff;
 	uint64_t q = (uint64_t)pm->n_head * (uint64_t)pm->head_dim;
 	uint64_t kv = (uint64_t)pm->n_head_kv * (uint64_t)pm->head_dim;
-	uint64_t act, logits, attn, deq, w;
+	uint64_t nh = (uint64_t)(pm->n_head > 0 ? pm->n_head : 1);
+	uint64_t vocab = (uint64_t)(pm->n_vocab > 0 ? pm->n_vocab : 0);
+	uint64_t ctx = (uint64_t)(n_ctx > 0 ? n_ctx : 1), kmax, tile, ns1, act, head, mm, attn, w;
 
-	(void)n_ctx; /* attention is tiled: partials do not grow with the context */
-	(void)n_seq; /* a decode step of n_seq tokens is one ubatch (or several) */
-	act = ntx_plan_sat_mul(ub * 4, 4 * embd + q + 2 * kv + 2 * ff);
-	logits = ntx_plan_sat_mul(ub * 4, (uint64_t)(pm->n_vocab > 0 ? pm->n_vocab : 0));
-	attn = ntx_plan_sat_mul(ub * (uint64_t)pm->n_head * 32 * 4, (uint64_t)pm->head_dim + 2);
-	deq = 2ull * 4096 * (ff > embd ? ff : embd) * 2;
-	w = ntx_plan_sat_add(act, logits);
+	/* the engine's ubatch: at most the context, at least the sequences
+	 * (up to 512) */
+	if (ub > ctx)
+		ub = ctx;
+	if (n_seq > 0 && ub < (uint64_t)n_seq)
+		ub = n_seq < 512 ? (uint64_t)n_seq : 512;
+	kmax = ff > embd ? ff : embd;
+	kmax = q > kmax ? q : kmax;
+	/* activation rows: x, xb, xin; q, att; k, v; h, g, u */
+	act = ntx_plan_sat_mul(ub * 4, 3 * embd + 2 * q + 2 * kv + 3 * ff);
+	/* the head's 64 rows and their logits */
+	head = ntx_plan_sat_mul(64 * 4, embd + vocab);
+	/* matrix products: the F16 activations (+256 bytes of alignment per
+	 * row; the head's 64 rows) and one dequantized tile of at most 64 Mi
+	 * elements */
+	tile = ntx_plan_sat_mul(ff > embd ? ff : embd, kmax);
+	tile = tile > ntx_plan_sat_mul(vocab, embd) ? tile : ntx_plan_sat_mul(vocab, embd);
+	tile = tile < (64ull << 20) ? tile : (64ull << 20);
+	mm = ntx_plan_sat_add(ntx_plan_sat_mul(ub > 64 ? ub : 64, 2 * kmax + 256), 2 * tile);
+	/* attention partials (kernels/cuda/attention.cu): 8 decode rows split
+	 * up to 64 ways (fewer in short contexts), larger calls at most
+	 * 2 x 2048 head-splits */
+	ns1 = ceil_div(2048, nh);
+	ns1 = ns1 < ceil_div(ctx, 64) ? ns1 : ceil_div(ctx, 64);
+	ns1 = ns1 < 64 ? ns1 : 64;
+	attn = (64ull << 10) + (4096 + 8 * nh * ns1) * ((uint64_t)pm->head_dim * 4 + 8);
+	w = ntx_plan_sat_add(act, head);
+	w = ntx_plan_sat_add(w, mm);
 	w = ntx_plan_sat_add(w, attn);
-	w = ntx_plan_sat_add(w, deq);
-	return ntx_plan_sat_add(w, 64ull << 20);
+	return ntx_plan_sat_add(w, 64ull << 20); /* cuBLAS, q8 rows, positions */
 }
 
 /* ---- accounting ---- */
@@ -743,6 +772,7 @@ int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *
 	struct ntx_plan_fail fail = { 0 };
 	struct ntx_err ferr = { 0, "" };
 	struct cand best = { 0 };
+	int best_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
 	uint64_t kv_all, fixed;
 	int l, k, kmin, kmax, n_act = 0, *prio = NULL;
 	char a[32], b[32], c[32], d[32], e[32];
@@ -909,29 +939,39 @@ int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *
 		if (s.r_max == 0) /* the head alone does not fit: layers may */
 			s.r_max = n_act + 1;
 	}
-	{
+	/* without --ring-slots: 3 ring slots, or 2 when the slot it frees for
+	 * a resident layer is worth more than the lead it costs (streaming
+	 * without CPU layers between) */
+	for (int sl = 0; sl < (o->ring_slots ? 1 : 2); sl++) {
 		/* every k up to 256 layers; beyond (hostile or future models),
 		 * a grid of 257 values refined around the best */
 		int step = kmax - kmin > 256 ? (kmax - kmin + 255) / 256 : 1, pass;
+		struct cand b1 = { 0 };
 
+		s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS - sl;
 		for (pass = 0; pass < (step > 1 ? 2 : 1); pass++) {
 			int lo = kmin, hi = kmax, st = step;
 
 			if (pass) {
-				lo = best.ok && best.kcpu - step > kmin ? best.kcpu - step : kmin;
-				hi = best.ok && best.kcpu + step < kmax ? best.kcpu + step : kmax;
+				lo = b1.ok && b1.kcpu - step > kmin ? b1.kcpu - step : kmin;
+				hi = b1.ok && b1.kcpu + step < kmax ? b1.kcpu + step : kmax;
 				st = 1;
 			}
 			for (k = lo; k <= hi; k += st) {
 				struct cand c1 = evaluate(&s, k, &fail, &ferr);
 
-				if (c1.ok && better(&c1, &best))
-					best = c1;
+				if (c1.ok && better(&c1, &b1))
+					b1 = c1;
 				if (st > 1 && k < hi && k + st > hi)
 					k = hi - st; /* always try hi */
 			}
 		}
+		if (b1.ok && better(&b1, &best)) {
+			best = b1;
+			best_slots = s.slots;
+		}
 	}
+	s.slots = best_slots;
 	if (!best.ok) {
 		if (ferr.code)
 			*err = ferr;

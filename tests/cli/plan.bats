@@ -243,7 +243,11 @@ bad_plan() {
 	[ "$(count_layers "$D/ec.json" ram gpu)" -eq 0 ]
 	[ "$(count_layers "$D/ec.json" ram cpu)" -gt 0 ]
 	[ "$(num "$D/ec.json" ring_slots)" -eq 0 ]
-	[ "$(num "$D/eg.json" ring_slots)" -eq 3 ]
+	# pure streaming: the slot a 2-slot ring frees holds a resident layer
+	[ "$(num "$D/eg.json" ring_slots)" -eq 2 ]
+	"$PLAN" $FIX --vram-budget 24G --ram-budget 64G --executor gpu --ring-slots 3 "$D/q4.gguf" > "$D/eg3.json"
+	[ "$(num "$D/eg3.json" ring_slots)" -eq 3 ]
+	[ "$(count_layers "$D/eg3.json" vram gpu)" -lt "$(count_layers "$D/eg.json" vram gpu)" ]
 }
 
 @test "--skip removes layers from every tier" {

@@ -228,9 +228,14 @@ static void test_formulas(void)
 	t_ok(ntx_plan_kv_layer_bytes(&pm, 4096, NTX_KV_F32, 2) == 64 * MiB,
 	     "KV per layer, f32, 2 sequences = 64 MiB");
 	ws = ntx_plan_workspace_bytes(&pm, 4096, 512, 1);
-	want = 512ull * 4 * (4 * 8192 + 8192 + 2 * 1024 + 2 * 28672) + 512ull * 128256 * 4 +
-	       512ull * 64 * 32 * 130 * 4 + 2ull * 4096 * 28672 * 2 + 64 * MiB;
+	/* activations, head rows and logits, F16 activations + a 64 Mi-element
+	 * tile, attention partials (8 rows x 64 heads x 32 splits), fixed */
+	want = 512ull * 4 * (3 * 8192 + 2 * 8192 + 2 * 1024 + 3 * 28672) + 64ull * 4 * (8192 + 128256) +
+	       512ull * (2 * 28672 + 256) + 2 * 64 * MiB + 64 * 1024 + (4096 + 8 * 64 * 32) * (128 * 4 + 8) +
+	       64 * MiB;
 	t_ok(ws == want, "workspace formula (%" PRIu64 " = %" PRIu64 ")", ws, want);
+	t_ok(ntx_plan_workspace_bytes(&pm, 256, 512, 16) < ws,
+	     "workspace: the engine's ubatch is at most the context");
 	{
 		char *pp = ntx_plan_default_pack_path("/m/a.b/llama.gguf");
 

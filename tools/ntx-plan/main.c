@@ -47,7 +47,7 @@ static void usage(FILE *f)
 		"      --kv-type f16|f32   KV cache type (default f16)\n"
 		"      --parallel N        sequences decoded together (default 1)\n"
 		"      --ubatch N          max tokens per step (default 512)\n"
-		"      --ring-slots N      device buffers for streamed layers (default 3)\n"
+		"      --ring-slots N      device buffers for streamed layers (default: 3 or 2, the faster plan)\n"
 		"Bandwidths in GB/s (default: measured with --probe, else assumed):\n"
 		"      --h2d-gbps X        pinned host-to-device copy (default 25)\n"
 		"      --disk-gbps X       O_DIRECT reads (default 2)\n"
