@@ -196,11 +196,13 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	e->n_ctx = o->n_ctx > 0 ? o->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
 	e->n_seq = o->n_seq > 0 ? o->n_seq : 1;
 	e->n_ub = o->n_ubatch > 0 ? o->n_ubatch : 512;
-	/* a prompt is cut into the same chunks whatever n_seq is (batch mode
-	 * evaluates each prompt as when it runs alone); a decode batch of one
-	 * token per sequence fits in one chunk */
-	if (e->n_ub > e->n_ctx)
-		e->n_ub = e->n_ctx;
+	/* prompts are cut into chunks of n_cut tokens whatever n_seq is (batch
+	 * mode cuts each prompt as when it runs alone); a step holds up to
+	 * n_ub tokens of several sequences, at least one decode token of each
+	 * (up to 512) */
+	e->n_cut = e->n_ub < e->n_ctx ? e->n_ub : e->n_ctx;
+	if ((int64_t)e->n_ub > (int64_t)e->n_ctx * e->n_seq)
+		e->n_ub = e->n_ctx * e->n_seq;
 	if (e->n_ub < e->n_seq)
 		e->n_ub = e->n_seq < 512 ? e->n_seq : 512;
 	e->n_threads = o->n_threads > 0 ? o->n_threads : n_cores();
@@ -566,6 +568,11 @@ int ntx_engine_n_seq(const struct ntx_engine *e)
 int ntx_engine_n_ubatch(const struct ntx_engine *e)
 {
 	return e->n_ub;
+}
+
+int ntx_engine_prompt_chunk(const struct ntx_engine *e)
+{
+	return e->n_cut;
 }
 
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e)

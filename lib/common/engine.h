@@ -84,6 +84,9 @@ int ntx_engine_n_ctx(const struct ntx_engine *e);
 int ntx_engine_n_seq(const struct ntx_engine *e);
 /* Tokens per internal step: ntx_engine_eval cuts larger batches there. */
 int ntx_engine_n_ubatch(const struct ntx_engine *e);
+/* Prompts are evaluated in chunks of this many tokens (ntx_generate, batch
+ * mode), the same for any number of sequences: min(ubatch, context). */
+int ntx_engine_prompt_chunk(const struct ntx_engine *e);
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e);
 enum ntx_backend ntx_engine_backend(const struct ntx_engine *e);
 const struct ntx_model *ntx_engine_model(const struct ntx_engine *e);

@@ -81,7 +81,7 @@ struct ntx_engine {
 	struct ntx_llama_config cfg;
 	struct ntx_engine_opts o;
 	enum ntx_backend backend;
-	int n_ctx, n_seq, n_ub, n_threads;
+	int n_ctx, n_seq, n_ub, n_cut, n_threads; /* n_cut: prompt chunk */
 	struct ntx_rope rope;
 	struct ntx_pool *pool;
 	struct eng_layer *layers;

@@ -373,12 +373,21 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		memcpy(g.logits, rows + (int64_t)((n_prompt - 1) % 64) * g.V,
 		       (size_t)g.V * sizeof(float));
 		free(rows);
-	} else if (eval_span(e, seq, prompt, 0, n_prompt, SPAN_LAST, NULL, g.logits, err)) {
-		if (err->code == NTX_EINTR) {
-			st->stop = NTX_STOP_INTERRUPT;
-			rc = 0;
+	} else {
+		/* in the engine's prompt chunks, as batch mode cuts it */
+		int done = 0, chunk = ntx_engine_prompt_chunk(e);
+
+		for (; done < n_prompt; done += chunk) {
+			int n = n_prompt - done < chunk ? n_prompt - done : chunk;
+
+			if (eval_span(e, seq, prompt + done, done, n, SPAN_LAST, NULL, g.logits, err)) {
+				if (err->code == NTX_EINTR) {
+					st->stop = NTX_STOP_INTERRUPT;
+					rc = 0;
+				}
+				goto out;
+			}
 		}
-		goto out;
 	}
 	st->n_prompt = n_prompt;
 	st->t_prompt_s = now_s() - t0;

@@ -248,9 +248,11 @@ uint64_t ntx_plan_workspace_bytes(const struct ntx_plan_model *pm, int n_ctx, in
 	uint64_t vocab = (uint64_t)(pm->n_vocab > 0 ? pm->n_vocab : 0);
 	uint64_t ctx = (uint64_t)(n_ctx > 0 ? n_ctx : 1), kmax, tile, ns1, act, head, mm, attn, w;
 
-	/* the engine's ubatch: at most the context, at least the sequences
-	 * (up to 512) */
-	if (ub > ctx)
+	/* the engine's ubatch: at most the contexts of all sequences, at
+	 * least the sequences (up to 512) */
+	if (n_seq > 0 && ub > ctx * (uint64_t)n_seq)
+		ub = ctx * (uint64_t)n_seq;
+	else if (n_seq <= 0 && ub > ctx)
 		ub = ctx;
 	if (n_seq > 0 && ub < (uint64_t)n_seq)
 		ub = n_seq < 512 ? (uint64_t)n_seq : 512;

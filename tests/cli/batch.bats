@@ -106,22 +106,28 @@ with open(sys.argv[1], "w") as f:
     for i, p in enumerate(P):
         f.write(json.dumps({"id": i, "prompt": p, "n_predict": 12, "temp": 0}) + "\n")
 PY
+	# and a ubatch smaller than the batch (a step holds one token of each sequence)
+	"$NTX_BIN/ntx-plan" "$Q" --ubatch 2 --parallel 3 -c 256 -o "$T/plan2.json"
 	for p in 1 3; do
 		run --separate-stderr "$RUN" --plan "$T/plan.json" --batch --parallel $p <"$T/r.jsonl"
 		[ "$status" -eq 0 ]
 		printf '%s\n' "$output" >"$T/out$p.jsonl"
 	done
-	python3 - "$T/r.jsonl" "$T/out1.jsonl" "$T/out3.jsonl" "$T/plan.json" <<'PY'
+	run --separate-stderr "$RUN" --plan "$T/plan2.json" --batch <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out2.jsonl"
+	python3 - "$T/r.jsonl" "$T/out1.jsonl" "$T/out3.jsonl" "$T/plan.json" "$T/out2.jsonl" "$T/plan2.json" <<'PY'
 import json, os, subprocess, sys
 req = [json.loads(l) for l in open(sys.argv[1])]
-outs = [{r["id"]: r for r in map(json.loads, open(f))} for f in sys.argv[2:4]]
-assert max(r["prompt_tokens"] for r in outs[0].values()) > 32, outs[0]
-for q in req:
-    alone = subprocess.run([os.environ["RUN"], "--plan", sys.argv[4], "-q", "-p", q["prompt"],
-                            "-n", "12", "--temp", "0"], capture_output=True, check=True)
-    for o in outs:
-        assert o[q["id"]]["text"] == alone.stdout.decode(), (q["id"], o[q["id"]]["text"])
-        assert o[q["id"]]["tokens"] == 12, o[q["id"]]
+for outs, plan in (([sys.argv[2], sys.argv[3]], sys.argv[4]), ([sys.argv[5]], sys.argv[6])):
+    outs = [{r["id"]: r for r in map(json.loads, open(f))} for f in outs]
+    assert max(r["prompt_tokens"] for r in outs[0].values()) > 32, outs[0]
+    for q in req:
+        alone = subprocess.run([os.environ["RUN"], "--plan", plan, "-q", "-p", q["prompt"],
+                                "-n", "12", "--temp", "0"], capture_output=True, check=True)
+        for o in outs:
+            assert o[q["id"]]["text"] == alone.stdout.decode(), (plan, q["id"], o[q["id"]]["text"])
+            assert o[q["id"]]["tokens"] == 12, o[q["id"]]
 PY
 }
 

@@ -57,6 +57,7 @@ struct batch {
 	int *row_slot;
 	float *logits;
 	int n_ub;
+	int n_cut;                /* prompts are cut into pieces of this many tokens */
 	int first;                /* slot the next step's decode tokens start at */
 	int64_t done, gen_total, prompt_total, errors;
 	double t0, t_progress;
@@ -443,10 +444,10 @@ static int take_rows(struct batch *b, int nr, struct ntx_err *err)
 }
 
 /* The end of the next piece of s's prompt: prompts are cut at multiples of
- * the engine's ubatch, as ntx_engine_eval cuts a prompt evaluated alone. */
+ * the engine's prompt chunk, as ntx_generate cuts a prompt run alone. */
 static int piece_end(const struct batch *b, const struct slot *s)
 {
-	int end = (s->n_fed / b->n_ub + 1) * b->n_ub;
+	int end = (s->n_fed / b->n_cut + 1) * b->n_cut;
 
 	return end < s->n_prompt ? end : s->n_prompt;
 }
@@ -602,6 +603,7 @@ int mode_batch(struct run_ctx *c)
 	b.V = ntx_engine_n_vocab(c->engine);
 	b.n_ctx = ntx_engine_n_ctx(c->engine);
 	b.n_ub = ntx_engine_n_ubatch(c->engine);
+	b.n_cut = ntx_engine_prompt_chunk(c->engine);
 	b.tty = isatty(2);
 	b.t0 = now_s();
 	b.slots = calloc((size_t)b.n_slots, sizeof *b.slots);
