@@ -3,6 +3,7 @@
  * streaming slots; the GPU layer (a sequence of kernels from kernels/cuda on
  * the compute stream); the output head; copies and events for streaming.
  * Without CUDA this file provides stubs that say so. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,13 +102,25 @@ void *ntx_host_alloc(size_t bytes, struct ntx_err *err)
 			ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
 		return p;
 	}
-	rc = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+	/* page-aligned, as O_DIRECT reads need (cudaHostAlloc does not promise
+	 * it: small blocks come 2 KiB-aligned); the block's start is kept in
+	 * the word before */
+	if (bytes > SIZE_MAX - 8192) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
+		return NULL;
+	}
+	rc = cudaHostAlloc(&p, bytes + 4096 + sizeof(void *), cudaHostAllocPortable);
 	if (rc != cudaSuccess) {
 		ntx_err_set(err, NTX_ENOMEM, "cuda: cudaHostAlloc(%zu) failed: %s", bytes,
 			    cudaGetErrorString(rc));
 		return NULL;
 	}
-	return p;
+	{
+		char *a = (char *)(((uintptr_t)p + sizeof(void *) + 4095) & ~(uintptr_t)4095);
+
+		((void **)a)[-1] = p;
+		return a;
+	}
 }
 
 void ntx_host_free(void *p)
@@ -117,7 +130,7 @@ void ntx_host_free(void *p)
 	if (!p)
 		return;
 	if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) {
-		cudaFreeHost(p);
+		cudaFreeHost(((void **)p)[-1]);
 		return;
 	}
 	cudaGetLastError();

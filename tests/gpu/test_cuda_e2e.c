@@ -15,11 +15,13 @@
  * quantizes activations per 256 for K-quants, the GPU per 32: one int8
  * rounding that flips moves set-A logits by ~1e-2, README 3.2). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "engine_int.h"
 #include "model.h"
 #include "sampler.h"
 #include "t.h"
@@ -225,6 +227,23 @@ int main(int argc, char **argv)
 	if (!ntx_engine_gpu_usable(0, why, sizeof why)) {
 		t_ok(0, "CUDA device: %s", why);
 		return t_done();
+	}
+	{
+		/* pinned buffers are page-aligned (O_DIRECT reads into staging) */
+		static const size_t sizes[] = { 1, 100, 2048, 3000, 4096, 5000, 1 << 20, 503808 };
+		int bad = 0;
+		struct ntx_err err = { 0 };
+
+		for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+			char *p = ntx_host_alloc(sizes[i], &err);
+
+			bad += !p || ((uintptr_t)p & 4095);
+			if (p)
+				memset(p, 1, sizes[i]);
+			ntx_host_free(p);
+		}
+		t_ok(bad == 0, "ntx_host_alloc: 8 pinned buffers of 1 B to 1 MiB, all page-aligned (%d not)",
+		     bad);
 	}
 	if (argc > 1) {
 		for (a = 1; a < argc; a++) {
