@@ -425,8 +425,7 @@ static void cut_rows(struct ntx_gpu *g, const int32_t *seq, int n, int verify)
 
 		while (j < n && seq[j] == seq[i])
 			j++;
-		prompt = i < n && !verify && j - i > NTX_CUDA_GEMV_MAX_TOK &&
-			 g->n_seg < NTX_CUDA_MM_MAX_SEGS;
+		prompt = i < n && !verify && j - i > NTX_CUDA_GEMV_MAX_TOK;
 		if (i == n || prompt) { /* close the run of decode rows */
 			for (; d0 >= 0 && d0 < i; d0 += NTX_CUDA_GEMV_MAX_TOK) {
 				g->dc_r[g->n_dc] = d0;
@@ -739,8 +738,6 @@ static int head_copy(struct ntx_engine *e, int k, float *logits, struct ntx_err 
 	return 0;
 }
 
-
-
 /* y (=|+=) W x over the prompt segments of the chunk, each as it is
  * multiplied alone (mm): quantized weights through ntx_cuda_matmul_segs,
  * which dequantizes each tile once for all segments. */
@@ -759,9 +756,17 @@ static int mm_prompt(struct ntx_engine *e, const struct ntx_gguf_tensor *t, cons
 				return -1;
 		return 0;
 	}
-	return ntx_cuda_matmul_segs(t->type, w, t->ne[0], t->ne[1], x, y, g->seg_off, g->seg_len,
-				    g->n_seg, g->n_rows, acc, g->ws_mm, g->ws_mm_bytes,
-				    (ntx_stream_t)g->cs, err);
+	/* groups of at most NTX_CUDA_MM_MAX_SEGS: each segment's result does
+	 * not depend on the others */
+	for (i = 0; i < g->n_seg; i += NTX_CUDA_MM_MAX_SEGS) {
+		int k = g->n_seg - i < NTX_CUDA_MM_MAX_SEGS ? g->n_seg - i : NTX_CUDA_MM_MAX_SEGS;
+
+		if (ntx_cuda_matmul_segs(t->type, w, t->ne[0], t->ne[1], x, y, g->seg_off + i,
+					 g->seg_len + i, k, g->n_rows, acc, g->ws_mm, g->ws_mm_bytes,
+					 (ntx_stream_t)g->cs, err))
+			return -1;
+	}
+	return 0;
 }
 
 /* A chunk of several rows that is not one prompt (batch mode, speculative
