@@ -519,6 +519,8 @@ INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT,
 
 /* Expand a row kernel into a tile kernel: rows one by one, tokens in groups
  * of up to NTX_TILE_T with the group size a compile-time constant. */
+_Static_assert(NTX_TILE_T == 4, "the tile switch below covers groups of 1 to 4 tokens");
+
 #define TILE(name, call)                                                                          \
 	static void name(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,   \
 			 int nt, float *y, int64_t ldy)                                           \

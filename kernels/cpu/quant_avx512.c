@@ -532,6 +532,8 @@ INLINE void row_q6_k(int64_t n, const void *w0, size_t ws, int R, const void *x,
  * one call, so that loop-invariant set-up is done once per tile. Several
  * tokens go in groups of up to NTX_TILE_T, each size a compile-time
  * constant. */
+_Static_assert(NTX_TILE_T == 4, "the tile switch below covers groups of 1 to 4 tokens");
+
 #define TILE(name, call)                                                                          \
 	static void name(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,   \
 			 int nt, float *y, int64_t ldy)                                           \
