@@ -52,9 +52,7 @@ struct ntx_gpu {
 	int no_graphs;            /* NTX_NO_GRAPHS=1 */
 	/* the rows of the chunk begun last (ntx_gpu_begin_chunk): chunks of
 	 * at most NTX_CUDA_GEMV_MAX_TOK decode rows and prompt segments */
-	int n_rows, n_dc, n_seg;
-	int *dc_r, *dc_k;         /* [n_ub] decode chunk: first row, rows */
-	int *seg_off, *seg_len;   /* [n_ub] prompt segment: first row, rows */
+	struct ntx_row_cut cut;
 };
 
 static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
@@ -235,12 +233,12 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	g->h_pos = ntx_host_alloc(U * 4, err);
 	g->h_logits = ntx_host_alloc(HEAD_ROWS * V * 4, err);
 	g->h_cos = calloc((size_t)c->n_layer * 2, sizeof(double));
-	g->dc_r = malloc(U * sizeof(int));
-	g->dc_k = malloc(U * sizeof(int));
-	g->seg_off = malloc(U * sizeof(int));
-	g->seg_len = malloc(U * sizeof(int));
-	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_cos || !g->dc_r || !g->dc_k ||
-	    !g->seg_off || !g->seg_len)
+	g->cut.dc_r = malloc(U * sizeof(int));
+	g->cut.dc_k = malloc(U * sizeof(int));
+	g->cut.seg_off = malloc(U * sizeof(int));
+	g->cut.seg_len = malloc(U * sizeof(int));
+	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
+	    !g->cut.seg_off || !g->cut.seg_len)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 
 	/* workspaces: the largest matmul over every matrix, attention */
@@ -397,10 +395,10 @@ void ntx_gpu_free(struct ntx_engine *e)
 	free(g->ev_w1);
 	free(g->cp_pending);
 	free(g->w_pending);
-	free(g->dc_r);
-	free(g->dc_k);
-	free(g->seg_off);
-	free(g->seg_len);
+	free(g->cut.dc_r);
+	free(g->cut.dc_k);
+	free(g->cut.seg_off);
+	free(g->cut.seg_len);
 	if (g->cs)
 		cudaStreamDestroy(g->cs);
 	if (g->ps)
@@ -410,48 +408,12 @@ void ntx_gpu_free(struct ntx_engine *e)
 	e->gpu = NULL;
 }
 
-/* Cut the rows of a chunk: each run of more than NTX_CUDA_GEMV_MAX_TOK
- * consecutive rows of one sequence is a prompt segment (unless verify),
- * the other rows decode rows, taken in chunks of at most
- * NTX_CUDA_GEMV_MAX_TOK within each run of them. */
-static void cut_rows(struct ntx_gpu *g, const int32_t *seq, int n, int verify)
-{
-	int i = 0, d0 = -1;
-
-	g->n_rows = n;
-	g->n_dc = g->n_seg = 0;
-	while (i <= n) {
-		int j = i + 1, prompt;
-
-		while (j < n && seq[j] == seq[i])
-			j++;
-		prompt = i < n && !verify && j - i > NTX_CUDA_GEMV_MAX_TOK;
-		if (i == n || prompt) { /* close the run of decode rows */
-			for (; d0 >= 0 && d0 < i; d0 += NTX_CUDA_GEMV_MAX_TOK) {
-				g->dc_r[g->n_dc] = d0;
-				g->dc_k[g->n_dc++] = i - d0 < NTX_CUDA_GEMV_MAX_TOK ? i - d0
-										 : NTX_CUDA_GEMV_MAX_TOK;
-			}
-			d0 = -1;
-		}
-		if (i == n)
-			break;
-		if (prompt) {
-			g->seg_off[g->n_seg] = i;
-			g->seg_len[g->n_seg++] = j - i;
-		} else if (d0 < 0) {
-			d0 = i;
-		}
-		i = j;
-	}
-}
-
 int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
 			int verify, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 
-	cut_rows(g, seq, n, verify);
+	ntx_cut_rows(&g->cut, seq, n, verify, NTX_CUDA_GEMV_MAX_TOK);
 
 	/* the previous chunk ended with a synchronising copy: h_seq is free */
 	memcpy(g->h_seq, seq, (size_t)n * 4);
@@ -747,22 +709,22 @@ static int mm_prompt(struct ntx_engine *e, const struct ntx_gguf_tensor *t, cons
 	struct ntx_gpu *g = e->gpu;
 	int i;
 
-	if (!g->n_seg)
+	if (!g->cut.n_seg)
 		return 0;
 	if (is_float(t)) {
-		for (i = 0; i < g->n_seg; i++)
-			if (mm(e, t, w, x + (size_t)g->seg_off[i] * t->ne[0],
-			       y + (size_t)g->seg_off[i] * t->ne[1], g->seg_len[i], acc, err))
+		for (i = 0; i < g->cut.n_seg; i++)
+			if (mm(e, t, w, x + (size_t)g->cut.seg_off[i] * t->ne[0],
+			       y + (size_t)g->cut.seg_off[i] * t->ne[1], g->cut.seg_len[i], acc, err))
 				return -1;
 		return 0;
 	}
 	/* groups of at most NTX_CUDA_MM_MAX_SEGS: each segment's result does
 	 * not depend on the others */
-	for (i = 0; i < g->n_seg; i += NTX_CUDA_MM_MAX_SEGS) {
-		int k = g->n_seg - i < NTX_CUDA_MM_MAX_SEGS ? g->n_seg - i : NTX_CUDA_MM_MAX_SEGS;
+	for (i = 0; i < g->cut.n_seg; i += NTX_CUDA_MM_MAX_SEGS) {
+		int k = g->cut.n_seg - i < NTX_CUDA_MM_MAX_SEGS ? g->cut.n_seg - i : NTX_CUDA_MM_MAX_SEGS;
 
-		if (ntx_cuda_matmul_segs(t->type, w, t->ne[0], t->ne[1], x, y, g->seg_off + i,
-					 g->seg_len + i, k, g->n_rows, acc, g->ws_mm, g->ws_mm_bytes,
+		if (ntx_cuda_matmul_segs(t->type, w, t->ne[0], t->ne[1], x, y, g->cut.seg_off + i,
+					 g->cut.seg_len + i, k, g->cut.n_rows, acc, g->ws_mm, g->ws_mm_bytes,
 					 (ntx_stream_t)g->cs, err))
 			return -1;
 	}
@@ -795,7 +757,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 
 	layer_setup(e, l, base, W, &kv, &rope);
 
-#define CHUNKS for (i = 0; i < g->n_dc && ((r = g->dc_r[i]), (k = g->dc_k[i]), 1); i++)
+#define CHUNKS for (i = 0; i < g->cut.n_dc && ((r = g->cut.dc_r[i]), (k = g->cut.dc_k[i]), 1); i++)
 	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[0], n, E, eps, st, err))
 		return -1;
 	fq = shared_fmt(lt->wq, lt->wk, lt->wv);
@@ -834,10 +796,10 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 					  g->ws_att_bytes, st, err))
 			return -1;
 	}
-	for (i = 0; i < g->n_seg; i++) {
-		r = g->seg_off[i];
+	for (i = 0; i < g->cut.n_seg; i++) {
+		r = g->cut.seg_off[i];
 		if (ntx_cuda_attention_q8_fmt(g->att + (size_t)r * Q, NULL, fo >= 0 ? fo : 0,
-					      g->q + (size_t)r * Q, g->seg_len[i], c->n_head, &kv,
+					      g->q + (size_t)r * Q, g->cut.seg_len[i], c->n_head, &kv,
 					      g->d_seq + r, g->d_pos + r, g->ws_att, g->ws_att_bytes,
 					      st, err))
 			return -1;
@@ -870,10 +832,10 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 	if (mm_prompt(e, lt->w_gate, W[6], g->xb, g->g, 0, err) ||
 	    mm_prompt(e, lt->w_up, W[7], g->xb, g->u, 0, err))
 		return -1;
-	for (i = 0; i < g->n_seg; i++) {
-		size_t o = (size_t)g->seg_off[i] * F;
+	for (i = 0; i < g->cut.n_seg; i++) {
+		size_t o = (size_t)g->cut.seg_off[i] * F;
 
-		if (ntx_cuda_swiglu(g->h + o, g->g + o, g->u + o, (int64_t)g->seg_len[i] * F, st, err))
+		if (ntx_cuda_swiglu(g->h + o, g->g + o, g->u + o, (int64_t)g->cut.seg_len[i] * F, st, err))
 			return -1;
 	}
 	CHUNKS {
@@ -893,7 +855,7 @@ int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct n
 	/* one prompt, or at most NTX_CUDA_GEMV_MAX_TOK decode rows: the
 	 * fused path; rows the GEMV cannot take (not multiples of 32):
 	 * layer_fused's fallbacks */
-	if ((g->n_dc + g->n_seg == 1 && n <= NTX_CUDA_GEMV_MAX_TOK) || (g->n_seg == 1 && !g->n_dc) ||
+	if ((g->cut.n_dc + g->cut.n_seg == 1 && n <= NTX_CUDA_GEMV_MAX_TOK) || (g->cut.n_seg == 1 && !g->cut.n_dc) ||
 	    lt->w_down->ne[0] % 32 || lt->wq->ne[0] % 32 || lt->wo->ne[0] % 32)
 		return layer_fused(e, l, base, n, err);
 	return layer_mixed(e, l, base, n, err);

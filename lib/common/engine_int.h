@@ -119,6 +119,17 @@ void ntx_gpu_free(struct ntx_engine *e);
 void *ntx_host_alloc(size_t bytes, struct ntx_err *err);
 void ntx_host_free(void *p);
 
+/* The rows of a chunk as the GPU layers take them: each run of more than
+ * `small` consecutive rows of one sequence is a prompt segment (none when
+ * verify), the other rows are decode rows, in chunks of at most `small`
+ * rows within each run of them. Arrays: room for n entries each. */
+struct ntx_row_cut {
+	int n_rows, n_dc, n_seg;
+	int *dc_r, *dc_k;         /* decode chunk: first row, rows */
+	int *seg_off, *seg_len;   /* prompt segment: first row, rows */
+};
+void ntx_cut_rows(struct ntx_row_cut *c, const int32_t *seq, int n, int verify, int small);
+
 /* Upload a chunk's token metadata (seq, pos) for the GPU layers and cut its
  * rows into decode rows and prompt segments (struct ntx_batch, verify). */
 int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,

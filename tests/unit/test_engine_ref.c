@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "engine_int.h"
 #include "model.h"
 #include "sampler.h"
 #include "t.h"
@@ -213,12 +214,96 @@ out0:
 	free(logits);
 }
 
+/* ntx_cut_rows: fixed cases, then random batches checked for the
+ * properties the GPU layers rely on. */
+static int cut_is(const struct ntx_row_cut *c, const char *want)
+{
+	char got[512];
+	size_t o = 0;
+	int i;
+
+	for (i = 0; i < c->n_dc; i++)
+		o += (size_t)snprintf(got + o, sizeof got - o, "d%d+%d ", c->dc_r[i], c->dc_k[i]);
+	for (i = 0; i < c->n_seg; i++)
+		o += (size_t)snprintf(got + o, sizeof got - o, "s%d+%d ", c->seg_off[i], c->seg_len[i]);
+	if (strcmp(got, want))
+		t_diag("got '%s', want '%s'", got, want);
+	return strcmp(got, want) == 0;
+}
+
+static void test_cut_rows(void)
+{
+	enum { N = 64 };
+	int32_t seq[N];
+	int dc_r[N], dc_k[N], so[N], sl[N], i, k, bad = 0;
+	struct ntx_row_cut c = { 0, 0, 0, dc_r, dc_k, so, sl };
+	uint64_t x = 7;
+
+	for (i = 0; i < 20; i++)
+		seq[i] = i;
+	ntx_cut_rows(&c, seq, 20, 0, 8);
+	t_ok(cut_is(&c, "d0+8 d8+8 d16+4 "), "cut rows: 20 decode tokens in chunks of 8");
+	/* 3 of seq 0, 12 of 1, one each of 2 and 3, 9 of 4, 2 of 5 */
+	{
+		static const int runs[][2] = { { 0, 3 }, { 1, 12 }, { 2, 1 }, { 3, 1 }, { 4, 9 }, { 5, 2 } };
+
+		for (i = k = 0; i < 6; i++)
+			for (int j = 0; j < runs[i][1]; j++)
+				seq[k++] = runs[i][0];
+		ntx_cut_rows(&c, seq, k, 0, 8);
+		t_ok(cut_is(&c, "d0+3 d15+2 d26+2 s3+12 s17+9 "),
+		     "cut rows: runs of more than 8 are prompt segments, the rest decode chunks");
+		ntx_cut_rows(&c, seq, k, 1, 8);
+		t_ok(cut_is(&c, "d0+8 d8+8 d16+8 d24+4 "), "cut rows: verify keeps every row a decode row");
+	}
+	for (i = 0; i < 17; i++)
+		seq[i] = 3;
+	ntx_cut_rows(&c, seq, 17, 0, 8);
+	t_ok(cut_is(&c, "s0+17 "), "cut rows: one prompt is one segment");
+	ntx_cut_rows(&c, seq, 8, 0, 8);
+	t_ok(cut_is(&c, "d0+8 "), "cut rows: 8 tokens of one sequence are decode rows");
+	for (int trial = 0; trial < 2000; trial++) {
+		int n = 1 + (int)((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 58), cover[N];
+
+		for (i = 0; i < n;) { /* runs of random length and sequence */
+			int len = 1 + (int)((x = x * 6364136223846793005ull + 1) >> 60);
+			int s = (int)((x = x * 6364136223846793005ull + 1) >> 61);
+
+			for (k = 0; k < len && i < n; k++)
+				seq[i++] = s;
+		}
+		ntx_cut_rows(&c, seq, n, 0, 8);
+		memset(cover, 0, sizeof cover);
+		for (i = 0; i < c.n_dc; i++) {
+			bad += c.dc_k[i] < 1 || c.dc_k[i] > 8;
+			for (k = c.dc_r[i]; k < c.dc_r[i] + c.dc_k[i]; k++)
+				cover[k]++;
+		}
+		for (i = 0; i < c.n_seg; i++) {
+			int a = c.seg_off[i], b = a + c.seg_len[i];
+
+			/* a maximal run of one sequence, longer than 8 */
+			bad += c.seg_len[i] <= 8 || (a > 0 && seq[a - 1] == seq[a]) ||
+			       (b < n && seq[b] == seq[a]);
+			for (k = a; k < b; k++) {
+				bad += seq[k] != seq[a];
+				cover[k]++;
+			}
+		}
+		for (i = 0; i < n; i++)
+			bad += cover[i] != 1;
+	}
+	t_ok(bad == 0, "cut rows: 2000 random batches, every row in one chunk or segment (%d faults)",
+	     bad);
+}
+
 int main(void)
 {
 	size_t i;
 	const char *pids[] = { "p0", "p1", "p2" };
 	int p, kv;
 
+	test_cut_rows();
 	for (i = 0; i < sizeof tols / sizeof tols[0]; i++)
 		for (p = 0; p < 3; p++)
 			for (kv = 1; kv >= 0; kv--)
