@@ -366,20 +366,8 @@ for i in range(400): print(json.dumps({"id": i, "prompt": "Once upon a time", "n
 	echo '{"id": "done", "prompt": "In the beginning", "n_predict": 3, "temp": 0}' >&5
 	echo '{"id": "long", "prompt": "In the beginning", "n_predict": 8000, "temp": 0}' >&5
 	sleep 1.5
-	kill -INT "$pid"
-	for _ in $(seq 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	interrupted "$pid" ntx-run
 	exec 5>&-
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -KILL "$pid"
-		echo "ntx-run still running 5 s after SIGINT" >&2
-		return 1
-	fi
-	rc=0
-	wait "$pid" || rc=$?
-	expect "$rc" 130
 	expect "$(json_lines "$T/out.jsonl" 'r["id"], r["stop_reason"], r["tokens"] > 0')" \
 		"('done', 'length', True) ('long', 'interrupted', True)"
 	grep -q '^ntx-run: interrupted$' "$T/err"
@@ -392,15 +380,8 @@ for i in range(400): print(json.dumps({"id": i, "prompt": "Once upon a time", "n
 	exec 5>"$T/in"
 	echo '{"id": 1, "prompt": "Once", "n_predict": 2}' >&5
 	sleep 1
-	kill -INT "$pid"
-	for _ in $(seq 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	interrupted "$pid" ntx-run
 	exec 5>&-
-	rc=0
-	wait "$pid" || rc=$?
-	expect "$rc" 130
 	expect "$(json_lines "$T/out.jsonl" 'r["id"], r["tokens"]')" "(1, 2)"
 }
 

@@ -32,3 +32,21 @@ expect() {
 		return 1
 	fi
 }
+
+# interrupted PID NAME: send SIGINT to the background job PID, which must
+# exit with status 130 within 5 s (else it is killed and this fails).
+interrupted() {
+	local pid=$1 rc=0
+	kill -INT "$pid"
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid"
+		echo "$2 still running 5 s after SIGINT" >&2
+		return 1
+	fi
+	wait "$pid" || rc=$?
+	expect "$rc" 130
+}

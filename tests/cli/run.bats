@@ -424,19 +424,7 @@ PY
 	pid=$!
 	sleep 1
 	kill -0 "$pid" # still generating
-	kill -INT "$pid"
-	for _ in $(seq 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -KILL "$pid"
-		echo "ntx-run still running 5 s after SIGINT" >&2
-		return 1
-	fi
-	rc=0
-	wait "$pid" || rc=$?
-	expect "$rc" 130
+	interrupted "$pid" ntx-run
 	grep -q '^ntx-run: interrupted$' "$T/err"
 	grep -q 'stop: interrupted' "$T/err"
 	[ -s "$T/out" ]
