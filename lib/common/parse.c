@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,4 +256,14 @@ char *ntx_fmt_size(uint64_t bytes, char *buf, int len)
 	else
 		snprintf(buf, (size_t)len, "%.2f %s", v, unit[u]);
 	return buf;
+}
+
+void ntx_getopt_complaint(const char *prog, int ch, char *const argv[])
+{
+	if (ch == ':')
+		fprintf(stderr, "%s: option '%s' needs a value\n", prog, argv[optind - 1]);
+	else if (optopt > 0 && optopt < 128)
+		fprintf(stderr, "%s: invalid option '-%c'\n", prog, optopt);
+	else
+		fprintf(stderr, "%s: invalid option '%s'\n", prog, argv[optind - 1]);
 }

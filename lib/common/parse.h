@@ -21,6 +21,10 @@ int ntx_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
 /* Parse an int in [min, max]. */
 int ntx_parse_int(const char *s, int min, int max, int *out, struct ntx_err *err);
 
+/* Say on stderr, as "prog: ...", why getopt_long (option string starting
+ * with ':') returned ch: ':' a missing value, else an unknown option. */
+void ntx_getopt_complaint(const char *prog, int ch, char *const argv[]);
+
 /* Parse a finite floating-point number in [min, max]. */
 int ntx_parse_double(const char *s, double min, double max, double *out,
 		     struct ntx_err *err);

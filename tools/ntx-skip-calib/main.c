@@ -331,14 +331,8 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			return 0;
-		case ':':
-			fprintf(stderr, PROG ": option '%s' needs a value\n", argv[optind - 1]);
-			return usage_error();
-		default:
-			if (optopt > 0 && optopt < 128)
-				fprintf(stderr, PROG ": invalid option '-%c'\n", optopt);
-			else
-				fprintf(stderr, PROG ": invalid option '%s'\n", argv[optind - 1]);
+		default: /* ':' or '?' */
+			ntx_getopt_complaint(PROG, ch, argv);
 			return usage_error();
 		}
 	}
