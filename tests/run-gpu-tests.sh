@@ -7,20 +7,7 @@
 # Needs a GPU: without one it says "no CUDA device" and exits 1, since
 # `make test-gpu` is only run on GPU machines.
 BUILD=${BUILD:-build}
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-pass=0 fail=0
-
-count() { # $1 = TAP file, $2 = exit status, $3 = name
-	p=$(grep -c '^ok ' "$1")
-	f=$(grep -c '^not ok ' "$1")
-	if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then
-		echo "not ok - $3 exited with status $2"
-		f=1
-	fi
-	pass=$((pass + p))
-	fail=$((fail + f))
-}
+. "$(dirname "$0")/tap-count.sh"
 
 set -- "$BUILD"/tests-gpu/test_*
 if [ ! -x "$1" ]; then

@@ -10,20 +10,7 @@ if [ -z "${NTX_FIXTURES:-}" ]; then
 	if [ -d ../shared/fixtures ]; then NTX_FIXTURES=$(cd ../shared/fixtures && pwd); fi
 fi
 export NTX_FIXTURES
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-pass=0 fail=0
-
-count() { # $1 = TAP file, $2 = exit status, $3 = name
-	p=$(grep -c '^ok ' "$1")
-	f=$(grep -c '^not ok ' "$1")
-	if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then
-		echo "not ok - $3 exited with status $2"
-		f=1
-	fi
-	pass=$((pass + p))
-	fail=$((fail + f))
-}
+. "$(dirname "$0")/tap-count.sh"
 
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue
