@@ -198,6 +198,54 @@ template <> struct ntx_qt<NTX_TYPE_Q6_K> {
 	enum { BS = 256, BB = 210, UPB = 8, ALIGN = 2 };
 };
 
+/* Split rows (ntx_cuda.h): NTX_SPLIT | t, rows [payloads][fp16 d's]. */
+#define NTX_SPLIT 0x100
+template <> struct ntx_qt<NTX_SPLIT | NTX_TYPE_Q4_0> {
+	enum { BS = 32, BB = 18, UPB = 1, ALIGN = 16 };
+};
+template <> struct ntx_qt<NTX_SPLIT | NTX_TYPE_Q8_0> {
+	enum { BS = 32, BB = 34, UPB = 1, ALIGN = 16 };
+};
+template <> struct ntx_qt<NTX_SPLIT | NTX_TYPE_Q6_K> {
+	enum { BS = 256, BB = 210, UPB = 8, ALIGN = 16 };
+};
+
+/* Where block b of a row of nb blocks keeps its quantized payload (*q: Q4_0
+ * / Q8_0 qs, Q6_K ql..scales, the whole block for Q4_K / Q5_K) and its fp16
+ * d (*d; Q4_K / Q5_K: unused), in GGUF layout (blocks of BB bytes) or split
+ * rows (payloads of BB - 2 bytes, then the d's). */
+template <int T>
+NTX_HD void ntx_block_parts(const uint8_t *row, int64_t nb, int64_t b, const uint8_t **q,
+			    const uint8_t **d)
+{
+	constexpr int B = T & ~NTX_SPLIT, BB = ntx_qt<T>::BB;
+
+	if constexpr ((T & NTX_SPLIT) != 0) {
+		*q = row + b * (BB - 2);
+		*d = row + nb * (BB - 2) + 2 * b;
+	} else {
+		const uint8_t *blk = row + b * BB;
+
+		*q = B == NTX_TYPE_Q4_0 || B == NTX_TYPE_Q8_0 ? blk + 2 : blk;
+		*d = B == NTX_TYPE_Q6_K ? blk + 208 : blk;
+	}
+}
+
+/* The split form of one row of nb blocks of GGUF type T (host and tests;
+ * the device repacks with ntx_cuda_repack). */
+template <int T> NTX_HD void ntx_split_row(const uint8_t *src, int64_t nb, uint8_t *dst)
+{
+	constexpr int BB = ntx_qt<T>::BB;
+
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *q, *d;
+
+		ntx_block_parts<T>(src, nb, b, &q, &d);
+		memcpy(dst + b * (BB - 2), q, BB - 2);
+		memcpy(dst + nb * (BB - 2) + 2 * b, d, 2);
+	}
+}
+
 /* ---- unit decode ---- */
 
 struct ntx_wu {
@@ -222,29 +270,34 @@ NTX_HD void ntx_kscale(int j, uint32_t s0, uint32_t s1, uint32_t s2, int *sc, in
 	}
 }
 
-/* Decode unit u (0 .. UPB-1) of the block at blk. */
-template <int T> NTX_HD void ntx_unit_decode(const uint8_t *blk, int u, ntx_wu &w)
+/* Decode unit u (0 .. UPB-1) of a block of GGUF type T from its payload q
+ * and fp16 scale dp (ntx_block_parts). */
+template <int T> NTX_HD void ntx_unit_decode_parts(const uint8_t *q8, const uint8_t *dp, int u, ntx_wu &w)
 {
+	const uint8_t *blk = q8; /* K-quants: the block */
+
+	(void)blk;
 	if constexpr (T == NTX_TYPE_Q4_0) {
 		uint32_t q[4];
 
 		(void)u;
-		ntx_ld_words_a2<4>(blk + 2, q);
+		ntx_ld_words_a2<4>(q8, q);
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
 			w.v[k] = q[k] & 0x0F0F0F0Fu;
 			w.v[k + 4] = (q[k] >> 4) & 0x0F0F0F0Fu;
 		}
-		w.a = ntx_h2f(ntx_ld16(blk));
+		w.a = ntx_h2f(ntx_ld16(dp));
 		w.b = 8.0f * w.a;
 		w.s0 = w.s1 = 1;
 	} else if constexpr (T == NTX_TYPE_Q8_0) {
 		(void)u;
-		ntx_ld_words_a2<8>(blk + 2, w.v);
-		w.a = ntx_h2f(ntx_ld16(blk));
+		ntx_ld_words_a2<8>(q8, w.v);
+		w.a = ntx_h2f(ntx_ld16(dp));
 		w.b = 0.0f;
 		w.s0 = w.s1 = 1;
 	} else if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K) {
+		(void)dp;
 		uint32_t h[4], q[8];
 		uint32_t shift = 4u * (uint32_t)(u & 1);
 		int sc, m;
@@ -284,11 +337,39 @@ template <int T> NTX_HD void ntx_unit_decode(const uint8_t *blk, int u, ntx_wu &
 			/* bytewise v - 32 for v in [0, 63]: v + 96 never carries */
 			w.v[k] = (v + 0x60606060u) ^ 0x80808080u;
 		}
-		w.a = ntx_h2f(ntx_ld16(blk + 208));
+		w.a = ntx_h2f(ntx_ld16(dp));
 		w.b = 0.0f;
 		w.s0 = (int)(int8_t)(uint8_t)(sc & 0xFF);
 		w.s1 = (int)(int8_t)(uint8_t)(sc >> 8);
 	}
+}
+
+/* Decode unit u (0 .. UPB-1) of the GGUF block at blk. */
+template <int T> NTX_HD void ntx_unit_decode(const uint8_t *blk, int u, ntx_wu &w)
+{
+	const uint8_t *q, *d;
+
+	ntx_block_parts<T>(blk, 1, 0, &q, &d);
+	ntx_unit_decode_parts<T>(q, d, u, w);
+}
+
+/* Decode global unit i of rows of nb blocks of type T (GGUF or split),
+ * rows contiguous from w. */
+template <int T> NTX_HD void ntx_unit_at(const uint8_t *w, int64_t nb, int64_t i, ntx_wu &wu)
+{
+	constexpr int UPB = ntx_qt<T>::UPB, BB = ntx_qt<T>::BB;
+	const int64_t bg = i / UPB;
+	const uint8_t *q, *d;
+
+	if constexpr ((T & NTX_SPLIT) != 0) {
+		const int64_t r = bg / nb;
+
+		ntx_block_parts<T>(w + (uint64_t)r * (uint64_t)(nb * BB), nb, bg - r * nb, &q, &d);
+	} else {
+		(void)nb;
+		ntx_block_parts<T>(w + (uint64_t)bg * BB, 1, 0, &q, &d);
+	}
+	ntx_unit_decode_parts<T & ~NTX_SPLIT>(q, d, (int)(i % UPB), wu);
 }
 
 /* Dot of a decoded unit with 32 int8 activations (x, packed as w.v) whose
@@ -511,36 +592,7 @@ template <int T> NTX_HD void ntx_pair_units(int p, int *u0, int *u1)
 	}
 }
 
-/* ---- tensor-core GEMV fragments (mma.sync m16n8k32, int8) ----
- * The quantized GEMV (gemv_q8.cu) multiplies a tile of 16 weight rows by
- * the 8 token columns of the q8 activations, one 32-element unit at a time,
- * with mma.sync.aligned.m16n8k32.row.col.s32.{s8,u8}.s8.s32 (PTX ISA,
- * "Matrix Fragments for mma.m16n8k32"; g = lane / 4, t = lane % 4):
- *   A (16 x 32): a0 = row g, k 4t..4t+3;  a1 = row g+8, k 4t..4t+3;
- *                a2 = row g, k 16+4t..;   a3 = row g+8, k 16+4t..
- *   B (32 x 8):  b0 = column g, k 4t..4t+3; b1 = column g, k 16+4t..
- *   C (16 x 8):  c0, c1 = row g, columns 2t, 2t+1; c2, c3 = row g+8, same.
- * Only the pairing of A's and B's k slots matters for the dot product, so
- * each type picks which 8 elements of a unit lane t holds ("lane words" w0,
- * w1 going to k slots 4t.. and 16+4t..; B takes the activations of the same
- * elements):
- *   Q4_0, Q8_0, Q4_K, Q5_K: elements 8t..8t+3 and 8t+4..8t+7 (8 contiguous
- *     bytes of the activations; Q4_K: 8 contiguous qs bytes serve both
- *     units of a pair);
- *   Q6_K: elements 4t..4t+3 and 16+4t..16+4t+3, so that k slots 0..15 hold
- *     the first 16-element sub-block and 16..31 the second: two mma with
- *     (a0, a1, 0, 0) and (0, 0, a2, a3) give the two sub-block sums, which
- *     have their own int8 scales.
- * C holds exact integer sums; every (row, token) value is then accumulated
- * in float by the one lane holding it, unit after unit, with the same
- * instructions whatever the number of tokens (ntx_mepi): results do not
- * depend on n_tok or on the other tokens of the launch.
- *
- * Value conventions (exact): Q4_0 q - 8 and Q6_K q - 32 as signed bytes;
- * Q4_K high nibbles in place (16 x q, unsigned bytes: the mma is u8 x s8)
- * with the unit's scale a divided by 16 (exact: a power of two); Q5_K q in
- * 0..31. Per unit and row: a (float), b (the min, Q4_K / Q5_K), and for
- * Q6_K the two int8 sub-block scales. */
+/* ---- global loads ---- */
 
 /* Read-only global loads for the GEMV (memcpy on the host). The streaming
  * forms (weights, read once) do not allocate in L1. */
@@ -559,21 +611,6 @@ NTX_HD uint32_t ntx_ldg16(const uint8_t *p) /* 2-byte aligned */
 #endif
 }
 
-NTX_HD uint32_t ntx_ldg32(const uint8_t *p) /* 4-byte aligned */
-{
-#ifdef __CUDA_ARCH__
-	uint32_t v;
-
-	asm("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
-	return v;
-#else
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-#endif
-}
-
 NTX_HD uint2 ntx_ldg64(const uint8_t *p) /* 8-byte aligned */
 {
 	uint2 v;
@@ -585,28 +622,43 @@ NTX_HD uint2 ntx_ldg64(const uint8_t *p) /* 8-byte aligned */
 	return v;
 }
 
-NTX_HD uint2 ntx_ldg64s(const uint8_t *p) /* 8-byte aligned, streaming */
-{
-	uint2 v;
-#ifdef __CUDA_ARCH__
-	asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-#else
-	memcpy(&v, p, 8);
-#endif
-	return v;
-}
-
-NTX_HD uint4 ntx_ldg128s(const uint8_t *p) /* 16-byte aligned, streaming */
+/* 16-byte aligned; STREAM: read once, not kept in L1 (weights), else
+ * cached in L1 (bytes several lanes or rows share). */
+template <bool STREAM> NTX_HD uint4 ntx_ldg128_x(const uint8_t *p)
 {
 	uint4 v;
 #ifdef __CUDA_ARCH__
-	asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	    : "l"(p));
+	if constexpr (STREAM)
+		asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+		    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		    : "l"(p));
+	else
+		asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+		    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		    : "l"(p));
 #else
 	memcpy(&v, p, 16);
 #endif
 	return v;
+}
+
+NTX_HD uint4 ntx_ldg128s(const uint8_t *p)
+{
+	return ntx_ldg128_x<true>(p);
+}
+
+NTX_HD uint4 ntx_ldg128(const uint8_t *p)
+{
+	return ntx_ldg128_x<false>(p);
+}
+
+NTX_HD float4 ntx_ldg_f4(const float4 *p) /* 16-byte aligned, cached in L1 */
+{
+#ifdef __CUDA_ARCH__
+	return __ldg(p);
+#else
+	return *p;
+#endif
 }
 
 NTX_HD float2 ntx_ldg_f2(const float2 *p)
@@ -618,31 +670,6 @@ NTX_HD float2 ntx_ldg_f2(const float2 *p)
 #endif
 }
 
-/* ntx_ld_words_a2 through read-only global loads; a 4-byte aligned p takes
- * N plain loads (the rows of a matrix share their alignment when the row
- * size is a multiple of 4, so the branch is uniform across a warp; when it
- * is not, the warp diverges and stays correct). */
-template <int N> NTX_HD void ntx_ldg_words_a2(const uint8_t *p, uint32_t *w)
-{
-	if (((uintptr_t)p & 2) == 0) {
-#pragma unroll
-		for (int i = 0; i < N; i++)
-			w[i] = ntx_ldg32(p + 4 * i);
-		return;
-	}
-	const uint8_t *b = p - ((uintptr_t)p & 3);
-	const uint32_t sh = ((uint32_t)(uintptr_t)p & 2u) * 8u;
-	uint32_t raw[N + 1];
-
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		raw[i] = ntx_ldg32(b + 4 * i);
-	raw[N] = ntx_ldg32(b + 4 * (N - (sh == 0))); /* unused when aligned */
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		w[i] = ntx_fshr(raw[i], raw[i + 1], sh);
-}
-
 NTX_HD float ntx_fma(float a, float b, float c)
 {
 #ifdef __CUDA_ARCH__
@@ -650,184 +677,6 @@ NTX_HD float ntx_fma(float a, float b, float c)
 #else
 	return fmaf(a, b, c);
 #endif
-}
-
-NTX_HD float ntx_add(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-	return __fadd_rn(a, b);
-#else
-	return a + b;
-#endif
-}
-
-/* One row's share of one block as lane t holds it (raw words). */
-template <int T> struct ntx_mb;
-template <> struct ntx_mb<NTX_TYPE_Q4_0> {
-	uint32_t q[2], d;
-};
-template <> struct ntx_mb<NTX_TYPE_Q8_0> {
-	uint32_t q[2], d;
-};
-template <> struct ntx_mb<NTX_TYPE_Q4_K> {
-	uint4 h;   /* d, dmin, scales[12] */
-	uint2 q[4]; /* qs[32p + 8t ..+8] for pair p */
-};
-template <> struct ntx_mb<NTX_TYPE_Q5_K> {
-	uint4 h;
-	uint2 qh;   /* qh[8t ..+8] */
-	uint2 q[4]; /* qs[32p + 8t ..+8] */
-};
-template <> struct ntx_mb<NTX_TYPE_Q6_K> {
-	uint32_t ql[8]; /* [4h + 2k + j]: ql[64h + 32k + 16j + 4t ..+4] */
-	uint32_t qh[4]; /* [2h + j]: qh[32h + 16j + 4t ..+4] */
-	uint32_t sc[4]; /* the 16 int8 scales */
-	uint32_t d;
-};
-
-/* Does the type's A operand need unsigned bytes (Q4_K's in-place high
- * nibbles, up to 240)? Every other type fits signed bytes. */
-template <int T> NTX_HD constexpr bool ntx_mma_u8(void)
-{
-	return T == NTX_TYPE_Q4_K;
-}
-
-/* Load lane t's words of the block at blk (alignment: ntx_qt<T>::ALIGN). */
-template <int T> NTX_HD void ntx_mb_load(const uint8_t *blk, int t, ntx_mb<T> &b)
-{
-	if constexpr (T == NTX_TYPE_Q4_0) {
-		ntx_ldg_words_a2<2>(blk + 2 + 8 * (t & 1), b.q);
-		b.d = ntx_ldg16(blk);
-	} else if constexpr (T == NTX_TYPE_Q8_0) {
-		ntx_ldg_words_a2<2>(blk + 2 + 8 * t, b.q);
-		b.d = ntx_ldg16(blk);
-	} else if constexpr (T == NTX_TYPE_Q4_K) {
-		b.h = ntx_ldg128s(blk);
-#pragma unroll
-		for (int p = 0; p < 4; p++)
-			b.q[p] = ntx_ldg64s(blk + 16 + 32 * p + 8 * t);
-	} else if constexpr (T == NTX_TYPE_Q5_K) {
-		b.h = ntx_ldg128s(blk);
-		b.qh = ntx_ldg64s(blk + 16 + 8 * t);
-#pragma unroll
-		for (int p = 0; p < 4; p++)
-			b.q[p] = ntx_ldg64s(blk + 48 + 32 * p + 8 * t);
-	} else {
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			ntx_ldg_words_a2<1>(blk + 64 * (i >> 2) + 32 * ((i >> 1) & 1) + 16 * (i & 1) + 4 * t,
-					    &b.ql[i]);
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-			ntx_ldg_words_a2<1>(blk + 128 + 32 * (i >> 1) + 16 * (i & 1) + 4 * t, &b.qh[i]);
-		ntx_ldg_words_a2<4>(blk + 192, b.sc);
-		b.d = ntx_ldg16(blk + 208);
-	}
-}
-
-/* Lane t's two A words of unit u (0 .. UPB-1) of a loaded block. */
-template <int T> NTX_HD void ntx_mb_unit(const ntx_mb<T> &b, int u, int t, uint32_t *w)
-{
-	if constexpr (T == NTX_TYPE_Q4_0) {
-		const uint32_t sh = 4u * (uint32_t)(t >> 1);
-
-		(void)u;
-#pragma unroll
-		for (int i = 0; i < 2; i++) /* bytewise q - 8: q + 120 never carries */
-			w[i] = (((b.q[i] >> sh) & 0x0F0F0F0Fu) + 0x78787878u) ^ 0x80808080u;
-	} else if constexpr (T == NTX_TYPE_Q8_0) {
-		(void)u, (void)t;
-		w[0] = b.q[0], w[1] = b.q[1];
-	} else if constexpr (T == NTX_TYPE_Q4_K) {
-		const uint32_t m = (u & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
-
-		(void)t;
-		w[0] = b.q[u >> 1].x & m;
-		w[1] = b.q[u >> 1].y & m;
-	} else if constexpr (T == NTX_TYPE_Q5_K) {
-		const uint32_t sh = 4u * (uint32_t)(u & 1);
-		const uint2 q = b.q[u >> 1];
-
-		(void)t;
-		w[0] = ((q.x >> sh) & 0x0F0F0F0Fu) | (((b.qh.x >> u) << 4) & 0x10101010u);
-		w[1] = ((q.y >> sh) & 0x0F0F0F0Fu) | (((b.qh.y >> u) << 4) & 0x10101010u);
-	} else {
-		const int h = u >> 2, q = u & 3;
-		const uint32_t ls = 4u * (uint32_t)(q >> 1), hs = 2u * (uint32_t)q;
-
-		(void)t;
-#pragma unroll
-		for (int j = 0; j < 2; j++) {
-			const uint32_t v = ((b.ql[4 * h + 2 * (q & 1) + j] >> ls) & 0x0F0F0F0Fu) |
-					   (((b.qh[2 * h + j] >> hs) & 0x03030303u) << 4);
-
-			w[j] = (v + 0x60606060u) ^ 0x80808080u; /* bytewise v - 32 */
-		}
-	}
-}
-
-/* Scales of unit u of a loaded block: *a, *bm (the min term, 0 if none),
- * Q6_K: *s0, *s1 = the int8 scales of the unit's two 16-element halves. */
-template <int T> NTX_HD void ntx_mb_scale(const ntx_mb<T> &b, int u, float *a, float *bm, int *s0,
-					 int *s1)
-{
-	*s0 = *s1 = 1;
-	if constexpr (T == NTX_TYPE_Q4_0 || T == NTX_TYPE_Q8_0) {
-		(void)u;
-		*a = ntx_h2f(b.d);
-		*bm = 0.0f;
-	} else if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K) {
-		const uint32_t s0w = b.h.y, s1w = b.h.z, s2w = b.h.w;
-		/* 6-bit scales and mins of units 0..3 (lo) and 4..7 (hi), one per byte */
-		const uint32_t sc = u < 4 ? s0w & 0x3f3f3f3fu
-					  : (s2w & 0x0f0f0f0fu) | ((s0w >> 2) & 0x30303030u);
-		const uint32_t m = u < 4 ? s1w & 0x3f3f3f3fu
-					 : ((s2w >> 4) & 0x0f0f0f0fu) | ((s1w >> 2) & 0x30303030u);
-		const uint32_t sh = 8u * (uint32_t)(u & 3);
-		const float d = ntx_h2f(b.h.x & 0xFFFF), dmin = ntx_h2f(b.h.x >> 16);
-
-		*a = ntx_mul(d, (float)((sc >> sh) & 0xFF));
-		if (T == NTX_TYPE_Q4_K && (u & 1))
-			*a = ntx_mul(*a, 0.0625f); /* the high nibbles are 16 x q: exact */
-		*bm = ntx_mul(dmin, (float)((m >> sh) & 0xFF));
-	} else {
-		const uint32_t w = b.sc[u >> 1] >> (16 * (u & 1));
-
-		*a = ntx_h2f(b.d);
-		*bm = 0.0f;
-		*s0 = (int)(int8_t)(uint8_t)(w & 0xFF);
-		*s1 = (int)(int8_t)(uint8_t)((w >> 8) & 0xFF);
-	}
-}
-
-/* Lane t's two B words of global unit ug of one token's int8 activations. */
-template <int T> NTX_HD void ntx_mx_load(const int8_t *xrow, int64_t ug, int t, uint32_t *bw)
-{
-	const uint8_t *p = (const uint8_t *)xrow + 32 * ug;
-
-	if constexpr (T == NTX_TYPE_Q6_K) {
-		bw[0] = ntx_ldg32(p + 4 * t);
-		bw[1] = ntx_ldg32(p + 16 + 4 * t);
-	} else {
-		const uint2 v = ntx_ldg64(p + 8 * t);
-
-		bw[0] = v.x, bw[1] = v.y;
-	}
-}
-
-/* Accumulate one (row, token) value of one unit: c0 = the mma sum (Q6_K:
- * c0, c1 = the sums of the two halves), ds = the token's (d, d*sum) of the
- * unit. The only float arithmetic of the GEMV before the final store. */
-template <int T> NTX_HD float ntx_mepi(float acc, float a, float bm, int s0, int s1, int c0, int c1,
-				      float2 ds)
-{
-	const int c = T == NTX_TYPE_Q6_K ? s0 * c0 + s1 * c1 : c0;
-
-	(void)c1;
-	acc = ntx_fma(ntx_mul(a, ds.x), (float)c, acc);
-	if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K)
-		acc = ntx_fma(-bm, ds.y, acc);
-	return acc;
 }
 
 /* ---- q8 activations ---- */

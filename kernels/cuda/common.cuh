@@ -8,6 +8,7 @@
 #define NTX_CUDA_COMMON_CUH
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -25,6 +26,7 @@ extern "C" {
 static_assert(NTX_CUDA_Q8F_32 == NTX_Q8F_32 && NTX_CUDA_Q8F_Q8_0 == NTX_Q8F_Q8_0 &&
 		      NTX_CUDA_Q8F_Q8_K == NTX_Q8F_Q8_K,
 	      "q8 format numbers of ntx_cuda.h and blockmath.cuh");
+static_assert(NTX_CUDA_SPLIT == NTX_SPLIT, "the split-row flag of ntx_cuda.h and blockmath.cuh");
 
 #define NTX_FULL_MASK 0xffffffffu
 
@@ -62,6 +64,11 @@ static inline int ntx_cu_aligned(const void *p, unsigned a)
  * or 0 for an unsupported type. */
 static inline int ntx_cu_type_bs(uint32_t t)
 {
+	if (t & NTX_CUDA_SPLIT) /* split rows (ntx_cuda.h) of the three types that have them */
+		return t == (NTX_CUDA_SPLIT | NTX_TYPE_Q4_0) || t == (NTX_CUDA_SPLIT | NTX_TYPE_Q8_0) ||
+				       t == (NTX_CUDA_SPLIT | NTX_TYPE_Q6_K)
+			       ? ntx_cu_type_bs(ntx_cuda_base_type(t))
+			       : 0;
 	switch (t) {
 	case NTX_TYPE_F32:
 	case NTX_TYPE_F16:
@@ -81,7 +88,7 @@ static inline int ntx_cu_type_bs(uint32_t t)
 
 static inline uint64_t ntx_cu_row_bytes(uint32_t t, int64_t n)
 {
-	switch (t) {
+	switch (ntx_cuda_base_type(t)) { /* split rows keep their bytes */
 	case NTX_TYPE_F32: return (uint64_t)n * 4;
 	case NTX_TYPE_F16:
 	case NTX_TYPE_BF16: return (uint64_t)n * 2;
@@ -97,6 +104,8 @@ static inline uint64_t ntx_cu_row_bytes(uint32_t t, int64_t n)
 /* Alignment a weight pointer of type t needs in our kernels. */
 static inline unsigned ntx_cu_type_align(uint32_t t)
 {
+	if (t & NTX_CUDA_SPLIT)
+		return 16;
 	switch (t) {
 	case NTX_TYPE_Q4_K:
 	case NTX_TYPE_Q5_K:
@@ -108,6 +117,17 @@ static inline unsigned ntx_cu_type_align(uint32_t t)
 	}
 }
 
+/* A weight type's name for messages ("Q6_K/split" for split rows). */
+static inline const char *ntx_cu_type_name(uint32_t t)
+{
+	static thread_local char buf[40];
+
+	if (!(t & NTX_CUDA_SPLIT))
+		return ntx_type_name(t);
+	snprintf(buf, sizeof buf, "%s/split", ntx_type_name(ntx_cuda_base_type(t)));
+	return buf;
+}
+
 /* Check a weight type, its row length and pointer alignment. */
 static inline int ntx_cu_check_w(const char *fn, uint32_t t, const void *w, int64_t n,
 				 unsigned need_align, struct ntx_err *err)
@@ -116,18 +136,18 @@ static inline int ntx_cu_check_w(const char *fn, uint32_t t, const void *w, int6
 
 	if (!bs)
 		return ntx_err_set(err, NTX_EUNSUP, "%s: weight type %s is not supported on CUDA",
-				   fn, ntx_type_name(t));
+				   fn, ntx_cu_type_name(t));
 	if (n <= 0 || n % bs || n > INT32_MAX - 1024)
 		return ntx_err_set(err, NTX_EINVAL,
 				   "%s: row length %lld is not a positive multiple of %d (type %s)",
-				   fn, (long long)n, bs, ntx_type_name(t));
+				   fn, (long long)n, bs, ntx_cu_type_name(t));
 	if (!w)
 		return ntx_err_set(err, NTX_EINVAL, "%s: NULL weights", fn);
 	if (need_align < ntx_cu_type_align(t))
 		need_align = ntx_cu_type_align(t);
 	if (!ntx_cu_aligned(w, need_align))
 		return ntx_err_set(err, NTX_EINVAL, "%s: %s weights at %p are not %u-byte aligned",
-				   fn, ntx_type_name(t), w, need_align);
+				   fn, ntx_cu_type_name(t), w, need_align);
 	return 0;
 }
 

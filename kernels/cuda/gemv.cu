@@ -6,6 +6,7 @@
  * chunks (fully coalesced), U chunks per row in flight per lane before the
  * first use; activations come through L1 as float4. FMA in float. One
  * launch serves several matrices of one float type (gemv_multi). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gemv.cuh"
@@ -147,7 +148,7 @@ static int gvf(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err)
 	case NTX_TYPE_BF16: return nm == 2 ? gvf_nt<NTX_TYPE_BF16, 2>(a, s, err) : gvf_nt<NTX_TYPE_BF16, 1>(a, s, err);
 	default:
 		return ntx_err_set(err, NTX_EUNSUP, "gemv: type %s has no float kernel",
-				   ntx_type_name((uint32_t)a.seg[0].type));
+				   ntx_cu_type_name((uint32_t)a.seg[0].type));
 	}
 }
 
@@ -168,6 +169,11 @@ static int gv_sm_count(void)
 		cudaGetLastError();
 	}
 	return n;
+}
+
+int ntx_gv_want_warps(void)
+{
+	return gv_sm_count() * 32;
 }
 
 /* Warps wanted in flight: about 32 per SM. Fewer row groups than that:
@@ -192,6 +198,8 @@ int ntx_gv_plan(gv_args &a, int rh, int n_st)
 
 extern "C" int ntx_cuda_wtype_q8(uint32_t wtype)
 {
+	if (wtype & NTX_CUDA_SPLIT)
+		return ntx_cu_type_bs(wtype) ? 1 : -1;
 	switch (wtype) {
 	case NTX_TYPE_Q4_0:
 	case NTX_TYPE_Q8_0:
@@ -208,6 +216,38 @@ extern "C" int ntx_cuda_wtype_q8(uint32_t wtype)
 	}
 }
 
+/* ---- which kernel: direct loads (gemv_dl.cu) or staged (gemv_q8.cu) ---- */
+
+static int g_dl_force = -1; /* ntx_cuda_gemv_dl_set */
+
+extern "C" void ntx_cuda_gemv_dl_set(int on)
+{
+	g_dl_force = on < 0 ? -1 : !!on;
+}
+
+extern "C" int ntx_cuda_gemv_dl_enabled(void)
+{
+	static int env = -1;
+
+	if (g_dl_force >= 0)
+		return g_dl_force;
+	if (env < 0) {
+		const char *v = getenv("NTX_GEMV_DL");
+
+		env = v && !strcmp(v, "1");
+	}
+	return env;
+}
+
+/* Split rows always take the direct-load kernel (the staged one reads GGUF
+ * blocks only); Q4_K and Q5_K when it is enabled. */
+static int gv_use_dl(uint32_t t)
+{
+	if (!ntx_gv_dl_type(t))
+		return 0;
+	return (t & NTX_CUDA_SPLIT) || ntx_cuda_gemv_dl_enabled();
+}
+
 /* Check one matrix of a GEMV call; q8: its type takes q8 activations. */
 static int gv_check(const char *fn, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
 		    float *y, struct ntx_err *err)
@@ -216,7 +256,7 @@ static int gv_check(const char *fn, uint32_t type, const void *w, int64_t n_in, 
 
 	if (q8 < 0)
 		return ntx_err_set(err, NTX_EUNSUP, "%s: weight type %s is not supported on CUDA", fn,
-				   ntx_type_name(type));
+				   ntx_cu_type_name(type));
 	if (n_out < 1 || n_out > INT32_MAX / 2)
 		return ntx_err_set(err, NTX_EINVAL, "%s: n_out = %lld is outside 1..%d", fn,
 				   (long long)n_out, INT32_MAX / 2);
@@ -226,7 +266,7 @@ static int gv_check(const char *fn, uint32_t type, const void *w, int64_t n_in, 
 		return -1;
 	if (!q8 && n_in % (type == NTX_TYPE_F32 ? 4 : 8))
 		return ntx_err_set(err, NTX_EINVAL, "%s: n_in = %lld is not a multiple of %d for %s", fn,
-				   (long long)n_in, type == NTX_TYPE_F32 ? 4 : 8, ntx_type_name(type));
+				   (long long)n_in, type == NTX_TYPE_F32 ? 4 : 8, ntx_cu_type_name(type));
 	if (!y)
 		return ntx_err_set(err, NTX_EINVAL, "%s: NULL output", fn);
 	return 0;
@@ -241,10 +281,10 @@ static int gv_acts(const char *fn, int q8, uint32_t type, int64_t n_in, const fl
 				   NTX_CUDA_GEMV_MAX_TOK);
 	if (q8 && (!xq || !ntx_cu_aligned(xq, 16)))
 		return ntx_err_set(err, NTX_EINVAL, "%s: %s weights need q8 activations (xq), 16-byte aligned",
-				   fn, ntx_type_name(type));
+				   fn, ntx_cu_type_name(type));
 	if (!q8 && (!x || !ntx_cu_aligned(x, 16)))
 		return ntx_err_set(err, NTX_EINVAL, "%s: %s weights need float activations (x), 16-byte aligned",
-				   fn, ntx_type_name(type));
+				   fn, ntx_cu_type_name(type));
 	a.n_in = (int)n_in;
 	a.n_tok = n_tok;
 	a.xqs = (const int8_t *)xq;
@@ -284,7 +324,9 @@ static int gv_run(const char *fn, uint32_t type, const void *w0, const void *w1,
 	gv_seg_set(a.seg[0], type, w0, n_in, n_out, y, epi);
 	a.n_seg = 1;
 	a.w1 = (const uint8_t *)w1;
-	return q8 ? ntx_gv_q8(nm, a, s, err) : gvf(nm, a, s, err);
+	if (!q8)
+		return gvf(nm, a, s, err);
+	return gv_use_dl(type) ? ntx_gv_dl(nm, a, s, err) : ntx_gv_q8(nm, a, s, err);
 }
 
 extern "C" int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
@@ -310,16 +352,17 @@ extern "C" int ntx_cuda_gemv_multi(const struct ntx_cuda_gemv_seg *segs, int n_s
 			return -1;
 		n_q8 += ntx_cuda_wtype_q8(segs[i].wtype);
 	}
-	/* quantized segments: one launch whatever their mix of types */
-	if (n_q8) {
+	/* quantized segments: one launch per kernel (direct-load, staged),
+	 * whatever the mix of types */
+	for (int dl = 1; n_q8 && dl >= 0; dl--) {
 		memset(&a, 0, sizeof a);
 		if (gv_acts("gemv_multi", 1, NTX_TYPE_Q8_0, n_in, x, xq, n_tok, a, err))
 			return -1;
 		for (int i = 0; i < n_seg; i++)
-			if (ntx_cuda_wtype_q8(segs[i].wtype))
+			if (ntx_cuda_wtype_q8(segs[i].wtype) && gv_use_dl(segs[i].wtype) == dl)
 				gv_seg_set(a.seg[a.n_seg++], segs[i].wtype, segs[i].w, n_in, segs[i].n_out,
 					   segs[i].y, segs[i].accumulate ? GV_EPI_ACC : GV_EPI_STORE);
-		if (ntx_gv_q8(1, a, (cudaStream_t)st, err))
+		if (a.n_seg && (dl ? ntx_gv_dl(1, a, (cudaStream_t)st, err) : ntx_gv_q8(1, a, (cudaStream_t)st, err)))
 			return -1;
 	}
 	/* float segments: one launch per float type */

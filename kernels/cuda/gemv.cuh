@@ -112,11 +112,20 @@ template <int V> struct gv_rs<V, 0> {
 	}
 };
 
-/* acc layout: index m * HALF + rh * NT + t, HALF = gv_pow2(RH * NT). Every
- * thread of the CTA must call this (barrier when ks > 1). */
+/* Where a row group's values go: rows row0 .. row0 + RH - 1 of y. */
+struct gv_out {
+	float *y;   /* [n_tok][n_out] */
+	int n_out;
+	int epi;    /* GV_EPI_* (NM = 1) */
+};
+
+/* acc layout: index m * HALF + rh * NT + t, HALF = gv_pow2(RH * NT). The ks
+ * warps of a row group are consecutive in the CTA (warp kw of them holds
+ * its share of the row). Every thread of the CTA must call this with the
+ * same ks (barrier when ks > 1). */
 template <int NT, int RH, int NM>
-__device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, const gv_where &wh,
-					    const gv_args &a)
+__device__ __forceinline__ void gv_reduce_store(float *acc, int lane, int warp, int ks, int kw,
+						int active, int row0, const gv_out &o, int n_tok)
 {
 	constexpr int HALF = gv_pow2(RH * NT), V = HALF * NM, LOGV = gv_log2(V);
 	static_assert(V <= 32, "too many accumulators for one warp");
@@ -128,23 +137,23 @@ __device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, cons
 	v = acc[0];
 	if constexpr (NM == 2)
 		u = __shfl_xor_sync(NTX_FULL_MASK, v, 16); /* value idx + HALF */
-	if (a.ks > 1) {
+	if (ks > 1) {
 		red[warp][0][lane] = v;
 		if constexpr (NM == 2)
 			red[warp][NM - 1][lane] = u;
 		__syncthreads();
-		if (wh.kw)
+		if (kw)
 			return;
 		v = red[warp][0][lane];
 		if constexpr (NM == 2)
 			u = red[warp][NM - 1][lane];
-		for (int k = 1; k < a.ks; k++) {
+		for (int k = 1; k < ks; k++) {
 			v += red[warp + k][0][lane];
 			if constexpr (NM == 2)
 				u += red[warp + k][NM - 1][lane];
 		}
 	}
-	if (!wh.active)
+	if (!active)
 		return;
 	if (lane & ((32 >> LOGV) - 1))
 		return;
@@ -153,19 +162,28 @@ __device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, cons
 		return;
 	rh = idx / NT;
 	t = idx % NT;
-	row = wh.row0 + rh;
-	const gv_seg &sg = a.seg[wh.s];
-	if (rh >= RH || t >= a.n_tok || row >= sg.n_out)
+	row = row0 + rh;
+	if (rh >= RH || t >= n_tok || row >= o.n_out)
 		return;
-	float *yp = sg.y + (int64_t)t * sg.n_out + row;
+	float *yp = o.y + (int64_t)t * o.n_out + row;
 	if constexpr (NM == 2)
 		*yp = ntx_silu_mul(v, u);
-	else if (sg.epi == GV_EPI_ACC)
+	else if (o.epi == GV_EPI_ACC)
 		*yp += v;
-	else if (sg.epi == GV_EPI_SWIGLU)
+	else if (o.epi == GV_EPI_SWIGLU)
 		*yp = ntx_silu_mul(*yp, v);
 	else
 		*yp = v;
+}
+
+template <int NT, int RH, int NM>
+__device__ __forceinline__ void gv_epilogue(float *acc, int lane, int warp, const gv_where &wh,
+					    const gv_args &a)
+{
+	const gv_seg &sg = a.seg[wh.s];
+	const gv_out o = { sg.y, sg.n_out, sg.epi };
+
+	gv_reduce_store<NT, RH, NM>(acc, lane, warp, a.ks, wh.kw, wh.active, wh.row0, o, a.n_tok);
 }
 
 /* Row pointer of row r (of R = RH * NM) of this warp's group: rows past the
@@ -185,8 +203,18 @@ __device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const gv_wher
  * return the grid size. */
 int ntx_gv_plan(gv_args &a, int rh, int n_st);
 
-/* gemv_q8.cu: run the q8 GEMV over a's segments (all quantized types, any
- * mix; nm = 1, or 2 for the fused gate/up with one segment). */
+/* gemv_q8.cu: run the staged q8 GEMV over a's segments (GGUF-layout
+ * quantized types, any mix; nm = 1, or 2 for the fused gate/up with one
+ * segment). */
 int ntx_gv_q8(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err);
+
+/* gemv_dl.cu: the direct-load GEMV (Q4_K, Q5_K, and the split rows of Q4_0,
+ * Q8_0, Q6_K; any mix), same contract as ntx_gv_q8 (a's ks, st, sb and g0
+ * are not used: each segment is split by its own shape). */
+int ntx_gv_dl(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err);
+/* Does type t go through the direct-load GEMV? */
+int ntx_gv_dl_type(uint32_t t);
+/* Warps wanted in flight over the whole GPU (about 32 per SM). */
+int ntx_gv_want_warps(void);
 
 #endif

@@ -42,7 +42,9 @@ size_t ntx_cuda_q8_bytes(int64_t n, int n_tok)
 
 extern "C" int ntx_cuda_q8_fmt(uint32_t wtype)
 {
-	switch (wtype) {
+	if ((wtype & NTX_CUDA_SPLIT) && !ntx_cu_type_bs(wtype))
+		return -1;
+	switch (ntx_cuda_base_type(wtype)) {
 	case NTX_TYPE_Q4_0:
 	case NTX_TYPE_Q8_0:
 		return NTX_CUDA_Q8F_Q8_0;
@@ -381,8 +383,8 @@ template <int NM> static int gv_nt(gv_args &a, cudaStream_t s, struct ntx_err *e
 int ntx_gv_q8(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
 	for (int i = 0; i < a.n_seg; i++)
-		if (ntx_cuda_wtype_q8((uint32_t)a.seg[i].type) != 1)
+		if (ntx_cuda_wtype_q8((uint32_t)a.seg[i].type) != 1 || (a.seg[i].type & NTX_CUDA_SPLIT))
 			return ntx_err_set(err, NTX_EUNSUP, "gemv: type %s has no q8 kernel",
-					   ntx_type_name((uint32_t)a.seg[i].type));
+					   ntx_cu_type_name((uint32_t)a.seg[i].type));
 	return nm == 2 ? gv_nt<2>(a, s, err) : gv_nt<1>(a, s, err);
 }

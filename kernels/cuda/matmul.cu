@@ -113,15 +113,14 @@ __global__ void ntx_f32_to_f16_kernel(const float *x, __half *y, int64_t n4)
 	}
 }
 
-/* Quantized rows -> F16: one thread per unit of 32 elements, n_units in all
- * (rows are contiguous, so unit i of the tile is unit i of the rows). */
+/* Quantized rows (GGUF or split, nb blocks each) -> F16: one thread per
+ * unit of 32 elements, n_units in all (rows are contiguous, so unit i of the
+ * tile is unit i of the rows). */
 template <int T>
-__global__ void ntx_dequant_f16_kernel(const uint8_t *w, __half *y, int64_t n_units)
+__global__ void ntx_dequant_f16_kernel(const uint8_t *w, __half *y, int64_t n_units, int64_t nb)
 {
 	ntx_pdl_wait();
 	ntx_pdl_trigger();
-
-	constexpr int BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB;
 
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_units;
 	     i += (int64_t)gridDim.x * blockDim.x) {
@@ -129,10 +128,11 @@ __global__ void ntx_dequant_f16_kernel(const uint8_t *w, __half *y, int64_t n_un
 		uint4 o[4];
 		uint32_t *ow = (uint32_t *)o;
 
-		ntx_unit_decode<T>(w + (i / UPB) * BB, (int)(i % UPB), wu);
+		ntx_unit_at<T>(w, nb, i, wu);
 #pragma unroll
 		for (int e = 0; e < 32; e += 2) {
-			__half2 h = __floats2half2_rn(ntx_unit_value<T>(wu, e), ntx_unit_value<T>(wu, e + 1));
+			__half2 h = __floats2half2_rn(ntx_unit_value<T & ~NTX_SPLIT>(wu, e),
+						      ntx_unit_value<T & ~NTX_SPLIT>(wu, e + 1));
 
 			ow[e / 2] = *(uint32_t *)&h;
 		}
@@ -192,18 +192,21 @@ static int mm_to_f16(uint32_t t, const uint8_t *w, uint64_t rb, int64_t n_in, in
 		     int64_t nr, __half *y, cudaStream_t s, struct ntx_err *err)
 {
 	const uint8_t *p = w + (uint64_t)r0 * rb;
-	int64_t nu = nr * (n_in / 32), n8 = nr * n_in / 8;
+	int64_t nu = nr * (n_in / 32), n8 = nr * n_in / 8, nb = n_in / ntx_cu_type_bs(t);
 	cudaError_t e;
 
 	switch (t) {
 	case NTX_TYPE_F32: e = ntx_launch(ntx_float_to_f16_kernel<NTX_TYPE_F32>, mm_grid(n8, 256), 256, 0, s, p, y, n8); break;
 	case NTX_TYPE_BF16: e = ntx_launch(ntx_float_to_f16_kernel<NTX_TYPE_BF16>, mm_grid(n8, 256), 256, 0, s, p, y, n8); break;
-	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
-	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q8_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
-	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
-	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q5_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
-	case NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q6_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu); break;
-	default: return ntx_err_set(err, NTX_EUNSUP, "matmul: type %s", ntx_type_name(t));
+	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q8_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q5_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q6_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_SPLIT | NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_SPLIT | NTX_TYPE_Q4_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_SPLIT | NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_SPLIT | NTX_TYPE_Q8_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_SPLIT | NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_SPLIT | NTX_TYPE_Q6_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	default: return ntx_err_set(err, NTX_EUNSUP, "matmul: type %s", ntx_cu_type_name(t));
 	}
 	return ntx_cu_launched("matmul: dequantize to F16", e, err);
 }

@@ -4,13 +4,15 @@
 
 /* ---- dequantization ---- */
 
-/* Element block [i] of a row: 32 elements of a quantized type (one unit), or
- * 8 of a float type, written as floats to y. */
-template <int T> __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t i, float *y)
+/* Element block [i] of a row (nb blocks): 32 elements of a quantized type
+ * (one unit), or 8 of a float type, written as floats to y. */
+template <int T>
+__device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t nb, int64_t i, float *y)
 {
 	if constexpr (T == NTX_TYPE_F32 || T == NTX_TYPE_F16 || T == NTX_TYPE_BF16) {
 		float f[8];
 
+		(void)nb;
 		if constexpr (T == NTX_TYPE_F32) {
 			const float *p = (const float *)row + 8 * i;
 
@@ -28,13 +30,12 @@ template <int T> __device__ __forceinline__ void dq_unit(const uint8_t *row, int
 		for (int k = 0; k < 8; k++)
 			y[8 * i + k] = f[k];
 	} else {
-		constexpr int BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB;
 		ntx_wu wu;
 
-		ntx_unit_decode<T>(row + (i / UPB) * BB, (int)(i % UPB), wu);
+		ntx_unit_at<T>(row, nb, i, wu);
 #pragma unroll
 		for (int e = 0; e < 32; e++)
-			y[32 * i + e] = ntx_unit_value<T>(wu, e);
+			y[32 * i + e] = ntx_unit_value<T & ~NTX_SPLIT>(wu, e);
 	}
 }
 
@@ -46,7 +47,7 @@ template <int T> constexpr int dq_epu(void)
 /* Rows: blockIdx.y; row r at src + row_bytes * (tok ? tok[r] : r). */
 template <int T>
 __global__ void ntx_dequant_kernel(const uint8_t *src, uint64_t row_bytes, const int32_t *tok,
-				   int64_t units, float *dst, int64_t n)
+				   int64_t units, float *dst, int64_t n, int64_t nb)
 {
 	ntx_pdl_wait();
 	ntx_pdl_trigger();
@@ -56,7 +57,7 @@ __global__ void ntx_dequant_kernel(const uint8_t *src, uint64_t row_bytes, const
 
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < units;
 	     i += (int64_t)gridDim.x * blockDim.x)
-		dq_unit<T>(row, i, dst + (int64_t)r * n);
+		dq_unit<T>(row, nb, i, dst + (int64_t)r * n);
 }
 
 static int dq_launch(const char *fn, uint32_t type, const void *src, uint64_t row_bytes,
@@ -64,21 +65,25 @@ static int dq_launch(const char *fn, uint32_t type, const void *src, uint64_t ro
 		     struct ntx_err *err)
 {
 	int epu = ntx_cu_type_bs(type) == 1 ? 8 : 32;
+	int64_t nb = n / ntx_cu_type_bs(type);
 	int64_t units = n / epu, bx = (units + 255) / 256;
 	dim3 grid((unsigned)(bx > 4096 ? 4096 : bx < 1 ? 1 : bx), (unsigned)n_rows);
 	const uint8_t *p = (const uint8_t *)src;
 	cudaError_t e;
 
 	switch (type) {
-	case NTX_TYPE_F32: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_F32>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_F16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_F16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_BF16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_BF16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q8_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q5_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	case NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q6_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n); break;
-	default: return ntx_err_set(err, NTX_EUNSUP, "%s: type %s", fn, ntx_type_name(type));
+	case NTX_TYPE_F32: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_F32>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_F16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_F16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_BF16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_BF16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q8_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q5_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q6_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_SPLIT | NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_kernel<NTX_SPLIT | NTX_TYPE_Q4_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_SPLIT | NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_kernel<NTX_SPLIT | NTX_TYPE_Q8_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_SPLIT | NTX_TYPE_Q6_K: e = ntx_launch(ntx_dequant_kernel<NTX_SPLIT | NTX_TYPE_Q6_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	default: return ntx_err_set(err, NTX_EUNSUP, "%s: type %s", fn, ntx_cu_type_name(type));
 	}
 	return ntx_cu_launched(fn, e, err);
 }
@@ -109,7 +114,7 @@ extern "C" int ntx_cuda_get_rows(uint32_t type, const void *table, uint64_t row_
 				   (long long)n);
 	if (row_bytes < ntx_cu_row_bytes(type, n) || row_bytes % ntx_cu_type_align(type))
 		return ntx_err_set(err, NTX_EINVAL, "get_rows: row_bytes %llu for %lld elements of %s",
-				   (unsigned long long)row_bytes, (long long)n, ntx_type_name(type));
+				   (unsigned long long)row_bytes, (long long)n, ntx_cu_type_name(type));
 	if (n_tok < 1 || n_tok > 65535 || !tok || !out)
 		return ntx_err_set(err, NTX_EINVAL, "get_rows: n_tok = %d (1..65535), tok and out non-NULL",
 				   n_tok);

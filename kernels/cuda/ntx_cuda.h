@@ -10,7 +10,9 @@
  * Activation rows are row-major float32: x[t * n + i] for token t < n_tok.
  * Weight matrices are in GGUF layout (struct ntx_wmat in ntx_cpu.h: n_out
  * rows of n_in elements of one ggml type, rows row_bytes apart, contiguous),
- * placed in device memory unchanged. */
+ * placed in device memory unchanged, or in the split-row layout below
+ * (weight type ntx_cuda_split_type(t)): every function that takes a weight
+ * type takes either. */
 #ifndef NTX_CUDA_H
 #define NTX_CUDA_H
 
@@ -24,6 +26,34 @@ extern "C" {
 #endif
 
 typedef struct CUstream_st *ntx_stream_t; /* == cudaStream_t */
+
+/* ---- split rows: the resident layout of Q4_0, Q8_0 and Q6_K ----
+ * Blocks of these types are 18, 34 and 210 bytes, so in GGUF layout their
+ * quantized bytes cannot be read with aligned 16-byte loads. For weights that
+ * stay in device memory, ntx_cuda_repack rewrites each row in place as
+ *     [payload of block 0][payload of block 1]...[d of block 0][d of block 1]...
+ * (payload: Q4_0 qs[16], Q8_0 qs[32], Q6_K ql[128] qh[64] scales[16], each in
+ * its GGUF byte order; d: the block's fp16 scale), the same bytes per row, so
+ * offsets of rows and tensors do not change. Rows must be multiples of 16
+ * bytes (then every payload is 16-byte aligned). The result is described by
+ * the weight type NTX_CUDA_SPLIT | t, which the GEMV reads with aligned
+ * 16-byte loads (gemv_dl.cu). Dequantization, matmul and get_rows take it
+ * too, with the values of the GGUF layout bit for bit. */
+#define NTX_CUDA_SPLIT 0x100u
+/* t without the split flag. */
+static inline uint32_t ntx_cuda_base_type(uint32_t t)
+{
+	return t & ~NTX_CUDA_SPLIT;
+}
+/* The split type for rows of n_in elements of GGUF type t when the layout
+ * applies (t is Q4_0, Q8_0 or Q6_K, rows are multiples of 16 bytes and at
+ * most 96 KiB), else t itself. */
+uint32_t ntx_cuda_split_type(uint32_t t, int64_t n_in);
+/* Rewrite n_out rows of n_in elements of GGUF type t at w (device memory,
+ * 16-byte aligned) in the split layout, in place (enqueued on s). t must
+ * have ntx_cuda_split_type(t, n_in) != t. */
+int ntx_cuda_repack(uint32_t t, void *w, int64_t n_in, int64_t n_out, ntx_stream_t s,
+		    struct ntx_err *err);
 
 /* ---- batch invariance ----
  * The value computed for token t is bitwise the same whatever n_tok
@@ -128,6 +158,22 @@ int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const v
 			 int64_t n_in, int64_t n_out, const float *x, const void *xq, float *h,
 			 int n_tok, ntx_stream_t s, struct ntx_err *err);
 
+/* The direct-load GEMV (gemv_dl.cu) reads split rows always, and GGUF-layout
+ * Q4_K and Q5_K when it is enabled; otherwise those go through the staged
+ * shared-memory kernel (gemv_q8.cu), as GGUF-layout Q4_0, Q8_0 and Q6_K
+ * always do. Enabled when NTX_GEMV_DL=1 is in the environment (read once):
+ * it has not been measured on a GPU yet, so the default stays the staged
+ * kernel; the engine also keeps resident weights in GGUF layout unless it is
+ * enabled. ntx_cuda_gemv_dl_set: on = 1 enables, 0 disables, -1 returns to
+ * the environment's choice (tests, benchmarks; not while kernels are being
+ * launched from another thread). */
+void ntx_cuda_gemv_dl_set(int on);
+int ntx_cuda_gemv_dl_enabled(void);
+/* The direct-load GEMV's shape for one token (benchmarks): 0 the default
+ * (2 steps in flight per warp, 5 CTAs per SM), 1 (1 step, 8 CTAs), 2 (2
+ * steps, 4 CTAs). Results do not depend on it. */
+void ntx_cuda_gemv_dl_variant(int v);
+
 /* ---- matrix-matrix products (prompt processing, any n_tok) ----
  * Same contract as ntx_cuda_gemv for any n_tok: dequantizes W in tiles of
  * rows to F16 in the workspace and multiplies on the tensor cores (cuBLAS
@@ -152,7 +198,8 @@ int ntx_cuda_matmul_segs(uint32_t wtype, const void *w, int64_t n_in, int64_t n_
  * call; NTX_NO_CUBLAS=1 in the environment disables it). */
 int ntx_cuda_have_cublas(void);
 
-/* Dequantize n elements (multiple of the block size) of type to float. */
+/* Dequantize n elements (multiple of the block size) of type to float (for
+ * a split-row type: one row of n elements). */
 int ntx_cuda_dequant_f32(uint32_t type, const void *src, float *dst, int64_t n,
 			 ntx_stream_t s, struct ntx_err *err);
 

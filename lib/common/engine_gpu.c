@@ -33,6 +33,13 @@ struct ntx_gpu {
 	/* resident non-layer tensors */
 	void *out_w;
 	float *out_norm, *rope_freqs;
+	/* the tensors as the device holds them (dev_tensors): resident layers
+	 * and the head in split rows where that applies, the rest as in the
+	 * file; resident[l] says which layers have their own views */
+	struct ntx_layer_tensors *dlt;          /* [n_layer] */
+	struct ntx_gguf_tensor (*dtv)[NTX_LAYER_NT];
+	uint8_t *resident;
+	struct ntx_gguf_tensor out_t;
 	/* ring */
 	int n_slots;
 	void **slot;
@@ -169,6 +176,56 @@ static int upload_layer(struct ntx_engine *e, int l, void *dst, cudaStream_t st,
 	return 0;
 }
 
+/* The tensors of layer l as the device holds them (see ntx_gpu.dlt). */
+static const struct ntx_layer_tensors *dev_lt(const struct ntx_engine *e, int l)
+{
+	const struct ntx_gpu *g = e->gpu;
+
+	return g->resident && g->resident[l] ? &g->dlt[l] : &e->m->layers[l];
+}
+
+/* Rewrite the resident matrix t at w (device) in split rows where that
+ * applies and the direct-load GEMV is enabled (ntx_cuda.h: aligned 16-byte
+ * loads in the GEMV; NTX_GEMV_DL=1); *view is t with the type the device
+ * data now has. */
+static int split_resident(const struct ntx_gguf_tensor *t, void *w, struct ntx_gguf_tensor *view,
+			  cudaStream_t st, struct ntx_err *err)
+{
+	uint32_t ty = t->n_dims == 2 && ntx_cuda_gemv_dl_enabled() ? ntx_cuda_split_type(t->type, t->ne[0])
+								   : t->type;
+
+	*view = *t;
+	if (ty == t->type)
+		return 0;
+	if (ntx_cuda_repack(t->type, w, t->ne[0], t->ne[1], (ntx_stream_t)st, err))
+		return -1;
+	view->type = ty;
+	return 0;
+}
+
+/* Layer l now in device memory at dev: views of its tensors, matrices in
+ * split rows. */
+static int dev_tensors(struct ntx_engine *e, int l, void *dev, cudaStream_t st, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	const struct ntx_gguf_tensor **dst[NTX_LAYER_NT];
+	struct ntx_layer_tensors *d = &g->dlt[l];
+	int i;
+
+	*d = *lt;
+	dst[0] = &d->attn_norm, dst[1] = &d->wq, dst[2] = &d->wk, dst[3] = &d->wv, dst[4] = &d->wo;
+	dst[5] = &d->ffn_norm, dst[6] = &d->w_gate, dst[7] = &d->w_up, dst[8] = &d->w_down;
+	for (i = 0; i < NTX_LAYER_NT; i++) {
+		if (split_resident(ntx_layer_tensor(lt, i), (char *)dev + e->layers[l].lo.offset[i],
+				   &g->dtv[l][i], st, err))
+			return -1;
+		*dst[i] = &g->dtv[l][i];
+	}
+	g->resident[l] = 1;
+	return 0;
+}
+
 static size_t mm_ws(const struct ntx_gguf_tensor *t, int n_tok)
 {
 	return ntx_cuda_matmul_ws_bytes(t->ne[0], t->ne[1], n_tok);
@@ -263,11 +320,14 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	CK(cudaMemset(g->ws_att, 0, g->ws_att_bytes ? g->ws_att_bytes : 16), "cudaMemset");
 
 	/* non-layer tensors */
+	g->out_t = *m->output;
 	if (e->head_on_gpu) {
 		if (dalloc(&g->out_w, m->output->nbytes, "the output head", err))
 			return -1;
 		CK(cudaMemcpy(g->out_w, m->output->data, m->output->nbytes, cudaMemcpyHostToDevice),
 		   "cudaMemcpy (output head)");
+		if (split_resident(m->output, g->out_w, &g->out_t, g->cs, err))
+			return -1;
 	}
 	if (dalloc((void **)&g->out_norm, E * 4, "output norm", err))
 		return -1;
@@ -282,6 +342,11 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	}
 
 	/* layers: resident weights, device KV */
+	g->dlt = calloc((size_t)c->n_layer, sizeof *g->dlt);
+	g->dtv = calloc((size_t)c->n_layer, sizeof *g->dtv);
+	g->resident = calloc((size_t)c->n_layer, 1);
+	if (!g->dlt || !g->dtv || !g->resident)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	for (l = 0; l < c->n_layer; l++) {
 		struct eng_layer *L = &e->layers[l];
 		size_t kvb = (size_t)e->n_seq * e->n_ctx * KV * es;
@@ -295,7 +360,7 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 		if (L->home == NTX_TIER_VRAM) {
 			snprintf(what, sizeof what, "the weights of layer %d", l);
 			if (dalloc(&L->dev, L->lo.total, what, err) ||
-			    upload_layer(e, l, L->dev, g->ps, err))
+			    upload_layer(e, l, L->dev, g->ps, err) || dev_tensors(e, l, L->dev, g->ps, err))
 				return -1;
 		}
 	}
@@ -395,6 +460,9 @@ void ntx_gpu_free(struct ntx_engine *e)
 	free(g->ev_w1);
 	free(g->cp_pending);
 	free(g->w_pending);
+	free(g->dlt);
+	free(g->dtv);
+	free(g->resident);
 	free(g->cut.dc_r);
 	free(g->cut.dc_k);
 	free(g->cut.seg_off);
@@ -571,7 +639,7 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 	struct ntx_gpu *g = e->gpu;
 	int fq, fg;
 	const struct ntx_llama_config *c = &e->cfg;
-	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	const struct ntx_layer_tensors *lt = dev_lt(e, l);
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int E = c->n_embd, Q = c->n_head * c->head_dim, F = c->n_ff;
 	float eps = (float)c->rms_eps;
@@ -656,7 +724,7 @@ static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i
 			struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
-	const struct ntx_gguf_tensor *t = e->m->output;
+	const struct ntx_gguf_tensor *t = &g->out_t;
 	int E = e->cfg.n_embd, k = 0;
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 
@@ -746,7 +814,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 {
 	struct ntx_gpu *g = e->gpu;
 	const struct ntx_llama_config *c = &e->cfg;
-	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	const struct ntx_layer_tensors *lt = dev_lt(e, l);
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim;
 	int F = c->n_ff, r, k, i, fq, fg, fo = fmt_of(lt->wo);
@@ -850,7 +918,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
 {
 	const struct ntx_gpu *g = e->gpu;
-	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	const struct ntx_layer_tensors *lt = dev_lt(e, l);
 
 	/* one prompt, or at most NTX_CUDA_GEMV_MAX_TOK decode rows: the
 	 * fused path; rows the GEMV cannot take (not multiples of 32):

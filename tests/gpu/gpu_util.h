@@ -135,22 +135,32 @@ static inline float *rnd_gauss_vec(size_t n, float scale)
 	return p;
 }
 
+/* Weight types here may carry NTX_CUDA_SPLIT (split rows, ntx_cuda.h):
+ * host data is always in GGUF layout of the base type; wdev_up puts it on
+ * the device in the type's layout. */
 static inline size_t row_bytes(uint32_t t, int64_t n)
 {
 	uint64_t b = 0;
 
-	ntx_type_row_bytes(t, n, &b, NULL);
+	ntx_type_row_bytes(ntx_cuda_base_type(t), n, &b, NULL);
 	return (size_t)b;
 }
 
 static inline int block_of(uint32_t t)
 {
-	return ntx_type_get(t)->block_size;
+	return ntx_type_get(ntx_cuda_base_type(t))->block_size;
 }
 
 static inline const char *type_name(uint32_t t)
 {
-	return ntx_type_name(t);
+	static char buf[8][32];
+	static int k;
+
+	if (!(t & NTX_CUDA_SPLIT))
+		return ntx_type_name(t);
+	k = (k + 1) % 8;
+	snprintf(buf[k], sizeof buf[k], "%s/split", ntx_type_name(ntx_cuda_base_type(t)));
+	return buf[k];
 }
 
 static inline int is_float_type(uint32_t t)
@@ -158,11 +168,26 @@ static inline int is_float_type(uint32_t t)
 	return t == NTX_TYPE_F32 || t == NTX_TYPE_F16 || t == NTX_TYPE_BF16;
 }
 
+/* Upload n_out rows of n_in elements of GGUF data h for a weight of type t
+ * (repacked in place for a split type). */
+static inline void *wdev_up(uint32_t t, const void *h, int64_t n_in, int64_t n_out)
+{
+	void *d = dev_up(h, row_bytes(t, n_in) * (size_t)n_out);
+
+	if (t & NTX_CUDA_SPLIT) {
+		T_CUDA(ntx_cuda_repack(ntx_cuda_base_type(t), d, n_in, n_out, NULL, &g_err));
+		CK(cudaDeviceSynchronize());
+	}
+	return d;
+}
+
 /* n_rows rows of n elements of type t: Gaussian floats, or random blocks
  * with finite fp16 scales of a realistic size. */
 static inline void rnd_rows(uint32_t t, void *dst, int64_t n, int64_t n_rows)
 {
 	unsigned char *p = dst;
+
+	t = ntx_cuda_base_type(t);
 	size_t nb = row_bytes(t, n) * (size_t)n_rows, bs, i;
 
 	if (is_float_type(t)) {
@@ -289,7 +314,10 @@ static inline void ref_gemv(uint32_t t, const void *w, int64_t n_in, int64_t n_o
 		     int n_tok, int exact, double *ref)
 {
 	size_t rb = row_bytes(t, n_in);
-	uint32_t at = ntx_act_type(t);
+	uint32_t at;
+
+	t = ntx_cuda_base_type(t);
+	at = ntx_act_type(t);
 	void *xq = malloc(ntx_act_bytes(at, n_in) + 64);
 	float *row = malloc((size_t)n_in * sizeof *row);
 

@@ -21,19 +21,18 @@
  *   - the q8 formats (ntx_q8_quantize_fmt): Q8_0 and Q8_K hold exactly the
  *     integers and d of ntx_quantize_act_ref (ties of +max and -max, zero
  *     blocks, the clamp at 127);
- *   - the tensor-core GEMV (gemv_q8.cu): a 16-row x 8-token tile emulated
- *     lane by lane with the PTX ISA fragment layout of mma.m16n8k32 and the
- *     kernel's own lane functions (ntx_mb_load / _unit / _scale,
- *     ntx_mx_load, ntx_mepi), on activations quantized in the CPU's format:
- *     equals ntx_vec_dot_ref up to float summation order (NMSE <= 1e-10)
- *     on plain Gaussian activations, and token 0 is bitwise the same with 1
- *     or 8 tokens. */
+ *   - the direct-load GEMV (gemv_dl.cu): a warp emulated lane by lane with
+ *     the kernel's own lane functions (dlmath.cuh), on Q4_K / Q5_K rows and
+ *     split rows of Q4_0 / Q8_0 / Q6_K (ntx_split_row), with activations in
+ *     the CPU's q8 format: equals ntx_vec_dot_ref up to float summation
+ *     order (NMSE <= 1e-10), token 0 the same with 1 or 3 tokens; split rows
+ *     dequantize (ntx_unit_at) to the GGUF values bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "blockmath.cuh"
+#include "dlmath.cuh"
 #include "t.h"
 
 extern "C" {
@@ -42,10 +41,6 @@ extern "C" {
 
 #define NMSE_STRICT 1e-10
 #define NMSE_RANDOM 1e-4
-/* Q8_K's one scale per 256 quantizes coarser than per 32 (max of 256
- * Gaussians ~2.9 sigma vs ~2.2): about 2x the noise power; over 16 rows
- * the estimate varies by another factor ~2. */
-#define NMSE_RANDOM_Q8K 5e-4
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
@@ -429,158 +424,136 @@ static void test_q8_formats(void)
 	}
 }
 
-/* ---- the tensor-core GEMV tile, emulated ---- */
+/* ---- the direct-load GEMV (gemv_dl.cu), emulated ---- */
 
-/* y[tok][r] for 16 rows at w (row_bytes rb) and n_tok tokens of q8
- * activations xq [8][n_in] with d, ds [8][n_in/32], computed as the warp of
- * ntx_gemv_q8_kernel does (one warp, the whole row: ks = 1). */
+/* W[r] . x for n_tok tokens of q8 activations xq [n_tok][n_in] with d, ds
+ * [n_tok][n_in/32], computed as one warp of ntx_gemv_dl_kernel does with
+ * ks = 1: lane l takes part l % LPB of block step * 32/LPB + l / LPB of
+ * every step through dlmath.cuh, accumulating in float; the lanes' sums are
+ * then added (the kernel's butterfly adds in another fixed order). w: rows
+ * in the layout of T (split rows for the split types), row bytes rb. */
 template <int T>
-static void emu_tile(const uint8_t *w, size_t rb, int n_in, const int8_t *xq, const float *d,
-		     const float *ds, int n_tok, float y[8][16])
+static void emu_dl(const uint8_t *w, size_t rb, int n_rows, int n_in, const int8_t *xq,
+		   const float *d, const float *ds, int n_tok, double *y /* [n_tok][n_rows] */)
 {
-	constexpr int BB = ntx_qt<T>::BB, UPB = ntx_qt<T>::UPB, BS = ntx_qt<T>::BS;
-	float acc[32][4];
+	constexpr int LPB = ntx_dl<T>::LPB, BPS = 32 / LPB, BS = ntx_qt<T>::BS;
+	const int nb = n_in / BS, n_steps = (nb + BPS - 1) / BPS;
+	float2 *xds = (float2 *)malloc(sizeof(float2) * (size_t)n_tok * (n_in / 32));
 
-	memset(acc, 0, sizeof acc);
-	for (int b = 0; b < n_in / BS; b++) {
-		ntx_mb<T> wb[32][2];
+	for (int i = 0; i < n_tok * (n_in / 32); i++)
+		xds[i] = make_float2(d[i], ds[i]);
+	for (int r = 0; r < n_rows; r++) {
+		float acc[32][8];
 
-		for (int lane = 0; lane < 32; lane++) {
-			const int g = lane >> 2, t = lane & 3;
+		memset(acc, 0, sizeof acc);
+		for (int s = 0; s < n_steps; s++) {
+			for (int lane = 0; lane < 32; lane++) {
+				const int b = s * BPS + lane / LPB, j = lane % LPB;
+				ntx_dlr<T> raw;
+				ntx_dlw wd;
 
-			ntx_mb_load<T>(w + (size_t)g * rb + (size_t)b * BB, t, wb[lane][0]);
-			ntx_mb_load<T>(w + (size_t)(g + 8) * rb + (size_t)b * BB, t, wb[lane][1]);
+				if (b >= nb)
+					continue;
+				ntx_dl_load<T>(w + (size_t)r * rb, nb, b, j, raw);
+				ntx_dl_decode<T>(raw, j, wd);
+				for (int t = 0; t < n_tok; t++) {
+					ntx_dlx x;
+
+					ntx_dl_xload<T>(xq + (size_t)t * n_in, xds + (size_t)t * (n_in / 32), b, j, x);
+					acc[lane][t] = ntx_dl_dot<T>(wd, x, acc[lane][t]);
+				}
+			}
 		}
-		for (int u = 0; u < UPB; u++) {
-			const int64_t ug = (int64_t)b * UPB + u;
-			int Am[16][32], Bm[32][8], Clo[16][8], Chi[16][8];
+		for (int t = 0; t < n_tok; t++) {
+			double v = 0;
 
-			for (int lane = 0; lane < 32; lane++) {
-				const int g = lane >> 2, t = lane & 3;
-				uint32_t w0[2], w1[2], bx[2] = { 0, 0 };
-				const uint32_t a[4] = { 0, 0, 0, 0 };
-
-				(void)a;
-				ntx_mb_unit<T>(wb[lane][0], u, t, w0);
-				ntx_mb_unit<T>(wb[lane][1], u, t, w1);
-				if (g < n_tok)
-					ntx_mx_load<T>(xq + (size_t)g * n_in, ug, t, bx);
-				for (int j = 0; j < 4; j++) {
-					/* a0 = row g k 4t.., a1 = row g+8 k 4t.., a2 = row g
-					 * k 16+4t.., a3 = row g+8 k 16+4t..; b0, b1 column g */
-					const int sh = 8 * j;
-					auto by = [&](uint32_t v) {
-						return ntx_mma_u8<T>() ? (int)(uint8_t)(v >> sh)
-								       : (int)(int8_t)(uint8_t)(v >> sh);
-					};
-					Am[g][4 * t + j] = by(w0[0]);
-					Am[g + 8][4 * t + j] = by(w1[0]);
-					Am[g][16 + 4 * t + j] = by(w0[1]);
-					Am[g + 8][16 + 4 * t + j] = by(w1[1]);
-					Bm[4 * t + j][g] = (int)(int8_t)(uint8_t)(bx[0] >> sh);
-					Bm[16 + 4 * t + j][g] = (int)(int8_t)(uint8_t)(bx[1] >> sh);
-				}
-			}
-			for (int r = 0; r < 16; r++)
-				for (int c = 0; c < 8; c++) {
-					Clo[r][c] = Chi[r][c] = 0;
-					for (int k = 0; k < 16; k++)
-						Clo[r][c] += Am[r][k] * Bm[k][c];
-					for (int k = 16; k < 32; k++)
-						Chi[r][c] += Am[r][k] * Bm[k][c];
-				}
-			for (int lane = 0; lane < 32; lane++) {
-				const int g = lane >> 2, t = lane & 3;
-				float a0, b0, a1, b1;
-				int s00, s01, s10, s11;
-
-				ntx_mb_scale<T>(wb[lane][0], u, &a0, &b0, &s00, &s01);
-				ntx_mb_scale<T>(wb[lane][1], u, &a1, &b1, &s10, &s11);
-				for (int i = 0; i < 4; i++) {
-					const int r = g + 8 * (i >> 1), tok = 2 * t + (i & 1);
-					const float2 dd = tok < n_tok ? make_float2(d[(size_t)tok * (n_in / 32) + ug],
-										    ds[(size_t)tok * (n_in / 32) + ug])
-								      : make_float2(0.f, 0.f);
-					int c0, c1;
-
-					if (T == NTX_TYPE_Q6_K) /* mma (a0, a1, 0, 0) and (0, 0, a2, a3) */
-						c0 = Clo[r][tok], c1 = Chi[r][tok];
-					else
-						c0 = Clo[r][tok] + Chi[r][tok], c1 = 0;
-					acc[lane][i] = ntx_mepi<T>(acc[lane][i], i < 2 ? a0 : a1, i < 2 ? b0 : b1,
-								   i < 2 ? s00 : s10, i < 2 ? s01 : s11, c0, c1, dd);
-				}
-			}
+			for (int lane = 0; lane < 32; lane++)
+				v += acc[lane][t];
+			y[(size_t)t * n_rows + r] = v;
 		}
 	}
-	for (int lane = 0; lane < 32; lane++)
-		for (int i = 0; i < 4; i++)
-			y[2 * (lane & 3) + (i & 1)][(lane >> 2) + 8 * (i >> 1)] = acc[lane][i];
+	free(xds);
 }
 
-template <int T> static void test_mma_tile(const tinfo &ti)
+/* Split rows of GGUF rows (B the GGUF type). */
+template <int B> static void split_rows(const uint8_t *src, size_t rb, int n_rows, int nb, uint8_t *dst)
 {
-	const int n_in = 1024, nb = n_in / ti.bs, rb = nb * ti.bb;
-	const int fmt = ti.bs == 256 ? NTX_Q8F_Q8_K : NTX_Q8F_Q8_0;
-	uint8_t *w = (uint8_t *)aligned_alloc(64, (size_t)rb * 16 + 64);
-	static float x[8][1024], d[8][32], ds[8][32];
-	static int8_t xq[8][1024];
-	void *xr = malloc(ntx_act_bytes(ntx_act_type(ti.t), n_in));
-	float y8[8][16], y1[8][16];
-	double got[128], ref[128], got2[16], ref2[16];
-	long diff = 0;
+	for (int r = 0; r < n_rows; r++)
+		ntx_split_row<B>(src + (size_t)r * rb, nb, dst + (size_t)r * rb);
+}
 
-	for (int rep = 0; rep < 4; rep++) {
-		random_blocks(ti, w, nb * 16);
-		if (rep == 0) /* extreme scale bytes */
-			memset(w + (ti.t == NTX_TYPE_Q6_K ? 192 : 4), ti.t == NTX_TYPE_Q6_K ? 0x80 : 0xFF,
-			       ti.bs == 256 ? (ti.t == NTX_TYPE_Q6_K ? 16 : 12) : 0);
-		for (int k = 0; k < 8; k++) {
+/* T: the GEMV's type (GGUF Q4_K / Q5_K, or NTX_SPLIT | Q4_0 / Q8_0 / Q6_K). */
+template <int T> static void test_dl(const tinfo &ti)
+{
+	constexpr int B = T & ~NTX_SPLIT;
+	const int n_rows = 8, n_tok = 3;
+	const int fmt = ti.bs == 256 ? NTX_Q8F_Q8_K : NTX_Q8F_Q8_0;
+	/* 1280: whole steps and a partial one for every LPB; 256 / 32: one block */
+	static const int sizes[2] = { 1280, 2304 };
+	long bad = 0;
+
+	for (int si = 0; si < 2; si++) {
+		const int n_in = sizes[si], nb = n_in / ti.bs;
+		const size_t rb = (size_t)nb * ti.bb;
+		uint8_t *w = (uint8_t *)aligned_alloc(64, rb * n_rows + 64);
+		uint8_t *ws = (uint8_t *)aligned_alloc(64, rb * n_rows + 64);
+		float *x = (float *)malloc(sizeof(float) * n_tok * n_in);
+		float *d = (float *)malloc(sizeof(float) * n_tok * (n_in / 32));
+		float *ds = (float *)malloc(sizeof(float) * n_tok * (n_in / 32));
+		int8_t *xq = (int8_t *)malloc((size_t)n_tok * n_in);
+		void *xr = malloc(ntx_act_bytes(ntx_act_type(ti.t), n_in));
+		double got[n_tok * n_rows], ref[n_tok * n_rows], got1[n_rows];
+		float row[2304], rowu[2304];
+
+		random_blocks(ti, w, nb * n_rows);
+		if (T & NTX_SPLIT)
+			split_rows<B>(w, rb, n_rows, nb, ws);
+		else
+			memcpy(ws, w, rb * n_rows);
+		for (int t = 0; t < n_tok; t++) {
 			for (int i = 0; i < n_in; i++)
-				x[k][i] = (float)((1 + k) * rng_gauss());
-			ntx_q8_quantize_fmt(x[k], n_in, fmt, xq[k], d[k], ds[k]);
+				x[(size_t)t * n_in + i] = (float)((1 + t) * rng_gauss());
+			ntx_q8_quantize_fmt(x + (size_t)t * n_in, n_in, fmt, xq + (size_t)t * n_in,
+					    d + (size_t)t * (n_in / 32), ds + (size_t)t * (n_in / 32));
 		}
-		emu_tile<T>(w, rb, n_in, &xq[0][0], &d[0][0], &ds[0][0], 8, y8);
-		emu_tile<T>(w, rb, n_in, &xq[0][0], &d[0][0], &ds[0][0], 1, y1);
-		for (int r = 0; r < 16; r++)
-			diff += memcmp(&y8[0][r], &y1[0][r], 4) != 0;
-		for (int k = 0; k < 8; k++) {
-			ntx_quantize_act_ref(ntx_act_type(ti.t), x[k], xr, n_in);
-			for (int r = 0; r < 16; r++) {
-				got[16 * k + r] = y8[k][r];
-				ref[16 * k + r] = ntx_vec_dot_ref(ti.t, n_in, w + (size_t)r * rb, xr);
-			}
+		emu_dl<T>(ws, rb, n_rows, n_in, xq, d, ds, n_tok, got);
+		emu_dl<T>(ws, rb, n_rows, n_in, xq, d, ds, 1, got1);
+		for (int r = 0; r < n_rows; r++)
+			bad += memcmp(&got[r], &got1[r], sizeof(double)) != 0;
+		for (int t = 0; t < n_tok; t++) {
+			ntx_quantize_act_ref(ntx_act_type(ti.t), x + (size_t)t * n_in, xr, n_in);
+			for (int r = 0; r < n_rows; r++)
+				ref[t * n_rows + r] = ntx_vec_dot_ref(ti.t, n_in, w + (size_t)r * rb, xr);
 		}
 		{
-			double e = nmse(got, ref, 128);
+			double e = nmse(got, ref, n_tok * n_rows);
 
 			t_ok(e <= NMSE_STRICT,
-			     "%s: mma tile (16 rows x 8 tokens, PTX fragment layout) vs ntx_vec_dot_ref on Gaussian x in the CPU's q8 format: NMSE %.3g <= %g",
-			     ti.name, e, NMSE_STRICT);
+			     "%s%s: direct-load warp (n_in %d, %d rows x %d tokens) vs ntx_vec_dot_ref, CPU q8 format: NMSE %.3g <= %g",
+			     ti.name, T & NTX_SPLIT ? "/split" : "", n_in, n_rows, n_tok, e, NMSE_STRICT);
 		}
-		/* against the float64 dequantized dot: the activation noise only */
-		for (int r = 0; r < 16; r++) {
-			float row[1024];
+		/* split rows dequantize to the GGUF rows' values, bit for bit */
+		if (T & NTX_SPLIT) {
+			long dbad = 0;
 
-			ntx_dequant_row_ref(ti.t, w + (size_t)r * rb, row, n_in);
-			ref2[r] = 0;
-			for (int i = 0; i < n_in; i++)
-				ref2[r] += (double)row[i] * x[3][i];
-			got2[r] = y8[3][r];
+			for (int r = 0; r < n_rows; r++) {
+				ntx_dequant_row_ref(ti.t, w + (size_t)r * rb, row, n_in);
+				for (int u = 0; u < n_in / 32; u++) {
+					ntx_wu wu;
+
+					ntx_unit_at<T>(ws + (size_t)r * rb, nb, u, wu);
+					for (int e = 0; e < 32; e++)
+						rowu[32 * u + e] = ntx_unit_value<B>(wu, e);
+				}
+				dbad += memcmp(row, rowu, sizeof(float) * n_in) != 0;
+			}
+			t_ok(dbad == 0, "%s/split: rows of %d dequantize as the GGUF rows, bit for bit (%ld rows differ)",
+			     ti.name, n_in, dbad);
 		}
-		{
-			double e = nmse(got2, ref2, 16);
-
-			const double tol = fmt == NTX_Q8F_Q8_K ? NMSE_RANDOM_Q8K : NMSE_RANDOM;
-
-			t_ok(e <= tol && e > 0, "%s: mma tile vs float64 dequantized dot: NMSE %.3g <= %g",
-			     ti.name, e, tol);
-		}
+		free(w), free(ws), free(x), free(d), free(ds), free(xq), free(xr);
 	}
-	t_ok(diff == 0, "%s: mma tile token 0 bitwise the same with 1 and 8 tokens (%ld differ)", ti.name,
-	     diff);
-	free(xr);
-	free(w);
+	t_ok(bad == 0, "%s%s: direct-load token 0 the same with 1 and 3 tokens (%ld differ)", ti.name,
+	     T & NTX_SPLIT ? "/split" : "", bad);
 }
 
 static void test_loaders(void)
@@ -613,11 +586,11 @@ int main(void)
 	test_pairs<NTX_TYPE_Q5_K>(types[3]);
 	test_pairs<NTX_TYPE_Q6_K>(types[4]);
 	test_q8_formats();
-	test_mma_tile<NTX_TYPE_Q4_0>(types[0]);
-	test_mma_tile<NTX_TYPE_Q8_0>(types[1]);
-	test_mma_tile<NTX_TYPE_Q4_K>(types[2]);
-	test_mma_tile<NTX_TYPE_Q5_K>(types[3]);
-	test_mma_tile<NTX_TYPE_Q6_K>(types[4]);
+	test_dl<NTX_SPLIT | NTX_TYPE_Q4_0>(types[0]);
+	test_dl<NTX_SPLIT | NTX_TYPE_Q8_0>(types[1]);
+	test_dl<NTX_TYPE_Q4_K>(types[2]);
+	test_dl<NTX_TYPE_Q5_K>(types[3]);
+	test_dl<NTX_SPLIT | NTX_TYPE_Q6_K>(types[4]);
 	/* bytes (0, 255, 128, 1) . (-128, 5, 127, -1) */
 	t_ok(ntx_dp4a_us(0x0180FF00u, 0xFF7F0580u, 3) ==
 		     3 + 0 * -128 + 255 * 5 + 128 * 127 + 1 * -1,

@@ -1,8 +1,11 @@
 /* test_cuda_bench.c - timings of the hot kernels at 8B-model shapes, with a
  * sampled correctness check of each big run (so a fast wrong kernel fails):
- *   GEMV, n_tok 1 and 8, every weight type, on 4096x4096, 4096x14336,
- *     14336x4096 and 4096x128256 (n_in x n_out): GB/s of weight bytes (n_tok
- *     8: the ratio of its time per weight byte to n_tok 1's), rotating over
+ *   GEMV, n_tok 1 and 8, every weight type (split rows of Q4_0 / Q8_0 /
+ *     Q6_K too), on 4096x4096, 4096x14336, 14336x4096 and 4096x128256 (n_in x
+ *     n_out): GB/s of weight bytes (n_tok 8: the ratio of its time per weight
+ *     byte to n_tok 1's); Q4_K, Q5_K and split rows also through the
+ *     direct-load GEMV in its three shapes (ntx_cuda_gemv_dl_variant), so the
+ *     staged and direct-load kernels are compared in one run; rotating over
  *     copies of the matrix totalling >= 256 MB so that the 50 MB L2 cannot
  *     serve repeats; activations in the weight type's CPU-matching q8
  *     format (ntx_cuda_q8_fmt);
@@ -21,7 +24,9 @@
  *     once unfused (Q, K, V as three GEMVs, attention + quantize_q8); then
  *     the engine's sequence captured with programmatic dependent launch
  *     forced on and forced off ("# bench layer pdl=on: X us ...",
- *     "# bench layer pdl=off: Y us ...": on devices without PDL, both off).
+ *     "# bench layer pdl=off: Y us ...": on devices without PDL, both off);
+ *     and with each GEMV (staged with GGUF Q6_K, direct-load with split
+ *     Q6_K): the sequence, then each of its 9 kernels alone.
  * Each timing is the median over 5 repetitions of back-to-back launches
  * timed with CUDA events, after a warm-up. Lines start with "# bench". */
 #include "gpu_util.h"
@@ -32,8 +37,10 @@
 #define NMSE_SAMPLE_EXACT 1e-8
 #define NMSE_SAMPLE_MM 1e-5
 
+#define SPLIT(t) (NTX_CUDA_SPLIT | (t))
 static const uint32_t all_types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q4_0,
-				      NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
+				      NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K,
+				      SPLIT(NTX_TYPE_Q4_0), SPLIT(NTX_TYPE_Q8_0), SPLIT(NTX_TYPE_Q6_K) };
 #define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
 
 /* A weight matrix in device memory, ncopy copies, filled by repeating a
@@ -82,6 +89,8 @@ static void wm_init(struct wm *m, int ti, int64_t n_in, int64_t n_out, int rotat
 
 		CK(cudaMemcpy(m->d + done, m->d, n, cudaMemcpyDeviceToDevice));
 	}
+	if (m->t & NTX_CUDA_SPLIT) /* the engine's layout of resident weights */
+		T_CUDA(ntx_cuda_repack(ntx_cuda_base_type(m->t), m->d, n_in, n_out, NULL, &g_err));
 	for (int c = 1; c < m->ncopy; c++)
 		CK(cudaMemcpy(m->d + (size_t)c * m->bytes, m->d, m->bytes, cudaMemcpyDeviceToDevice));
 }
@@ -215,18 +224,38 @@ static void run_gemv(void)
 			wm_init(&m, ti, shapes[s][0], shapes[s][1], 1);
 			ms = bench_gemv(&m, 1, 0, &e);
 			worst = e > worst ? e : worst;
-			t_diag("bench gemv %-5s %5lldx%-6lld n_tok 1: %8.2f us %7.0f GB/s (%3.0f%% of %.0f)",
+			t_diag("bench gemv %-10s %5lldx%-6lld n_tok 1: %8.2f us %7.0f GB/s (%3.0f%% of %.0f)",
 			       type_name(m.t), (long long)m.n_in, (long long)m.n_out, ms * 1e3,
 			       m.bytes / ms * 1e-6, m.bytes / ms * 1e-6 / HBM_GBS * 100, HBM_GBS);
+			/* the direct-load kernel in its three shapes, same run, same
+			 * matrices (Q4_K / Q5_K: the line above is the default kernel) */
+			if (m.t == NTX_TYPE_Q4_K || m.t == NTX_TYPE_Q5_K || (m.t & NTX_CUDA_SPLIT)) {
+				static const char *const vn[3] = { "dl", "dl-u1b8", "dl-u2b4" };
+
+				ntx_cuda_gemv_dl_set(1);
+				for (int v = 0; v < 3; v++) {
+					double mv, ev;
+
+					ntx_cuda_gemv_dl_variant(v);
+					mv = bench_gemv(&m, 1, 0, &ev);
+					worst = ev > worst ? ev : worst;
+					t_diag("bench gemv %-10s %5lldx%-6lld n_tok 1 %-7s: %8.2f us %7.0f GB/s (%3.0f%%)",
+					       type_name(m.t), (long long)m.n_in, (long long)m.n_out, vn[v], mv * 1e3,
+					       m.bytes / mv * 1e-6, m.bytes / mv * 1e-6 / HBM_GBS * 100);
+				}
+				ntx_cuda_gemv_dl_variant(0);
+				ntx_cuda_gemv_dl_set(-1);
+			}
 			ms8 = bench_gemv(&m, 8, 0, &e);
 			worst = e > worst ? e : worst;
-			t_diag("bench gemv %-5s %5lldx%-6lld n_tok 8: %8.2f us %7.0f GB/s of weights (%.2fx n_tok 1's time)",
+			t_diag("bench gemv %-10s %5lldx%-6lld n_tok 8: %8.2f us %7.0f GB/s of weights (%.2fx n_tok 1's time)",
 			       type_name(m.t), (long long)m.n_in, (long long)m.n_out, ms8 * 1e3,
 			       m.bytes / ms8 * 1e-6, ms8 / ms);
-			if (s == 1 && (m.t == NTX_TYPE_Q4_K || m.t == NTX_TYPE_Q8_0 || m.t == NTX_TYPE_F16)) {
+			if (s == 1 && (m.t == NTX_TYPE_Q4_K || m.t == SPLIT(NTX_TYPE_Q8_0) || m.t == NTX_TYPE_F16 ||
+				       m.t == SPLIT(NTX_TYPE_Q4_0))) {
 				for (int nt = 1; nt <= 8; nt += 7) {
 					ms = bench_gemv(&m, nt, 1, &e);
-					t_diag("bench gemv_swiglu %-5s 4096->14336 (gate+up) n_tok %d: %8.2f us %7.0f GB/s",
+					t_diag("bench gemv_swiglu %-10s 4096->14336 (gate+up) n_tok %d: %8.2f us %7.0f GB/s",
 					       type_name(m.t), nt, ms * 1e3, 2.0 * m.bytes / ms * 1e-6);
 				}
 			}
@@ -491,16 +520,19 @@ static int type_index(uint32_t t)
 	return 0;
 }
 
-static void run_gemv_multi(void)
+/* Q, K, V of an 8B Q4_K_M layer: staged GEMV with GGUF Q6_K (dl = 0), or
+ * the direct-load GEMV with split Q6_K rows (dl = 1). */
+static void multi_once(int dl)
 {
 	struct wm mq, mk, mv;
 	struct mq_ctx c;
 	float *x = malloc(4096 * 4), *dx;
 	double bytes, ms[2];
 
+	ntx_cuda_gemv_dl_set(dl);
 	wm_init(&mq, type_index(NTX_TYPE_Q4_K), 4096, 4096, 1);
 	wm_init(&mk, type_index(NTX_TYPE_Q4_K), 4096, 1024, 1);
-	wm_init(&mv, type_index(NTX_TYPE_Q6_K), 4096, 1024, 1);
+	wm_init(&mv, type_index(dl ? SPLIT(NTX_TYPE_Q6_K) : NTX_TYPE_Q6_K), 4096, 1024, 1);
 	c.m[0] = &mq, c.m[1] = &mk, c.m[2] = &mv;
 	rnd_strict_acts(x, 4096);
 	dx = dev_up(x, 4096 * 4);
@@ -513,13 +545,20 @@ static void run_gemv_multi(void)
 		c.multi = multi;
 		ms[multi] = time_ms(mq_launch, &c, 200);
 	}
-	t_diag("bench gemv_multi Q4_K/Q4_K/Q6_K 4096 -> 4096+1024+1024 (QKV) n_tok 1: %7.2f us %6.0f GB/s"
+	t_diag("bench gemv_multi %s Q4_K/Q4_K/%s 4096 -> 4096+1024+1024 (QKV) n_tok 1: %7.2f us %6.0f GB/s"
 	       " (3 launches: %7.2f us)",
-	       ms[1] * 1e3, bytes / ms[1] * 1e-6, ms[0] * 1e3);
+	       dl ? "direct-load" : "staged", type_name(mv.t), ms[1] * 1e3, bytes / ms[1] * 1e-6, ms[0] * 1e3);
 	dev_free(mq.d), dev_free(mk.d), dev_free(mv.d), dev_free(dx), dev_free(c.dxq);
 	for (int k = 0; k < 3; k++)
 		dev_free(c.dy[k]);
 	free(x);
+	ntx_cuda_gemv_dl_set(-1);
+}
+
+static void run_gemv_multi(void)
+{
+	multi_once(0);
+	multi_once(1);
 }
 
 /* ---- the engine's layer sequence ---- */
@@ -528,6 +567,7 @@ static void run_gemv_multi(void)
 
 struct layer_w {
 	void *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+	void *wv_s, *wd_s; /* v and down in split rows (the direct-load GEMV's layout) */
 	float *an, *fn;
 	struct ntx_cuda_kv kv;
 };
@@ -540,7 +580,13 @@ struct layer_ctx {
 	int32_t *dseq, *dpos;
 	float *freqs;
 	int fused;
+	int dl;       /* the direct-load GEMV and split rows (else staged, GGUF layout) */
+	unsigned ops; /* fused sequence: the kernels to enqueue (bit k: LAYER_OPS[k]), 0 = all */
 };
+
+static const char *const LAYER_OPS[9] = { "rmsnorm+q8", "qkv gemv_multi", "rope_store",
+					  "attention_q8", "o gemv", "rmsnorm+q8", "gate/up swiglu",
+					  "quantize_q8", "down gemv" };
 
 static void *rand_dev(uint32_t t, int64_t n_in, int64_t n_out)
 {
@@ -559,43 +605,44 @@ static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStrea
 {
 	const int E = 4096, KV = 1024, F = 14336, NH = 32;
 	struct ntx_cuda_rope rope = { 128, 500000.0f, 1.0f, NULL };
+	const uint32_t q6 = c->dl ? SPLIT(NTX_TYPE_Q6_K) : NTX_TYPE_Q6_K;
+	const void *wv = c->dl ? L->wv_s : L->wv, *wd = c->dl ? L->wd_s : L->wd;
 	struct ntx_cuda_gemv_seg qkv[3] = {
 		{ NTX_TYPE_Q4_K, L->wq, E, c->q, 0 },
 		{ NTX_TYPE_Q4_K, L->wk, KV, c->k, 0 },
-		{ NTX_TYPE_Q6_K, L->wv, KV, c->v, 0 },
+		{ q6, wv, KV, c->v, 0 },
 	};
 	ntx_stream_t s = (ntx_stream_t)st;
-
+	const unsigned ops = c->ops ? c->ops : 0x1FF;
 	const int K = NTX_CUDA_Q8F_Q8_K; /* the CPU's activations for K-quant weights */
 
-	if (ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->an, 1, E, 1e-5f, s, &g_err))
-		return -1;
-	if (c->fused) {
-		if (ntx_cuda_gemv_multi(qkv, 3, E, c->xb, c->xq, 1, s, &g_err))
+	if (!c->fused) {
+		if (ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->an, 1, E, 1e-5f, s, &g_err))
 			return -1;
-	} else {
 		for (int i = 0; i < 3; i++)
 			if (ntx_cuda_gemv(qkv[i].wtype, qkv[i].w, E, qkv[i].n_out, c->xb, c->xq, qkv[i].y, 1,
 					  0, s, &g_err))
 				return -1;
-	}
-	if (ntx_cuda_rope_store(c->q, c->k, c->v, 1, NH, &L->kv, c->dseq, c->dpos, &rope, s, &g_err))
-		return -1;
-	if (c->fused) {
-		if (ntx_cuda_attention_q8_fmt(c->att, c->xq, K, c->q, 1, NH, &L->kv, c->dseq, c->dpos,
-					      c->ws, c->wsb, s, &g_err))
+		if (ntx_cuda_rope_store(c->q, c->k, c->v, 1, NH, &L->kv, c->dseq, c->dpos, &rope, s, &g_err) ||
+		    ntx_cuda_attention(c->att, c->q, 1, NH, &L->kv, c->dseq, c->dpos, c->ws, c->wsb, s,
+				       &g_err) ||
+		    ntx_cuda_quantize_q8_fmt(c->att, c->xq, E, 1, K, s, &g_err))
 			return -1;
-	} else if (ntx_cuda_attention(c->att, c->q, 1, NH, &L->kv, c->dseq, c->dpos, c->ws, c->wsb, s,
-				      &g_err) ||
-		   ntx_cuda_quantize_q8_fmt(c->att, c->xq, E, 1, K, s, &g_err)) {
-		return -1;
+	} else {
+		if (((ops & 1) && ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->an, 1, E, 1e-5f, s, &g_err)) ||
+		    ((ops & 2) && ntx_cuda_gemv_multi(qkv, 3, E, c->xb, c->xq, 1, s, &g_err)) ||
+		    ((ops & 4) && ntx_cuda_rope_store(c->q, c->k, c->v, 1, NH, &L->kv, c->dseq, c->dpos,
+						      &rope, s, &g_err)) ||
+		    ((ops & 8) && ntx_cuda_attention_q8_fmt(c->att, c->xq, K, c->q, 1, NH, &L->kv, c->dseq,
+							    c->dpos, c->ws, c->wsb, s, &g_err)))
+			return -1;
 	}
-	return ntx_cuda_gemv(NTX_TYPE_Q4_K, L->wo, E, E, c->att, c->xq, c->xr, 1, 1, s, &g_err) ||
-	       ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->fn, 1, E, 1e-5f, s, &g_err) ||
-	       ntx_cuda_gemv_swiglu(NTX_TYPE_Q4_K, L->wg, NTX_TYPE_Q4_K, L->wu, E, F, c->xb, c->xq,
-				    c->h, 1, s, &g_err) ||
-	       ntx_cuda_quantize_q8_fmt(c->h, c->xq, F, 1, K, s, &g_err) ||
-	       ntx_cuda_gemv(NTX_TYPE_Q6_K, L->wd, F, E, c->h, c->xq, c->xr, 1, 1, s, &g_err);
+	return ((ops & 16) && ntx_cuda_gemv(NTX_TYPE_Q4_K, L->wo, E, E, c->att, c->xq, c->xr, 1, 1, s, &g_err)) ||
+	       ((ops & 32) && ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->fn, 1, E, 1e-5f, s, &g_err)) ||
+	       ((ops & 64) && ntx_cuda_gemv_swiglu(NTX_TYPE_Q4_K, L->wg, NTX_TYPE_Q4_K, L->wu, E, F, c->xb,
+						   c->xq, c->h, 1, s, &g_err)) ||
+	       ((ops & 128) && ntx_cuda_quantize_q8_fmt(c->h, c->xq, F, 1, K, s, &g_err)) ||
+	       ((ops & 256) && ntx_cuda_gemv(q6, wd, F, E, c->h, c->xq, c->xr, 1, 1, s, &g_err));
 }
 
 /* us per layer of a graph of LAYER_COPIES layers replayed n times. */
@@ -642,8 +689,9 @@ static double layer_time_us(struct layer_ctx *c, int n)
 	return ms[1] * 1e3 / ((double)n * LAYER_COPIES);
 }
 
-/* The output head as the engine runs it: rmsnorm + q8, Q6_K GEMV. */
-static double head_time_us(void)
+/* The output head as the engine runs it: rmsnorm + q8, Q6_K GEMV (dl: in
+ * split rows, with the direct-load GEMV). */
+static double head_time_us(int dl)
 {
 	struct wm m;
 	float *x = rnd_gauss_vec(4096, 1.0f), *w = rnd_gauss_vec(4096, 1.0f), *dx, *dw, *dy;
@@ -652,7 +700,7 @@ static double head_time_us(void)
 	float ms;
 	const int n = 50;
 
-	wm_init(&m, type_index(NTX_TYPE_Q6_K), 4096, 128256, 0);
+	wm_init(&m, type_index(dl ? SPLIT(NTX_TYPE_Q6_K) : NTX_TYPE_Q6_K), 4096, 128256, 0);
 	dx = dev_up(x, 4096 * 4), dw = dev_up(w, 4096 * 4);
 	dy = dev_alloc((size_t)128256 * 4);
 	dxq = dev_alloc(ntx_cuda_q8_bytes(4096, 1));
@@ -685,7 +733,7 @@ static void run_layer(void)
 	uint16_t *hk = malloc(cel * 2);
 	float *x = rnd_gauss_vec(E, 1.0f), *nw = rnd_gauss_vec(E, 1.0f);
 	int32_t zero = 0;
-	double head = head_time_us(), bytes;
+	double head[2] = { head_time_us(0), head_time_us(1) }, bytes;
 
 	memset(&c, 0, sizeof c);
 	for (size_t i = 0; i < cel; i++)
@@ -695,6 +743,7 @@ static void run_layer(void)
 
 		L->wq = rand_dev(NTX_TYPE_Q4_K, E, E), L->wk = rand_dev(NTX_TYPE_Q4_K, E, KV);
 		L->wv = rand_dev(NTX_TYPE_Q6_K, E, KV), L->wo = rand_dev(NTX_TYPE_Q4_K, E, E);
+		L->wv_s = rand_dev(SPLIT(NTX_TYPE_Q6_K), E, KV), L->wd_s = rand_dev(SPLIT(NTX_TYPE_Q6_K), F, E);
 		L->wg = rand_dev(NTX_TYPE_Q4_K, E, F), L->wu = rand_dev(NTX_TYPE_Q4_K, E, F);
 		L->wd = rand_dev(NTX_TYPE_Q6_K, F, E);
 		L->an = dev_up(nw, E * 4), L->fn = dev_up(nw, E * 4);
@@ -714,8 +763,9 @@ static void run_layer(void)
 	CK(cudaMemset(c.ws, 0, c.wsb));
 	c.dseq = dev_up(&zero, 4);
 	c.dpos = dev_alloc(4);
-	t_diag("bench layer: 8B Q4_K_M layer = %.1f MB of weights; head (rmsnorm + Q6_K 4096x128256 GEMV) %.1f us",
-	       bytes / 1e6, head);
+	t_diag("bench layer: 8B Q4_K_M layer = %.1f MB of weights; head (rmsnorm + Q6_K 4096x128256 GEMV) %.1f us"
+	       " (staged), %.1f us (direct-load, split rows)",
+	       bytes / 1e6, head[0], head[1]);
 	for (int pi = 0; pi < 2; pi++) {
 		CK(cudaMemcpy(c.dpos, &positions[pi], 4, cudaMemcpyHostToDevice));
 		for (int fused = 1; fused >= 0; fused--) {
@@ -726,9 +776,33 @@ static void run_layer(void)
 			t_diag("bench layer %-7s pos %4d n_tok 1: %7.2f us per layer (%5.0f GB/s of weights)"
 			       " -> 32 layers + head: %7.1f tok/s",
 			       fused ? "engine" : "unfused", positions[pi], us, bytes / us * 1e-3,
-			       1e6 / (32 * us + head));
+			       1e6 / (32 * us + head[0]));
 		}
 		c.fused = 1;
+		for (int dl = 0; dl < 2; dl++) {
+			/* the sequence, then each kernel alone (a graph of 4 layers'
+			 * worth), with either GEMV and layout */
+			const char *what = dl ? "direct-load" : "staged";
+			double sum = 0, us;
+
+			c.dl = dl;
+			ntx_cuda_gemv_dl_set(dl);
+			us = layer_time_us(&c, 250);
+			t_diag("bench layer %-11s pos %4d n_tok 1: %7.2f us per layer (%5.0f GB/s of weights)"
+			       " -> 32 layers + head: %7.1f tok/s",
+			       what, positions[pi], us, bytes / us * 1e-3, 1e6 / (32 * us + head[dl]));
+			for (int k = 0; k < 9; k++) {
+				c.ops = 1u << k;
+				us = layer_time_us(&c, 250);
+				sum += us;
+				t_diag("bench layer %-11s op %-15s pos %4d: %7.2f us", what, LAYER_OPS[k],
+				       positions[pi], us);
+			}
+			c.ops = 0;
+			t_diag("bench layer %-11s ops alone pos %4d: %7.2f us in all", what, positions[pi], sum);
+		}
+		c.dl = 0;
+		ntx_cuda_gemv_dl_set(-1);
 		{
 			double us[2]; /* [pdl] */
 			int have;
@@ -763,6 +837,7 @@ static void run_layer(void)
 
 		dev_free(L->wq), dev_free(L->wk), dev_free(L->wv), dev_free(L->wo);
 		dev_free(L->wg), dev_free(L->wu), dev_free(L->wd), dev_free(L->an), dev_free(L->fn);
+		dev_free(L->wv_s), dev_free(L->wd_s);
 		dev_free(L->kv.k), dev_free(L->kv.v);
 	}
 	dev_free(c.x), dev_free(c.xb), dev_free(c.xr), dev_free(c.q), dev_free(c.k), dev_free(c.v);

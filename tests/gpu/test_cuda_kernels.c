@@ -45,9 +45,22 @@
 #define NMSE_EW 1e-10
 #define NMSE_ROPE_F16 1e-6
 
+#define SPLIT(t) (NTX_CUDA_SPLIT | (t))
 static const uint32_t all_types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q4_0,
-				      NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
+				      NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K,
+				      SPLIT(NTX_TYPE_Q4_0), SPLIT(NTX_TYPE_Q8_0), SPLIT(NTX_TYPE_Q6_K) };
 #define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
+
+/* n rounded up so that rows of type t can be in split rows (whole 16-byte
+ * rows: 8 blocks) when t is a split type; n itself otherwise. */
+static int64_t fit_n(uint32_t t, int64_t n)
+{
+	const int64_t m = 8 * (int64_t)block_of(t);
+
+	if (!(t & NTX_CUDA_SPLIT) || ntx_cuda_split_type(ntx_cuda_base_type(t), n) == t)
+		return n;
+	return (n + m - 1) / m * m;
+}
 
 /* ---- q8 checks ---- */
 
@@ -128,6 +141,7 @@ static void test_quantize_fmt(void)
 
 static double gemv_case(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int acc, int strict)
 {
+	n_in = fit_n(t, n_in);
 	size_t rb = row_bytes(t, n_in), wb = rb * (size_t)n_out;
 	unsigned char *w = malloc(wb);
 	float *x = malloc((size_t)n_tok * n_in * 4), *y0 = rnd_gauss_vec((size_t)n_tok * n_out, 1.0f);
@@ -147,7 +161,7 @@ static double gemv_case(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int 
 				x[(size_t)k * n_in + i] = rnd_gauss();
 	}
 	ref_gemv(t, w, n_in, n_out, x, n_tok, strict, ref);
-	dw = dev_up(w, wb);
+	dw = wdev_up(t, w, n_in, n_out);
 	dx = dev_up(x, (size_t)n_tok * n_in * 4);
 	dy = dev_alloc((size_t)n_tok * n_out * 4);
 	if (acc)
@@ -223,7 +237,7 @@ static double multi_case(const uint32_t *types, const int64_t *rows, int n_seg, 
 		rnd_rows(types[i], w[i], n_in, rows[i]);
 		y0[i] = rnd_gauss_vec(ny, 1.0f);
 		seg[i].wtype = types[i];
-		seg[i].w = dev_up(w[i], wb);
+		seg[i].w = wdev_up(types[i], w[i], n_in, rows[i]);
 		seg[i].n_out = rows[i];
 		seg[i].y = dev_alloc(ny * 4);
 		seg[i].accumulate = (acc_mask >> i) & 1;
@@ -278,6 +292,13 @@ static void test_gemv_multi(void)
 		{ "Q4_K/F16/BF16/Q8_0", 4, { NTX_TYPE_Q4_K, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q8_0 },
 		  { 31, 7, 7, 12 }, 768, 0x9 },
 		{ "one Q6_K segment", 1, { NTX_TYPE_Q6_K }, { 130 }, 4096, 0x1 },
+		/* resident Q4_K_M attention: q, k Q4_K, v Q6_K in split rows */
+		{ "Q4_K/Q4_K/Q6_K-split", 3, { NTX_TYPE_Q4_K, NTX_TYPE_Q4_K, SPLIT(NTX_TYPE_Q6_K) },
+		  { 256, 64, 64 }, 2048, 0 },
+		/* split and GGUF rows in one call: two launches */
+		{ "Q4_0-split/Q8_0/Q8_0-split/Q6_K", 4,
+		  { SPLIT(NTX_TYPE_Q4_0), NTX_TYPE_Q8_0, SPLIT(NTX_TYPE_Q8_0), NTX_TYPE_Q6_K },
+		  { 67, 5, 33, 1 }, 1280, 0x5 },
 	};
 	static const int toks[] = { 1, 2, 3, 5, 8 };
 
@@ -313,6 +334,7 @@ static void test_gemv_multi(void)
 /* Fused gate/up (same type) and the two-launch path (different types). */
 static double swiglu_case(uint32_t gt, uint32_t ut, int64_t n_in, int64_t n_out, int n_tok)
 {
+	n_in = fit_n(ut, fit_n(gt, n_in));
 	size_t gb = row_bytes(gt, n_in) * n_out, ub = row_bytes(ut, n_in) * n_out;
 	size_t ny = (size_t)n_tok * n_out;
 	unsigned char *wg = malloc(gb), *wu = malloc(ub);
@@ -329,7 +351,7 @@ static double swiglu_case(uint32_t gt, uint32_t ut, int64_t n_in, int64_t n_out,
 	ref_gemv(ut, wu, n_in, n_out, x, n_tok, 1, ru);
 	for (size_t i = 0; i < ny; i++)
 		rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
-	dwg = dev_up(wg, gb), dwu = dev_up(wu, ub);
+	dwg = wdev_up(gt, wg, n_in, n_out), dwu = wdev_up(ut, wu, n_in, n_out);
 	dx = dev_up(x, (size_t)n_tok * n_in * 4);
 	dxq = dev_alloc(ntx_cuda_q8_bytes(n_in, n_tok));
 	dh = dev_alloc(ny * 4);
@@ -351,7 +373,8 @@ static void test_swiglu_gemv(void)
 		{ NTX_TYPE_Q4_K, NTX_TYPE_Q4_K }, { NTX_TYPE_Q4_0, NTX_TYPE_Q4_0 },
 		{ NTX_TYPE_Q6_K, NTX_TYPE_Q6_K }, { NTX_TYPE_F16, NTX_TYPE_F16 },
 		{ NTX_TYPE_BF16, NTX_TYPE_BF16 }, { NTX_TYPE_Q4_K, NTX_TYPE_Q6_K },
-		{ NTX_TYPE_F16, NTX_TYPE_Q8_0 },
+		{ NTX_TYPE_F16, NTX_TYPE_Q8_0 }, { SPLIT(NTX_TYPE_Q6_K), SPLIT(NTX_TYPE_Q6_K) },
+		{ SPLIT(NTX_TYPE_Q8_0), SPLIT(NTX_TYPE_Q8_0) }, { SPLIT(NTX_TYPE_Q4_0), NTX_TYPE_Q4_K },
 	};
 
 	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -392,6 +415,7 @@ static void acts_up(uint32_t t, const float *x, int64_t n_in, int n_tok, float *
  * same. Accumulate: y0 + v, bitwise. */
 static long gemv_invariance(uint32_t t, int64_t n_in, int64_t n_out)
 {
+	n_in = fit_n(t, n_in);
 	size_t wb = row_bytes(t, n_in) * (size_t)n_out;
 	unsigned char *w = malloc(wb);
 	float *xr = rnd_gauss_vec((size_t)8 * n_in, 1.0f), *y8 = malloc((size_t)8 * n_out * 4);
@@ -402,7 +426,7 @@ static long gemv_invariance(uint32_t t, int64_t n_in, int64_t n_out)
 	long bad = 0;
 
 	rnd_rows(t, w, n_in, n_out);
-	dw = dev_up(w, wb);
+	dw = wdev_up(t, w, n_in, n_out);
 	acts_up(t, xr, n_in, 8, &dx, &dxq);
 	dev_poison(dy, (size_t)8 * n_out * 4);
 	T_CUDA(ntx_cuda_gemv(t, dw, n_in, n_out, dx, dxq, dy, 8, 0, NULL, &g_err));
@@ -484,6 +508,8 @@ static void test_multi_bitwise(void)
 		{ "Q4_K/Q4_K/Q6_K", 3, { NTX_TYPE_Q4_K, NTX_TYPE_Q4_K, NTX_TYPE_Q6_K }, { 4096, 1024, 1024 }, 4096 },
 		{ "Q5_K/Q6_K/Q4_K/Q5_K", 4, { NTX_TYPE_Q5_K, NTX_TYPE_Q6_K, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K }, { 67, 5, 300, 17 }, 2048 },
 		{ "Q4_0/Q8_0/Q4_0", 3, { NTX_TYPE_Q4_0, NTX_TYPE_Q8_0, NTX_TYPE_Q4_0 }, { 33, 500, 8 }, 1536 },
+		{ "Q4_K/Q4_K/Q6_K-split", 3, { NTX_TYPE_Q4_K, NTX_TYPE_Q4_K, SPLIT(NTX_TYPE_Q6_K) }, { 4096, 1024, 1024 }, 4096 },
+		{ "Q4_0-split/Q8_0-split/Q6_K/Q4_0-split", 4, { SPLIT(NTX_TYPE_Q4_0), SPLIT(NTX_TYPE_Q8_0), NTX_TYPE_Q6_K, SPLIT(NTX_TYPE_Q4_0) }, { 33, 500, 8, 70 }, 1536 },
 		{ "F16/F32/BF16/F16", 4, { NTX_TYPE_F16, NTX_TYPE_F32, NTX_TYPE_BF16, NTX_TYPE_F16 }, { 40, 8, 300, 7 }, 1024 },
 	};
 	static const int toks[] = { 1, 3, 8 };
@@ -507,7 +533,7 @@ static void test_multi_bitwise(void)
 
 				rnd_rows(cases[c].t[i], w, n_in, cases[c].rows[i]);
 				seg[i].wtype = cases[c].t[i];
-				seg[i].w = dev_up(w, wb);
+				seg[i].w = wdev_up(cases[c].t[i], w, n_in, cases[c].rows[i]);
 				seg[i].n_out = cases[c].rows[i];
 				seg[i].y = dev_up(y0, ny * 4);
 				seg[i].accumulate = i & 1;
@@ -543,6 +569,8 @@ static void test_swiglu_bitwise(void)
 		{ NTX_TYPE_Q4_K, NTX_TYPE_Q4_K }, { NTX_TYPE_Q6_K, NTX_TYPE_Q6_K }, { NTX_TYPE_Q5_K, NTX_TYPE_Q5_K },
 		{ NTX_TYPE_Q4_0, NTX_TYPE_Q4_0 }, { NTX_TYPE_Q8_0, NTX_TYPE_Q8_0 }, { NTX_TYPE_F16, NTX_TYPE_F16 },
 		{ NTX_TYPE_BF16, NTX_TYPE_BF16 }, { NTX_TYPE_Q4_K, NTX_TYPE_Q6_K },
+		{ SPLIT(NTX_TYPE_Q6_K), SPLIT(NTX_TYPE_Q6_K) }, { SPLIT(NTX_TYPE_Q4_0), SPLIT(NTX_TYPE_Q4_0) },
+		{ SPLIT(NTX_TYPE_Q8_0), SPLIT(NTX_TYPE_Q8_0) }, { NTX_TYPE_Q4_K, SPLIT(NTX_TYPE_Q6_K) },
 	};
 	static const int toks[] = { 1, 5, 8 };
 	static const int64_t shapes[2][2] = { { 4096, 300 }, { 1024, 37 } };
@@ -553,7 +581,7 @@ static void test_swiglu_bitwise(void)
 
 		for (int s = 0; s < 2; s++) {
 			for (int k = 0; k < 3; k++) {
-				const int64_t n_in = shapes[s][0], n_out = shapes[s][1];
+				const int64_t n_in = fit_n(ut, fit_n(gt, shapes[s][0])), n_out = shapes[s][1];
 				const int nt = toks[k];
 				size_t gb = row_bytes(gt, n_in) * n_out, ub = row_bytes(ut, n_in) * n_out;
 				size_t ny = (size_t)nt * n_out;
@@ -565,7 +593,7 @@ static void test_swiglu_bitwise(void)
 
 				rnd_rows(gt, wg, n_in, n_out);
 				rnd_rows(ut, wu, n_in, n_out);
-				dwg = dev_up(wg, gb), dwu = dev_up(wu, ub);
+				dwg = wdev_up(gt, wg, n_in, n_out), dwu = wdev_up(ut, wu, n_in, n_out);
 				acts_up(ntx_cuda_wtype_q8(gt) == 1 ? gt : ut, x, n_in, nt, &dx, &dxq);
 				dev_poison(dh, ny * 4);
 				T_CUDA(ntx_cuda_gemv_swiglu(gt, dwg, ut, dwu, n_in, n_out, dx, dxq, dh, nt, NULL,
@@ -591,6 +619,7 @@ static void test_swiglu_bitwise(void)
 
 static void test_matmul_one(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int acc)
 {
+	n_in = fit_n(t, n_in);
 	size_t rb = row_bytes(t, n_in), wb = rb * n_out, ny = (size_t)n_tok * n_out;
 	unsigned char *w = malloc(wb);
 	float *x = rnd_gauss_vec((size_t)n_tok * n_in, 1.0f), *y0 = rnd_gauss_vec(ny, 1.0f);
@@ -602,7 +631,7 @@ static void test_matmul_one(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, 
 
 	rnd_rows(t, w, n_in, n_out);
 	ref_gemv(t, w, n_in, n_out, x, n_tok, 0, ref);
-	dw = dev_up(w, wb);
+	dw = wdev_up(t, w, n_in, n_out);
 	dx = dev_up(x, (size_t)n_tok * n_in * 4);
 	dy = dev_alloc(ny * 4);
 	if (acc)
@@ -630,6 +659,7 @@ static void test_matmul_segs_one(uint32_t t, int64_t n_in, int64_t n_out, int ac
 {
 	enum { ROWS = 60, NS = 3 };
 	static const int off[NS] = { 3, 20, 41 }, len[NS] = { 12, 9, 19 };
+	n_in = fit_n(t, n_in);
 	size_t rb = row_bytes(t, n_in), wb = rb * n_out, ny = (size_t)ROWS * n_out;
 	unsigned char *w = malloc(wb);
 	float *x = rnd_gauss_vec((size_t)ROWS * n_in, 1.0f), *y0 = rnd_gauss_vec(ny, 1.0f);
@@ -640,7 +670,7 @@ static void test_matmul_segs_one(uint32_t t, int64_t n_in, int64_t n_out, int ac
 	long bad = 0;
 
 	rnd_rows(t, w, n_in, n_out);
-	dw = dev_up(w, wb);
+	dw = wdev_up(t, w, n_in, n_out);
 	dx = dev_up(x, (size_t)ROWS * n_in * 4);
 	dy = dev_up(y0, ny * 4);
 	T_CUDA(ntx_cuda_matmul_segs(t, dw, n_in, n_out, dx, dy, off, len, NS, ROWS, acc, ws, wsb,
@@ -711,7 +741,7 @@ static void test_dequant(void)
 		long bad = 0;
 
 		rnd_rows(t, tab, n, nrow);
-		dt = dev_up(tab, rb * nrow);
+		dt = wdev_up(t, tab, n, nrow);
 		dout = dev_alloc((size_t)n * 4 * 4);
 		dtok = dev_up(tok, sizeof tok);
 		{
@@ -719,9 +749,14 @@ static void test_dequant(void)
 			float *dall = dev_alloc((size_t)n * nrow * 4);
 
 			dev_poison(dall, (size_t)n * nrow * 4);
-			T_CUDA(ntx_cuda_dequant_f32(t, dt, dall, n * nrow, NULL, &g_err));
+			if (t & NTX_CUDA_SPLIT) /* the layout is per row: one row per call */
+				for (int64_t r = 0; r < nrow; r++)
+					T_CUDA(ntx_cuda_dequant_f32(t, (char *)dt + rb * r, dall + n * r, n, NULL,
+								    &g_err));
+			else
+				T_CUDA(ntx_cuda_dequant_f32(t, dt, dall, n * nrow, NULL, &g_err));
 			dev_get(all, dall, (size_t)n * nrow * 4);
-			ntx_dequant_row_ref(t, tab, r2, n * nrow);
+			ntx_dequant_row_ref(ntx_cuda_base_type(t), tab, r2, n * nrow);
 			for (int64_t k = 0; k < n * nrow; k++)
 				bad += memcmp(all + k, r2 + k, 4) != 0;
 			t_ok(bad == 0, "dequant_f32 %s: %lld elements bit-identical to ntx_dequant_row_ref (%ld differ)",
@@ -734,7 +769,7 @@ static void test_dequant(void)
 		T_CUDA(ntx_cuda_get_rows(t, dt, rb, n, dtok, 4, dout, NULL, &g_err));
 		dev_get(got, dout, (size_t)n * 4 * 4);
 		for (int k = 0; k < 4; k++)
-			ntx_dequant_row_ref(t, tab + rb * tok[k], ref + (size_t)k * n, n);
+			ntx_dequant_row_ref(ntx_cuda_base_type(t), tab + rb * tok[k], ref + (size_t)k * n, n);
 		for (int64_t k = 0; k < 4 * n; k++)
 			bad += memcmp(ref + k, got + k, 4) != 0;
 		t_ok(bad == 0, "get_rows %s: rows 7, 0, 49, 7 bit-identical (%ld differ)", type_name(t), bad);
@@ -924,8 +959,18 @@ static void test_errors(void)
 	t_ok(ntx_cuda_gemv(NTX_TYPE_Q8_0, p, 48, 4, p, p, p, 1, 0, NULL, &e) == -1,
 	     "gemv: n_in not a multiple of the block: %s", e.msg);
 	t_ok(ntx_cuda_wtype_q8(NTX_TYPE_Q6_K) == 1 && ntx_cuda_wtype_q8(NTX_TYPE_BF16) == 0 &&
-		     ntx_cuda_wtype_q8(NTX_TYPE_Q2_K) == -1,
-	     "wtype_q8: Q6_K 1, BF16 0, Q2_K -1");
+		     ntx_cuda_wtype_q8(NTX_TYPE_Q2_K) == -1 && ntx_cuda_wtype_q8(SPLIT(NTX_TYPE_Q6_K)) == 1 &&
+		     ntx_cuda_wtype_q8(SPLIT(NTX_TYPE_Q4_K)) == -1,
+	     "wtype_q8: Q6_K 1, BF16 0, Q2_K -1, Q6_K/split 1, Q4_K/split -1");
+	t_ok(ntx_cuda_split_type(NTX_TYPE_Q6_K, 4096) == SPLIT(NTX_TYPE_Q6_K) &&
+		     ntx_cuda_split_type(NTX_TYPE_Q6_K, 256) == NTX_TYPE_Q6_K &&
+		     ntx_cuda_split_type(NTX_TYPE_Q4_K, 4096) == NTX_TYPE_Q4_K &&
+		     ntx_cuda_split_type(NTX_TYPE_Q8_0, 4096) == SPLIT(NTX_TYPE_Q8_0),
+	     "split_type: Q6_K rows of 4096 split, of 256 (210 bytes) not, Q4_K never, Q8_0 of 4096 split");
+	t_ok(ntx_cuda_repack(NTX_TYPE_Q6_K, p, 256, 4, NULL, &e) == -1 && e.msg[0],
+	     "repack: rows that are not 16-byte multiples rejected: %s", e.msg);
+	t_ok(ntx_cuda_gemv(SPLIT(NTX_TYPE_Q6_K), p, 256, 4, p, p, p, 1, 0, NULL, &e) == -1 && e.msg[0],
+	     "gemv: split rows of 210 bytes rejected: %s", e.msg);
 	dev_free(p);
 }
 
@@ -941,12 +986,19 @@ int main(int argc, char **argv)
 		test_errors();
 		test_quantize();
 		test_quantize_fmt();
-		test_gemv();
-		test_gemv_invariance();
-		test_multi_bitwise();
-		test_swiglu_bitwise();
-		test_gemv_multi();
-		test_swiglu_gemv();
+		/* GGUF-layout Q4_K / Q5_K through both GEMV kernels (staged,
+		 * direct-load; split rows take the direct-load one either way) */
+		for (int dl = 0; dl < 2; dl++) {
+			ntx_cuda_gemv_dl_set(dl);
+			t_diag("GEMV checks with the direct-load kernel %s for Q4_K / Q5_K", dl ? "on" : "off");
+			test_gemv();
+			test_gemv_invariance();
+			test_multi_bitwise();
+			test_swiglu_bitwise();
+			test_gemv_multi();
+			test_swiglu_gemv();
+		}
+		ntx_cuda_gemv_dl_set(-1);
 	}
 	test_matmul();
 	if (!matmul_only) {
