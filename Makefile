@@ -56,6 +56,8 @@ CUDA_HOST_TEST := $(if $(CUDA_SRC),$(if $(wildcard tests/gpu/host_blockmath.cu),
 # SIMD variants are compiled with their own flags and chosen at run time.
 $(BUILD)/kernels/cpu/%_avx2.o: XFLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/kernels/cpu/%_avx512.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+$(BUILD)/kernels/cpu/%_amx.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c \
+	-mamx-tile -mamx-int8
 
 .PHONY: all test test-gpu bench demo asan install clean fuzz
 all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN) $(BENCH_BIN) $(GPU_TEST_BIN) $(CUDA_HOST_TEST)

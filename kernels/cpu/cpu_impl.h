@@ -31,6 +31,11 @@ typedef void (*ntx_tile_fn)(int64_t n, const void *w, size_t wstride, int nr, co
  * sizes do not depend on the ISA chosen at run time. */
 #define NTX_PREP_MAX(n) ((size_t)(2 * (n) + 256))
 
+/* Group layouts (activations of NTX_GROUP_T tokens interleaved for a matrix
+ * unit, quant_amx.c): upper bound of one group's bytes, any ISA. */
+#define NTX_GROUP_T 16
+#define NTX_GROUP_MAX(n) ((size_t)(18 * (n) + 4096))
+
 /* Elements per chunk when ntx_vec_dot prepares activations on the stack. */
 #define NTX_PREP_CHUNK 2048
 
@@ -46,20 +51,51 @@ struct ntx_cpu_isa {
 	 * into the prepared layout at xp (64-byte aligned, prep_bytes long). */
 	void (*prepare)(uint32_t wtype, const void *xq, void *xp, int64_t n);
 	ntx_tile_fn (*tile)(uint32_t wtype); /* NULL for an unsupported type */
+	/* Optional (NULL: never): a matmul of n_tok tokens takes the group
+	 * path when group(wtype, n_tok) is non-zero. Then every token is
+	 * quantized into its ntx_act_type row and handed to prepare_group,
+	 * which writes it as token t (0 .. NTX_GROUP_T - 1) of the group buffer
+	 * gbuf (group_bytes(wtype, n) bytes, 64-byte aligned; a partial last
+	 * group is zeroed first), and the product goes through
+	 * tile_group(wtype): the tile kernel contract above with nr <=
+	 * group_rows, nt <= group_tokens (a multiple of NTX_GROUP_T) and x the
+	 * first of the tile's group buffers, xstride = group_bytes apart. For
+	 * each token the result is bitwise the tile's for n_tok = 1. */
+	int (*group)(uint32_t wtype, int64_t n_tok);
+	size_t (*group_bytes)(uint32_t wtype, int64_t n);
+	void (*prepare_group)(uint32_t wtype, const void *xq, void *gbuf, int t, int64_t n);
+	ntx_tile_fn (*tile_group)(uint32_t wtype);
+	int group_rows, group_tokens;
 };
 
 extern const struct ntx_cpu_isa ntx_cpu_isa_scalar;
 #if defined(__x86_64__) || defined(__i386__)
 extern const struct ntx_cpu_isa ntx_cpu_isa_avx2;
 extern const struct ntx_cpu_isa ntx_cpu_isa_avx512;
+extern const struct ntx_cpu_isa ntx_cpu_isa_amx;
+
+/* AVX-512 tile kernels whose float arithmetic is the "canonical" one of the
+ * group kernels of quant_amx.c (Q4_K, Q5_K; NULL for other types), so that a
+ * token alone (n_tok = 1) gets bitwise what it gets in a group. Per row and
+ * token, four float lanes a_0..a_3 start at 0; super-block b (in order)
+ * updates lane b % 4:
+ *   a = fma((float)I_b, dx_b * d_b, a); a = fma(-(float)M_b, dx_b * dmin_b, a)
+ * with I_b = sum_j sc_j sum_{i in j} q_i x_i and M_b = sum_j m_j sum_{i in j} x_i
+ * exact integers (j: the 8 sub-blocks of 32), dx_b the activations' Q8_K d;
+ * the result is (a_0 + a_2) + (a_1 + a_3). */
+ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype);
+
+/* The CPU can run AMX-INT8 tiles and this process may use them (asks the
+ * kernel for the tile state once). */
+int ntx_cpu_has_amx(void);
 #endif
 
 /* The ISA in use (selected once from the CPU and NTX_CPU_SCALAR; changed by
  * ntx_cpu_force_scalar and ntx_cpu_isa_select). Never NULL. */
 const struct ntx_cpu_isa *ntx_cpu_isa(void);
 
-/* Pin an ISA by name: "scalar", "avx2" or "avx512". Returns 0, or -1 when the
- * CPU lacks it (nothing changes). "auto" returns to the best one. */
+/* Pin an ISA by name: "scalar", "avx2", "avx512" or "amx". Returns 0, or -1
+ * when the CPU lacks it (nothing changes). "auto" returns to the best one. */
 int ntx_cpu_isa_select(const char *name);
 
 /* The AVX2 dequantize/quantize entry points (the AVX-512 table reuses them:

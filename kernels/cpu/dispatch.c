@@ -1,9 +1,11 @@
 /* dispatch.c - choose the kernel ISA at run time and route the fast-path
  * entry points of ntx_cpu.h to it.
  *
- * The choice is made once, on first use: AVX-512 (F, BW, VL, DQ, VNNI) when
- * the CPU has it, else AVX2 + FMA + F16C, else scalar; NTX_CPU_SCALAR=1 in
- * the environment forces scalar. ntx_cpu_force_scalar() and
+ * The choice is made once, on first use: AVX-512 (F, BW, VL, DQ, VNNI) with
+ * AMX-INT8 tiles when the CPU has them and the kernel grants this process
+ * the tile state, else AVX-512, else AVX2 + FMA + F16C, else scalar;
+ * NTX_CPU_SCALAR=1 in the environment forces scalar, NTX_NO_AMX=1 keeps
+ * AMX out. ntx_cpu_force_scalar() and
  * ntx_cpu_isa_select() change it later (tests, benchmarks); they are not meant
  * to race with running kernels. */
 #include <stdatomic.h>
@@ -46,6 +48,12 @@ static const struct ntx_cpu_isa *isa_best(void)
 	if (s && *s && strcmp(s, "0") != 0)
 		return &ntx_cpu_isa_scalar;
 #if defined(__x86_64__) || defined(__i386__)
+	{
+		const char *na = getenv("NTX_NO_AMX");
+
+		if (has_avx512() && !(na && *na && strcmp(na, "0") != 0) && ntx_cpu_has_amx())
+			return &ntx_cpu_isa_amx;
+	}
 	if (has_avx512())
 		return &ntx_cpu_isa_avx512;
 	if (has_avx2())
@@ -79,6 +87,8 @@ int ntx_cpu_isa_select(const char *name)
 		isa = &ntx_cpu_isa_avx2;
 	else if (strcmp(name, "avx512") == 0 && has_avx512())
 		isa = &ntx_cpu_isa_avx512;
+	else if (strcmp(name, "amx") == 0 && has_avx512() && ntx_cpu_has_amx())
+		isa = &ntx_cpu_isa_amx;
 #endif
 	if (!isa)
 		return -1;

@@ -14,6 +14,7 @@
  *    the next group: a matrix-matrix product, not n_tok GEMVs. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu_impl.h"
 
@@ -27,14 +28,17 @@ static size_t act_stride(uint32_t at, int64_t n_in)
 }
 
 /* Scratch: n_tok rows of ntx_act_type format, then (64-byte aligned) n_tok
- * rows of the ISA's prepared layout, sized for any ISA. */
+ * rows of the ISA's prepared layout or the group buffers, sized for any ISA. */
 size_t ntx_matmul_scratch_bytes(const struct ntx_wmat *w, int64_t n_tok)
 {
 	uint32_t at = ntx_act_type(w->type);
+	size_t rows, groups;
 
 	if (at == NTX_TYPE_F32 || n_tok <= 0)
 		return 0;
-	return (act_stride(at, w->n_in) + NTX_PREP_MAX(w->n_in)) * (size_t)n_tok + 64;
+	rows = NTX_PREP_MAX(w->n_in) * (size_t)n_tok;
+	groups = NTX_GROUP_MAX(w->n_in) * (size_t)((n_tok + NTX_GROUP_T - 1) / NTX_GROUP_T);
+	return act_stride(at, w->n_in) * (size_t)n_tok + (rows > groups ? rows : groups) + 64;
 }
 
 /* ---- activation quantization ---- */
@@ -46,8 +50,9 @@ struct quant_job {
 	int64_t n_in, n_tok;
 	char *xq;       /* n_tok rows, stride bytes apart */
 	size_t stride;
-	char *xp;       /* prepared rows, pstride bytes apart (pstride 0: none) */
-	size_t pstride;
+	char *xp;       /* prepared rows, pstride bytes apart (pstride 0: none), */
+	size_t pstride; /* or group buffers, gstride bytes apart */
+	size_t gstride;
 };
 
 static void quant_worker(void *p, int ith, int nth)
@@ -58,7 +63,10 @@ static void quant_worker(void *p, int ith, int nth)
 		char *xq = j->xq + (size_t)t * j->stride;
 
 		j->isa->quantize_act(j->at, j->x + t * j->n_in, xq, j->n_in);
-		if (j->pstride)
+		if (j->gstride)
+			j->isa->prepare_group(j->wtype, xq, j->xp + (size_t)(t / NTX_GROUP_T) * j->gstride,
+					      (int)(t % NTX_GROUP_T), j->n_in);
+		else if (j->pstride)
 			j->isa->prepare(j->wtype, xq, j->xp + (size_t)t * j->pstride, j->n_in);
 	}
 }
@@ -67,8 +75,10 @@ static void quant_worker(void *p, int ith, int nth)
 
 struct mm_job {
 	ntx_tile_fn tile;
+	int tile_r, tile_t; /* rows and tokens per tile call */
+	int grouped;        /* xq holds group buffers of NTX_GROUP_T tokens */
 	const struct ntx_wmat *w;
-	const char *xq; /* n_tok activation rows, xs bytes apart */
+	const char *xq; /* n_tok activation rows (or groups), xs bytes apart */
 	size_t xs;
 	int64_t n_tok;
 	float *y;        /* (n_tok, n_out) */
@@ -86,15 +96,15 @@ static void mm_rows(const struct mm_job *j, int64_t r0, int64_t r1)
 	for (int64_t b0 = r0; b0 < r1; b0 += j->rblock) {
 		int64_t b1 = b0 + j->rblock < r1 ? b0 + j->rblock : r1;
 
-		for (int64_t t0 = 0; t0 < j->n_tok; t0 += NTX_TILE_T) {
-			int nt = (int)(j->n_tok - t0 < NTX_TILE_T ? j->n_tok - t0 : NTX_TILE_T);
+		for (int64_t t0 = 0; t0 < j->n_tok; t0 += j->tile_t) {
+			int nt = (int)(j->n_tok - t0 < j->tile_t ? j->n_tok - t0 : j->tile_t);
+			const char *x = j->xq + (size_t)(j->grouped ? t0 / NTX_GROUP_T : t0) * j->xs;
 
-			for (int64_t r = b0; r < b1; r += NTX_TILE_R) {
-				int nr = (int)(b1 - r < NTX_TILE_R ? b1 - r : NTX_TILE_R);
+			for (int64_t r = b0; r < b1; r += j->tile_r) {
+				int nr = (int)(b1 - r < j->tile_r ? b1 - r : j->tile_r);
 
-				j->tile(w->n_in, (const char *)w->data + (size_t)r * rb, rb, nr,
-					j->xq + (size_t)t0 * j->xs, j->xs, nt, j->y + t0 * w->n_out + r,
-					w->n_out);
+				j->tile(w->n_in, (const char *)w->data + (size_t)r * rb, rb, nr, x, j->xs, nt,
+					j->y + t0 * w->n_out + r, w->n_out);
 			}
 		}
 	}
@@ -126,7 +136,10 @@ void ntx_cpu_matmul(struct ntx_pool *pool, const struct ntx_wmat *w, const float
 
 	if (n_tok <= 0 || w->n_out <= 0)
 		return;
-	j.tile = isa->tile(w->type);
+	j.grouped = isa->group && isa->group(w->type, n_tok) == NTX_GROUP_T;
+	j.tile = j.grouped ? isa->tile_group(w->type) : isa->tile(w->type);
+	j.tile_r = j.grouped ? isa->group_rows : NTX_TILE_R;
+	j.tile_t = j.grouped ? isa->group_tokens : NTX_TILE_T;
 	if (!j.tile) {
 		for (int64_t i = 0; i < n_tok * w->n_out; i++)
 			y[i] = ntx_vec_dot_ref(w->type, 0, NULL, NULL); /* NaN: unsupported */
@@ -137,19 +150,22 @@ void ntx_cpu_matmul(struct ntx_pool *pool, const struct ntx_wmat *w, const float
 		j.xs = (size_t)w->n_in * sizeof(float);
 	} else {
 		struct quant_job q = { isa, w->type, at, x, w->n_in, n_tok, scratch, act_stride(at, w->n_in),
-				       NULL, isa->prep_bytes(w->type, w->n_in) };
+				       NULL, j.grouped ? 0 : isa->prep_bytes(w->type, w->n_in),
+				       j.grouped ? isa->group_bytes(w->type, w->n_in) : 0 };
 
-		if (q.pstride) {
+		if (q.pstride || q.gstride) {
 			uintptr_t a = (uintptr_t)(q.xq + q.stride * (size_t)n_tok);
 
 			q.xp = (char *)((a + 63) & ~(uintptr_t)63);
 		}
+		if (q.gstride && n_tok % NTX_GROUP_T) /* the missing tokens of the last group */
+			memset(q.xp + (size_t)(n_tok / NTX_GROUP_T) * q.gstride, 0, q.gstride);
 		if (n_tok > 1)
 			ntx_pool_run(pool, quant_worker, &q);
 		else
 			quant_worker(&q, 0, 1);
-		j.xq = q.pstride ? q.xp : q.xq;
-		j.xs = q.pstride ? q.pstride : q.stride;
+		j.xq = q.pstride || q.gstride ? q.xp : q.xq;
+		j.xs = q.gstride ? q.gstride : q.pstride ? q.pstride : q.stride;
 	}
 	j.w = w;
 	j.n_tok = n_tok;
@@ -159,10 +175,10 @@ void ntx_cpu_matmul(struct ntx_pool *pool, const struct ntx_wmat *w, const float
 	j.chunk = (per + CHUNK_ALIGN - 1) / CHUNK_ALIGN * CHUNK_ALIGN;
 	j.n_chunks = (w->n_out + j.chunk - 1) / j.chunk;
 	j.rblock = j.chunk;
-	if (n_tok > NTX_TILE_T) {
+	if (n_tok > j.tile_t) {
 		int64_t rows = (int64_t)(L2_BLOCK_BYTES / (w->row_bytes ? w->row_bytes : 1));
 
-		rows = rows < NTX_TILE_R ? NTX_TILE_R : rows / NTX_TILE_R * NTX_TILE_R;
+		rows = rows < j.tile_r ? j.tile_r : rows / j.tile_r * j.tile_r;
 		j.rblock = rows < j.chunk ? rows : j.chunk;
 	}
 	atomic_init(&j.next, 0);

@@ -577,5 +577,9 @@ static ntx_tile_fn tile_for(uint32_t wtype)
 }
 
 const struct ntx_cpu_isa ntx_cpu_isa_avx2 = {
-	"avx2 fma f16c", ntx_dequant_row_avx2, ntx_quantize_act_avx2, ntx_cpu_prep_none, NULL, tile_for,
+	.name = "avx2 fma f16c",
+	.dequant_row = ntx_dequant_row_avx2,
+	.quantize_act = ntx_quantize_act_avx2,
+	.prep_bytes = ntx_cpu_prep_none,
+	.tile = tile_for,
 };

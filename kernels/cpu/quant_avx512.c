@@ -387,6 +387,61 @@ INLINE __m512i byte_pair(int a, int b)
 	return _mm512_inserti64x4(_mm512_set1_epi8((char)a), _mm256_set1_epi8((char)b), 1);
 }
 
+/* One Q4_K / Q5_K super-block decoded for the maddubs + dpwssd dot: W[k]
+ * the unsigned values of sub-blocks (0,2) (1,3) (4,6) (5,7), S[k] their int16
+ * scales, m16 the 8 mins, d and dmin. */
+struct kblk {
+	__m512i W[4], S[4];
+	__m128i m16;
+	float d, dmin;
+};
+
+INLINE void k_block(int q5, const void *w, int64_t i, struct kblk *k)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
+	const __m512i sel[4] = { scale_sel(0, 2), scale_sel(1, 3), scale_sel(4, 6), scale_sel(5, 7) };
+	const __m512i hbit[4] = { byte_pair(1, 4), byte_pair(2, 8), byte_pair(16, 64), byte_pair(32, -128) };
+	const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)w + i;
+	const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)w + i;
+	const uint8_t *qs = q5 ? b5->qs : b4->qs;
+	__m512i bsc, q0, q1;
+	uint64_t sc, mn;
+
+	PREFETCH(q5 ? (const void *)b5 : (const void *)b4, PF_DIST_Q4_K, q5 ? 176 : 144);
+	k->d = _cvtsh_ss(q5 ? b5->d : b4->d);
+	k->dmin = _cvtsh_ss(q5 ? b5->dmin : b4->dmin);
+	ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
+	bsc = _mm512_set1_epi64((long long)sc);
+	k->m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+	q0 = _mm512_loadu_si512(qs);
+	q1 = _mm512_loadu_si512(qs + 64);
+	k->W[0] = _mm512_and_si512(q0, m4);
+	k->W[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+	k->W[2] = _mm512_and_si512(q1, m4);
+	k->W[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+	UNROLL for (int j = 0; j < 4; j++)
+		k->S[j] = _mm512_shuffle_epi8(bsc, sel[j]);
+	if (q5) {
+		__m512i hh = _mm512_broadcast_i64x4(loadu256(b5->qh));
+
+		UNROLL for (int j = 0; j < 4; j++)
+			k->W[j] = _mm512_mask_add_epi8(k->W[j], _mm512_test_epi8_mask(hh, hbit[j]), k->W[j], c16);
+	}
+}
+
+/* The block's exact integers against one token's prepared quants xq and
+ * sums ext: *s (16 lanes adding up to I), *mins (4 lanes adding up to M). */
+INLINE void k_dot(const struct kblk *k, const int8_t *xq, const __m128i *ext, __m512i *s, __m128i *mins)
+{
+	__m512i v = _mm512_setzero_si512();
+
+	UNROLL for (int j = 0; j < 4; j++)
+		v = _mm512_dpwssd_epi32(v, _mm512_maddubs_epi16(k->W[j], _mm512_load_si512(xq + 64 * j)), k->S[j]);
+	*s = v;
+	*mins = _mm_madd_epi16(k->m16, _mm_load_si128(ext));
+}
+
+/* Sums kept in 16 float lanes per token; several tokens share the decode. */
 INLINE void row_q4_k(int q5, int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT,
 		     float *outR)
 {
@@ -395,10 +450,6 @@ INLINE void row_q4_k(int q5, int64_t n, const void *w0, size_t ws, int R, const 
 		float *out = outR + r * NTX_TILE_T;
 
 		const struct layout L = layout_of(NTX_TYPE_Q4_K, n);
-		const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
-		/* register k holds sub-blocks (0,2) (1,3) (4,6) (5,7) */
-		const __m512i sel[4] = { scale_sel(0, 2), scale_sel(1, 3), scale_sel(4, 6), scale_sel(5, 7) };
-		const __m512i hbit[4] = { byte_pair(1, 4), byte_pair(2, 8), byte_pair(16, 64), byte_pair(32, -128) };
 		__m512 acc[NTX_TILE_T];
 		__m128 accm[NTX_TILE_T];
 		int64_t nb = n / NTX_QK_K;
@@ -408,43 +459,18 @@ INLINE void row_q4_k(int q5, int64_t n, const void *w0, size_t ws, int R, const 
 			accm[t] = _mm_setzero_ps();
 		}
 		for (int64_t i = 0; i < nb; i++) {
-			const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)w + i;
-			const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)w + i;
-			const uint8_t *qs = q5 ? b5->qs : b4->qs;
-			float d = _cvtsh_ss(q5 ? b5->d : b4->d), dmin = _cvtsh_ss(q5 ? b5->dmin : b4->dmin);
-			__m512i W[4], S[4], bsc, q0, q1;
-			__m128i m16;
-			uint64_t sc, mn;
+			struct kblk k;
 
-			PREFETCH(q5 ? (const void *)b5 : (const void *)b4, PF_DIST_Q4_K, q5 ? 176 : 144);
-			ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
-			bsc = _mm512_set1_epi64((long long)sc);
-			m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
-			q0 = _mm512_loadu_si512(qs);
-			q1 = _mm512_loadu_si512(qs + 64);
-			W[0] = _mm512_and_si512(q0, m4);
-			W[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
-			W[2] = _mm512_and_si512(q1, m4);
-			W[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
-			UNROLL for (int k = 0; k < 4; k++)
-				S[k] = _mm512_shuffle_epi8(bsc, sel[k]);
-			if (q5) {
-				__m512i hh = _mm512_broadcast_i64x4(loadu256(b5->qh));
-
-				UNROLL for (int k = 0; k < 4; k++)
-					W[k] = _mm512_mask_add_epi8(W[k], _mm512_test_epi8_mask(hh, hbit[k]), W[k], c16);
-			}
+			k_block(q5, w, i, &k);
 			UNROLL for (int t = 0; t < NT; t++) {
 				const char *xr = XROW(char, x, xs, t);
-				const int8_t *xq = (const int8_t *)xr + NTX_QK_K * i;
 				float dx = CAT(float, xr, L.d)[i];
-				__m512i s = _mm512_setzero_si512();
-				__m128i mins = _mm_madd_epi16(m16, _mm_load_si128(CAT(__m128i, xr, L.ext) + i));
+				__m512i s;
+				__m128i mins;
 
-				UNROLL for (int k = 0; k < 4; k++)
-					s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[k], _mm512_load_si512(xq + 64 * k)), S[k]);
-				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * dx), acc[t]);
-				accm[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(dmin * dx), accm[t]);
+				k_dot(&k, (const int8_t *)xr + NTX_QK_K * i, CAT(__m128i, xr, L.ext) + i, &s, &mins);
+				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(k.d * dx), acc[t]);
+				accm[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_set1_ps(k.dmin * dx), accm[t]);
 			}
 		}
 		UNROLL for (int t = 0; t < NT; t++) {
@@ -452,6 +478,106 @@ INLINE void row_q4_k(int q5, int64_t n, const void *w0, size_t ws, int R, const 
 
 			m = _mm_add_ss(m, _mm_movehdup_ps(m));
 			out[t] = _mm512_reduce_add_ps(acc[t]) - _mm_cvtss_f32(m);
+		}
+	}
+}
+
+/* [I0, I1, I2, I3] and [M0, M1, M2, M3] of four blocks from their k_dot
+ * results (16 and 4 lanes each), as floats: pairs of 256-bit halves, then
+ * pairs of 128-bit lanes, then the 4 lanes of each 128-bit lane. */
+INLINE void k_reduce4(const __m512i *s, const __m128i *m, __m128 *fi, __m128 *fm)
+{
+	const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12);
+	__m512i p01 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[0], s[1], 0x44), _mm512_shuffle_i64x2(s[0], s[1], 0xEE));
+	__m512i p23 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[2], s[3], 0x44), _mm512_shuffle_i64x2(s[2], s[3], 0xEE));
+	__m512i q = _mm512_add_epi32(_mm512_shuffle_i64x2(p01, p23, 0x88), _mm512_shuffle_i64x2(p01, p23, 0xDD));
+	__m512i mm = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(m[0]), m[1], 1),
+							     m[2], 2), m[3], 3);
+
+	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_BADC));
+	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_CDAB));
+	mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_BADC));
+	mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_CDAB));
+	*fi = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, q)));
+	*fm = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, mm)));
+}
+
+/* Four blocks' integers into the lanes (live: the lanes that have a block). */
+INLINE __m128 k_canon4(__m128 acc, const __m512i *s, const __m128i *m, const float *dx, __m128 vd, __m128 vdm,
+		       __mmask8 live)
+{
+	__m128 fi, fm, x4 = _mm_maskz_loadu_ps(live, dx);
+
+	k_reduce4(s, m, &fi, &fm);
+	acc = _mm_mask3_fmadd_ps(fi, _mm_mul_ps(x4, vd), acc, live);
+	return _mm_mask3_fnmadd_ps(fm, _mm_mul_ps(x4, vdm), acc, live);
+}
+
+/* The canonical arithmetic (cpu_impl.h) for NT tokens: each block decoded
+ * once for all of them, its integers parked until four blocks are in, then
+ * reduced together and applied to the four lanes in one FMA pair. */
+INLINE void row_q4_k_canon(int q5, int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs,
+			   int NT, float *outR)
+{
+	const struct layout L = layout_of(NTX_TYPE_Q4_K, n);
+	const int64_t nb = n / NTX_QK_K;
+
+	for (int r = 0; r < R; r++) {
+		const void *w = (const char *)w0 + (size_t)r * ws;
+		__m128 acc[NTX_TILE_T];
+		__m512i sv[NTX_TILE_T][4];
+		__m128i mv[NTX_TILE_T][4];
+		int64_t i0 = 0;
+
+		UNROLL for (int t = 0; t < NT; t++)
+			acc[t] = _mm_setzero_ps();
+		for (; i0 + 4 <= nb; i0 += 4) {
+			float d4[4], dm4[4];
+
+			UNROLL for (int k = 0; k < 4; k++) {
+				struct kblk kb;
+
+				k_block(q5, w, i0 + k, &kb);
+				d4[k] = kb.d, dm4[k] = kb.dmin;
+				UNROLL for (int t = 0; t < NT; t++) {
+					const char *xr = XROW(char, x, xs, t);
+
+					k_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m128i, xr, L.ext) + i0 + k,
+					      &sv[t][k], &mv[t][k]);
+				}
+			}
+			UNROLL for (int t = 0; t < NT; t++)
+				acc[t] = k_canon4(acc[t], sv[t], mv[t], CAT(float, XROW(char, x, xs, t), L.d) + i0,
+						  _mm_loadu_ps(d4), _mm_loadu_ps(dm4), 0xF);
+		}
+		if (i0 < nb) { /* 1-3 blocks: the missing lanes keep their sums */
+			const int k4 = (int)(nb - i0);
+			float d4[4] = { 0, 0, 0, 0 }, dm4[4] = { 0, 0, 0, 0 };
+
+			for (int k = 0; k < 4; k++) {
+				struct kblk kb;
+
+				UNROLL for (int t = 0; t < NT; t++)
+					sv[t][k] = _mm512_setzero_si512(), mv[t][k] = _mm_setzero_si128();
+				if (k >= k4)
+					continue;
+				k_block(q5, w, i0 + k, &kb);
+				d4[k] = kb.d, dm4[k] = kb.dmin;
+				UNROLL for (int t = 0; t < NT; t++) {
+					const char *xr = XROW(char, x, xs, t);
+
+					k_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m128i, xr, L.ext) + i0 + k,
+					      &sv[t][k], &mv[t][k]);
+				}
+			}
+			UNROLL for (int t = 0; t < NT; t++)
+				acc[t] = k_canon4(acc[t], sv[t], mv[t], CAT(float, XROW(char, x, xs, t), L.d) + i0,
+						  _mm_loadu_ps(d4), _mm_loadu_ps(dm4), (__mmask8)((1u << k4) - 1));
+		}
+		UNROLL for (int t = 0; t < NT; t++) {
+			__m128 h = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t])); /* (0+2), (1+3) */
+
+			outR[r * NTX_TILE_T + t] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 		}
 	}
 }
@@ -579,6 +705,15 @@ TILE(tile_q8_0, CALL_Q8_0)
 TILE(tile_q4_k, CALL_Q4_K)
 TILE(tile_q5_k, CALL_Q5_K)
 TILE(tile_q6_k, CALL_Q6_K)
+#define CALL_Q4_K_C(wr, R, xt, NT, out) row_q4_k_canon(0, n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q5_K_C(wr, R, xt, NT, out) row_q4_k_canon(1, n, wr, ws, R, xt, xs, NT, out)
+TILE(tile_q4_k_c, CALL_Q4_K_C)
+TILE(tile_q5_k_c, CALL_Q5_K_C)
+
+ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype)
+{
+	return wtype == NTX_TYPE_Q4_K ? tile_q4_k_c : wtype == NTX_TYPE_Q5_K ? tile_q5_k_c : NULL;
+}
 
 static ntx_tile_fn tile_for(uint32_t wtype)
 {
@@ -596,5 +731,10 @@ static ntx_tile_fn tile_for(uint32_t wtype)
 }
 
 const struct ntx_cpu_isa ntx_cpu_isa_avx512 = {
-	"avx512 vnni", ntx_dequant_row_avx2, ntx_quantize_act_avx2, prep_bytes, prepare, tile_for,
+	.name = "avx512 vnni",
+	.dequant_row = ntx_dequant_row_avx2,
+	.quantize_act = ntx_quantize_act_avx2,
+	.prep_bytes = prep_bytes,
+	.prepare = prepare,
+	.tile = tile_for,
 };

@@ -458,5 +458,9 @@ size_t ntx_cpu_prep_none(uint32_t wtype, int64_t n)
 }
 
 const struct ntx_cpu_isa ntx_cpu_isa_scalar = {
-	"scalar", ntx_dequant_row_ref, ntx_quantize_act_ref, ntx_cpu_prep_none, NULL, tile_ref_for,
+	.name = "scalar",
+	.dequant_row = ntx_dequant_row_ref,
+	.quantize_act = ntx_quantize_act_ref,
+	.prep_bytes = ntx_cpu_prep_none,
+	.tile = tile_ref_for,
 };

@@ -7,7 +7,7 @@
  * across a buffer much larger than the last-level cache and the calls cycle
  * through the copies (best of several rounds). Reports GB/s of weights read
  * and GFLOP/s. Then matmul
- * with n_tok = 32 (prompt processing) on N threads, and an estimate of
+ * with n_tok = 16, 32, 64 (a batch step, prompt chunks) on N threads, and an estimate of
  * full-model decode speed (16 layers + output, no attention or norms) from
  * the measured GEMV times, for each type and for the Q4_K_M mix.
  *
@@ -208,16 +208,16 @@ int main(int argc, char **argv)
 	arena = aligned_alloc(2u << 20, ARENA_BYTES);
 	if (arena && huge && madvise(arena, ARENA_BYTES, MADV_HUGEPAGE) != 0)
 		huge = 0; /* no THP: measure what we get */
-	x = malloc(32 * 32000 * sizeof *x);
-	y = malloc(32 * 32000 * sizeof *y);
-	scratch = malloc(32 * 32000 * sizeof(float)); /* > any activation format */
+	x = malloc(64 * 32000 * sizeof *x);
+	y = malloc(64 * 32000 * sizeof *y);
+	scratch = malloc(64 * 32000 * sizeof(float)); /* > any activation format */
 	pools[0] = ntx_pool_new(1, &err);
 	pools[1] = pools[0] ? ntx_pool_new(nth, &err) : NULL;
 	if (!arena || !x || !y || !scratch || !pools[1]) {
 		fprintf(stderr, "bench_kernels: %s\n", pools[1] ? "out of memory" : err.msg);
 		return 1;
 	}
-	for (int i = 0; i < 32 * 32000; i++)
+	for (int i = 0; i < 64 * 32000; i++)
 		x[i] = (float)((int64_t)(rnd() >> 40) - (1 << 23)) / (float)(1 << 23);
 
 	root = json_object();
@@ -267,19 +267,21 @@ int main(int argc, char **argv)
 			}
 			if (si != 0 && si != 2 && si != 3)
 				continue;
-			{
-				double sec = time_matmul(pools[1], arena, t, s, 32, ms * 1e-3, x, y, scratch);
+			for (int nt = 16; nt <= 64; nt *= 2) { /* a batch step, prompt chunks */
+				double sec = time_matmul(pools[1], arena, t, s, nt, ms * 1e-3, x, y, scratch);
 				json_t *o = json_object();
 
 				json_object_set_new(o, "type", json_string(ntx_type_name(t)));
 				json_object_set_new(o, "shape", json_string(s->name));
 				json_object_set_new(o, "n_out", json_integer(s->n_out));
 				json_object_set_new(o, "n_in", json_integer(s->n_in));
-				json_object_set_new(o, "n_tok", json_integer(32));
+				json_object_set_new(o, "n_tok", json_integer(nt));
 				json_object_set_new(o, "threads", json_integer(nth));
-				json_object_set_new(o, "tok_per_s", json_real(32.0 / sec));
+				json_object_set_new(o, "tok_per_s", json_real(nt / sec));
 				json_object_set_new(o, "gflop_per_s",
-						    json_real(2.0 * 32 * (double)(s->n_in * s->n_out) / sec * 1e-9));
+						    json_real(2.0 * nt * (double)(s->n_in * s->n_out) / sec * 1e-9));
+				json_object_set_new(o, "weight_gb_per_s",
+						    json_real((double)(rb * (uint64_t)s->n_out) / sec * 1e-9));
 				json_array_append_new(mm, o);
 			}
 		}

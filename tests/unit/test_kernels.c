@@ -485,6 +485,52 @@ static void test_matmul(const char *isa)
 	ntx_pool_free(pool);
 }
 
+/* Batch invariance: each token's outputs in one matmul of 70 tokens (full
+ * and partial groups, more tokens than one tile pass) are bitwise those of
+ * the token alone (n_tok = 1) and in a matmul of 5: what makes batch mode
+ * and speculative verification on the CPU equal to decoding alone. */
+static long batch_diffs(struct ntx_pool *pool, uint32_t t, int64_t n_in, int64_t n_out)
+{
+	enum { NT = 70 };
+	size_t rb = row_bytes(t, n_in);
+	struct ntx_wmat w = { t, n_in, n_out, rb, NULL };
+	unsigned char *wd = malloc(rb * (size_t)n_out);
+	float *x = malloc((size_t)(n_in * NT) * 4), *y = malloc((size_t)(n_out * NT) * 4);
+	float *y1 = malloc((size_t)(n_out * 5) * 4);
+	void *scratch = malloc(ntx_matmul_scratch_bytes(&w, NT) + 1);
+	long bad = 0;
+
+	for (int64_t r = 0; r < n_out; r++)
+		random_row(t, wd + rb * r, n_in);
+	w.data = wd;
+	for (int64_t i = 0; i < n_in * NT; i++)
+		x[i] = rng_gauss();
+	ntx_cpu_matmul(pool, &w, x, NT, y, scratch);
+	for (int64_t k = 0; k < NT; k += 7) {
+		ntx_cpu_matmul(pool, &w, x + k * n_in, 1, y1, scratch);
+		bad += memcmp(y1, y + k * n_out, (size_t)n_out * 4) != 0;
+	}
+	ntx_cpu_matmul(pool, &w, x + 33 * n_in, 5, y1, scratch);
+	bad += memcmp(y1, y + 33 * n_out, (size_t)(n_out * 5) * 4) != 0;
+	free(wd), free(x), free(y), free(y1), free(scratch);
+	return bad;
+}
+
+static void test_batch_invariance(const char *isa)
+{
+	struct ntx_pool *pool = ntx_pool_new(2, NULL);
+
+	for (int ti = 0; ti < N_TYPES; ti++) {
+		uint32_t t = all_types[ti];
+		int64_t n_in = 2 * block_of(t) > 512 ? 2 * block_of(t) : 512;
+		long bad = batch_diffs(pool, t, n_in, 77);
+
+		t_ok(bad == 0, "%s %s matmul batch invariance: tokens of a 70-token product == alone and in 5 (%ld differ)",
+		     isa, ntx_type_name(t), bad);
+	}
+	ntx_pool_free(pool);
+}
+
 /* ---- 6. edge shapes ---- */
 
 static void test_edges(void)
@@ -681,7 +727,7 @@ static void test_fixtures(void)
 
 int main(void)
 {
-	static const char *isas[] = { "scalar", "avx2", "avx512" };
+	static const char *isas[] = { "scalar", "avx2", "avx512", "amx" };
 
 	test_layouts();
 	test_act_rules();
@@ -696,6 +742,7 @@ int main(void)
 		test_fast_isa(isas[i]);
 		test_quant_corners(isas[i]);
 		test_matmul(isas[i]);
+		test_batch_invariance(isas[i]);
 	}
 	ntx_cpu_isa_select("auto");
 	t_diag("best ISA: %s", ntx_cpu_features());
