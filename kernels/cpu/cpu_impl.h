@@ -61,6 +61,10 @@ struct ntx_cpu_isa {
 	 * group_rows, nt <= group_tokens (a multiple of NTX_GROUP_T) and x the
 	 * first of the tile's group buffers, xstride = group_bytes apart. For
 	 * each token the result is bitwise the tile's for n_tok = 1. */
+	/* Attention of up to NTX_ATTN_G heads sharing a KV head (NULL: the
+	 * scalar loop of ops.c): ntx_attn_avx2's contract. */
+	void (*attn)(const float *q, int ng, int hd, const void *k, const void *v, int f16, int64_t row,
+		     int n_pos, float scale, float *out);
 	int (*group)(uint32_t wtype, int64_t n_tok);
 	size_t (*group_bytes)(uint32_t wtype, int64_t n);
 	void (*prepare_group)(uint32_t wtype, const void *xq, void *gbuf, int t, int64_t n);
@@ -98,11 +102,21 @@ const struct ntx_cpu_isa *ntx_cpu_isa(void);
  * when the CPU lacks it (nothing changes). "auto" returns to the best one. */
 int ntx_cpu_isa_select(const char *name);
 
+/* Heads and head size the SIMD attention takes per call. */
+#define NTX_ATTN_G 8
+#define NTX_ATTN_HD 256
+
 /* The AVX2 dequantize/quantize entry points (the AVX-512 table reuses them:
  * both are memory-bound, wider vectors buy nothing there). */
 #if defined(__x86_64__) || defined(__i386__)
 void ntx_dequant_row_avx2(uint32_t type, const void *src, float *dst, int64_t n);
 void ntx_quantize_act_avx2(uint32_t act_type, const float *x, void *xq, int64_t n);
+/* ng (1..NTX_ATTN_G) query heads of hd elements (hd % 8 == 0, <= NTX_ATTN_HD)
+ * at q, consecutive, attending to positions 0..n_pos-1 of one KV head's rows
+ * (k, v at position 0, row elements apart, F16 when f16 else F32); softmax
+ * with scale; out: ng x hd floats. attn_avx2.c. */
+void ntx_attn_avx2(const float *q, int ng, int hd, const void *k, const void *v, int f16, int64_t row,
+		   int n_pos, float scale, float *out);
 #endif
 
 /* prep_bytes of an ISA that prepares nothing (always 0). */

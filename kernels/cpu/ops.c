@@ -1,4 +1,5 @@
 /* ops.c - CPU element-wise ops and attention (see ntx_ops.h). */
+#include "cpu_impl.h"
 #include "ntx_ops.h"
 
 #include <math.h>
@@ -113,7 +114,34 @@ struct att_ctx {
 	const struct ntx_kv_layer *kv;
 	const int32_t *seq, *pos;
 	float *scratch;
+	void (*attn)(const float *q, int ng, int hd, const void *k, const void *v, int f16, int64_t row,
+		     int n_pos, float scale, float *out); /* the ISA's, or NULL: scalar */
 };
+
+/* The SIMD path (cpu_impl.h): jobs of hj heads of one KV group, hj as large
+ * as the group allows while there are at least two jobs per thread. */
+static void att_worker_simd(const struct att_ctx *c, int ith, int nth)
+{
+	const struct ntx_kv_layer *kv = c->kv;
+	const int hd = kv->head_dim, G = c->n_head / kv->n_head_kv, row = kv->n_head_kv * hd;
+	const float scale = 1.0f / sqrtf((float)hd);
+	int hj = G < NTX_ATTN_G ? G : NTX_ATTN_G;
+	int64_t job, n_jobs;
+
+	while (hj > 1 && (G % hj || (int64_t)c->n_tok * c->n_head / hj < 2 * (int64_t)nth))
+		hj--;
+	n_jobs = (int64_t)c->n_tok * (c->n_head / hj);
+	for (job = ith; job < n_jobs; job += nth) {
+		const int t = (int)(job / (c->n_head / hj)), h0 = (int)(job % (c->n_head / hj)) * hj;
+		const int64_t base = kv_off(kv, c->seq[t], 0) + (int64_t)(h0 / G) * hd;
+		const int64_t qo = ((int64_t)t * c->n_head + h0) * hd;
+		const size_t es = kv->f16 ? 2 : 4;
+
+		c->attn(c->q + qo, hj, hd, (const char *)kv->k + (size_t)base * es,
+			(const char *)kv->v + (size_t)base * es, kv->f16, row, c->pos[t] + 1, scale,
+			c->out + qo);
+	}
+}
 
 static void att_worker(void *p, int ith, int nth)
 {
@@ -126,6 +154,10 @@ static void att_worker(void *p, int ith, int nth)
 	float scale = 1.0f / sqrtf((float)hd);
 	int64_t job, n_jobs = (int64_t)c->n_tok * c->n_head;
 
+	if (c->attn) {
+		att_worker_simd(c, ith, nth);
+		return;
+	}
 	for (job = ith; job < n_jobs; job += nth) {
 		int t = (int)(job / c->n_head), h = (int)(job % c->n_head);
 		int kvh = h / group, n_pos = c->pos[t] + 1, j, i;
@@ -181,7 +213,9 @@ void ntx_op_attention(struct ntx_pool *pool, float *out, const float *q, int n_t
 		      int n_head, const struct ntx_kv_layer *kv, const int32_t *seq,
 		      const int32_t *pos, float *scratch)
 {
-	struct att_ctx c = { out, q, n_tok, n_head, kv, seq, pos, scratch };
+	struct att_ctx c = { out, q, n_tok, n_head, kv, seq, pos, scratch, ntx_cpu_isa()->attn };
 
+	if (kv->head_dim % 8 || kv->head_dim > NTX_ATTN_HD || n_head % kv->n_head_kv)
+		c.attn = NULL;
 	ntx_pool_run(pool, att_worker, &c);
 }

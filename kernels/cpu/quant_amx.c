@@ -324,6 +324,7 @@ const struct ntx_cpu_isa ntx_cpu_isa_amx = {
 	.prep_bytes = prep_bytes,
 	.prepare = prepare,
 	.tile = tile_for,
+	.attn = ntx_attn_avx2,
 	.group = group,
 	.group_bytes = group_bytes,
 	.prepare_group = prepare_group,

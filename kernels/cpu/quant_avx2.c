@@ -582,4 +582,5 @@ const struct ntx_cpu_isa ntx_cpu_isa_avx2 = {
 	.quantize_act = ntx_quantize_act_avx2,
 	.prep_bytes = ntx_cpu_prep_none,
 	.tile = tile_for,
+	.attn = ntx_attn_avx2,
 };

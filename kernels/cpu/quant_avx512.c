@@ -737,4 +737,5 @@ const struct ntx_cpu_isa ntx_cpu_isa_avx512 = {
 	.prep_bytes = prep_bytes,
 	.prepare = prepare,
 	.tile = tile_for,
+	.attn = ntx_attn_avx2,
 };
