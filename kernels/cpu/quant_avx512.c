@@ -513,9 +513,39 @@ INLINE __m128 k_canon4(__m128 acc, const __m512i *s, const __m128i *m, const flo
 	return _mm_mask3_fnmadd_ps(fm, _mm_mul_ps(x4, vdm), acc, live);
 }
 
-/* The canonical arithmetic (cpu_impl.h) for NT tokens: each block decoded
- * once for all of them, its integers parked until four blocks are in, then
- * reduced together and applied to the four lanes in one FMA pair. */
+/* Blocks i0 .. i0 + k4 - 1 (k4 <= 4) for NT tokens into the lanes of acc:
+ * each block decoded once for all tokens, its integers parked until the
+ * four are in, then reduced together and applied in one FMA pair. */
+INLINE void k_quad(int q5, const void *w, int64_t i0, int k4, const struct layout *L, const void *x, size_t xs,
+		   int NT, __m128 *acc)
+{
+	__m512i sv[NTX_TILE_T][4];
+	__m128i mv[NTX_TILE_T][4];
+	float d4[4] = { 0, 0, 0, 0 }, dm4[4] = { 0, 0, 0, 0 };
+
+	UNROLL for (int k = 0; k < 4; k++) {
+		struct kblk kb;
+
+		UNROLL for (int t = 0; t < NT; t++)
+			sv[t][k] = _mm512_setzero_si512(), mv[t][k] = _mm_setzero_si128();
+		if (k >= k4)
+			continue;
+		k_block(q5, w, i0 + k, &kb);
+		d4[k] = kb.d, dm4[k] = kb.dmin;
+		UNROLL for (int t = 0; t < NT; t++) {
+			const char *xr = XROW(char, x, xs, t);
+
+			k_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m128i, xr, L->ext) + i0 + k, &sv[t][k],
+			      &mv[t][k]);
+		}
+	}
+	UNROLL for (int t = 0; t < NT; t++)
+		acc[t] = k_canon4(acc[t], sv[t], mv[t], CAT(float, XROW(char, x, xs, t), L->d) + i0, _mm_loadu_ps(d4),
+				  _mm_loadu_ps(dm4), (__mmask8)((1u << k4) - 1));
+}
+
+/* The canonical arithmetic (cpu_impl.h) for NT tokens, four blocks at a time
+ * (the missing lanes of a last, shorter quad keep their sums). */
 INLINE void row_q4_k_canon(int q5, int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs,
 			   int NT, float *outR)
 {
@@ -525,55 +555,14 @@ INLINE void row_q4_k_canon(int q5, int64_t n, const void *w0, size_t ws, int R, 
 	for (int r = 0; r < R; r++) {
 		const void *w = (const char *)w0 + (size_t)r * ws;
 		__m128 acc[NTX_TILE_T];
-		__m512i sv[NTX_TILE_T][4];
-		__m128i mv[NTX_TILE_T][4];
 		int64_t i0 = 0;
 
 		UNROLL for (int t = 0; t < NT; t++)
 			acc[t] = _mm_setzero_ps();
-		for (; i0 + 4 <= nb; i0 += 4) {
-			float d4[4], dm4[4];
-
-			UNROLL for (int k = 0; k < 4; k++) {
-				struct kblk kb;
-
-				k_block(q5, w, i0 + k, &kb);
-				d4[k] = kb.d, dm4[k] = kb.dmin;
-				UNROLL for (int t = 0; t < NT; t++) {
-					const char *xr = XROW(char, x, xs, t);
-
-					k_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m128i, xr, L.ext) + i0 + k,
-					      &sv[t][k], &mv[t][k]);
-				}
-			}
-			UNROLL for (int t = 0; t < NT; t++)
-				acc[t] = k_canon4(acc[t], sv[t], mv[t], CAT(float, XROW(char, x, xs, t), L.d) + i0,
-						  _mm_loadu_ps(d4), _mm_loadu_ps(dm4), 0xF);
-		}
-		if (i0 < nb) { /* 1-3 blocks: the missing lanes keep their sums */
-			const int k4 = (int)(nb - i0);
-			float d4[4] = { 0, 0, 0, 0 }, dm4[4] = { 0, 0, 0, 0 };
-
-			for (int k = 0; k < 4; k++) {
-				struct kblk kb;
-
-				UNROLL for (int t = 0; t < NT; t++)
-					sv[t][k] = _mm512_setzero_si512(), mv[t][k] = _mm_setzero_si128();
-				if (k >= k4)
-					continue;
-				k_block(q5, w, i0 + k, &kb);
-				d4[k] = kb.d, dm4[k] = kb.dmin;
-				UNROLL for (int t = 0; t < NT; t++) {
-					const char *xr = XROW(char, x, xs, t);
-
-					k_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m128i, xr, L.ext) + i0 + k,
-					      &sv[t][k], &mv[t][k]);
-				}
-			}
-			UNROLL for (int t = 0; t < NT; t++)
-				acc[t] = k_canon4(acc[t], sv[t], mv[t], CAT(float, XROW(char, x, xs, t), L.d) + i0,
-						  _mm_loadu_ps(d4), _mm_loadu_ps(dm4), (__mmask8)((1u << k4) - 1));
-		}
+		for (; i0 + 4 <= nb; i0 += 4)
+			k_quad(q5, w, i0, 4, &L, x, xs, NT, acc);
+		if (i0 < nb)
+			k_quad(q5, w, i0, (int)(nb - i0), &L, x, xs, NT, acc);
 		UNROLL for (int t = 0; t < NT; t++) {
 			__m128 h = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t])); /* (0+2), (1+3) */
 
