@@ -248,36 +248,35 @@ static inline void tile_k(int q5, int64_t n, const void *w, size_t ws, int nr, c
 {
 	_Alignas(64) uint8_t stage[TILE_ROWS * 256];
 	_Alignas(64) int32_t cbuf[8][256];
-	_Alignas(64) float acc[TILE_ROWS][4 * TILE_TOKENS]; /* [row][lane][token] */
+	_Alignas(64) float acc[TILE_ROWS * 4 * TILE_TOKENS]; /* [row][lane][16 G tokens] */
 	_Alignas(64) struct blk_sc bs;
 	const int64_t nb = n / NTX_QK_K;
-	const int G = (nt + NTX_GROUP_T - 1) / NTX_GROUP_T;
+	const int G = (nt + NTX_GROUP_T - 1) / NTX_GROUP_T, ls = NTX_GROUP_T * G; /* lane stride */
 	/* the next tile's rows, spread over this tile's blocks */
 	const char *next = (const char *)w + (size_t)TILE_ROWS * ws;
 	const size_t pf = ((size_t)TILE_ROWS * ws / (size_t)nb + 63) & ~(size_t)63;
 
 	tile_config();
-	memset(acc, 0, sizeof acc);
+	memset(acc, 0, sizeof(float) * TILE_ROWS * 4 * (size_t)ls);
 	for (int64_t b = 0; b < nb; b++) {
 		for (size_t o = 0; o < pf; o += 64)
 			_mm_prefetch(next + (size_t)b * pf + o, _MM_HINT_T0);
 		unpack_rows(q5, w, ws, nr, b, stage, &bs);
 		for (int g = 0; g < G; g++) {
 			const uint8_t *gb = (const uint8_t *)x + (size_t)g * xs + (size_t)b * GB_BLOCK;
-			float *ap = &acc[0][0] + (b & 3) * TILE_TOKENS + 16 * g;
+			float *ap = acc + (b & 3) * ls + NTX_GROUP_T * g;
 
 			for (int j = 0; j < 8; j++)
 				amx_sub(j, stage, gb, cbuf);
 			for (int r = 0; r < TILE_ROWS; r++)
-				epi_row(r, gb, (const int32_t (*)[256])cbuf, &bs, ap + r * 4 * TILE_TOKENS);
+				epi_row(r, gb, (const int32_t (*)[256])cbuf, &bs, ap + r * 4 * ls);
 		}
 	}
 	for (int r = 0; r < nr; r++) {
-		const float *a = acc[r];
+		const float *a = acc + r * 4 * ls;
 
 		for (int t = 0; t < nt; t++)
-			y[(int64_t)t * ldy + r] = (a[t] + a[2 * TILE_TOKENS + t]) +
-						  (a[TILE_TOKENS + t] + a[3 * TILE_TOKENS + t]);
+			y[(int64_t)t * ldy + r] = (a[t] + a[2 * ls + t]) + (a[ls + t] + a[3 * ls + t]);
 	}
 }
 
