@@ -34,7 +34,7 @@ typedef void (*ntx_tile_fn)(int64_t n, const void *w, size_t wstride, int nr, co
 /* Group layouts (activations of NTX_GROUP_T tokens interleaved for a matrix
  * unit, quant_amx.c): upper bound of one group's bytes, any ISA. */
 #define NTX_GROUP_T 16
-#define NTX_GROUP_MAX(n) ((size_t)(18 * (n) + 4096))
+#define NTX_GROUP_MAX(n) ((size_t)(36 * (n) + 4096))
 
 /* Elements per chunk when ntx_vec_dot prepares activations on the stack. */
 #define NTX_PREP_CHUNK 2048
@@ -79,14 +79,15 @@ extern const struct ntx_cpu_isa ntx_cpu_isa_avx512;
 extern const struct ntx_cpu_isa ntx_cpu_isa_amx;
 
 /* AVX-512 tile kernels whose float arithmetic is the "canonical" one of the
- * group kernels of quant_amx.c (Q4_K, Q5_K; NULL for other types), so that a
+ * group kernels of quant_amx.c (Q4_K, Q5_K, Q6_K; NULL for other types), so that a
  * token alone (n_tok = 1) gets bitwise what it gets in a group. Per row and
  * token, four float lanes a_0..a_3 start at 0; super-block b (in order)
  * updates lane b % 4:
  *   a = fma((float)I_b, dx_b * d_b, a); a = fma(-(float)M_b, dx_b * dmin_b, a)
  * with I_b = sum_j sc_j sum_{i in j} q_i x_i and M_b = sum_j m_j sum_{i in j} x_i
  * exact integers (j: the 8 sub-blocks of 32), dx_b the activations' Q8_K d;
- * the result is (a_0 + a_2) + (a_1 + a_3). */
+ * Q6_K: I_b = sum_j sc_j sum_{i in j} (q_i - 32) x_i over its 16 sub-blocks
+ * of 16, and no M_b step. The result is (a_0 + a_2) + (a_1 + a_3). */
 ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype);
 
 /* The CPU can run AMX-INT8 tiles and this process may use them (asks the

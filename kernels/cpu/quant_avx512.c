@@ -19,9 +19,8 @@
 #include <string.h>
 
 #include "cpu_impl.h"
+#include "kquant_avx512.h"
 
-#define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 4")
 #define XROW(T, x, xs, t) ((const T *)((const char *)(x) + (size_t)(t) * (xs)))
 #define AT(T, x, off) ((T *)((char *)(x) + (off)))
 #define CAT(T, x, off) ((const T *)((const char *)(x) + (off)))
@@ -376,17 +375,6 @@ INLINE void row_q4_0(int64_t n, const void *w0, size_t ws, int R, const void *x,
 
 /* ---- Q4_K / Q5_K weights ---- */
 
-/* pshufb mask: int16 scale of sub-block a in 128-bit lanes 0-1, b in 2-3 */
-INLINE __m512i scale_sel(int a, int b)
-{
-	return _mm512_inserti64x4(_mm512_set1_epi16((short)(0x8000 | a)), _mm256_set1_epi16((short)(0x8000 | b)), 1);
-}
-
-INLINE __m512i byte_pair(int a, int b)
-{
-	return _mm512_inserti64x4(_mm512_set1_epi8((char)a), _mm256_set1_epi8((char)b), 1);
-}
-
 /* One Q4_K / Q5_K super-block decoded for the maddubs + dpwssd dot: W[k]
  * the unsigned values of sub-blocks (0,2) (1,3) (4,6) (5,7), S[k] their int16
  * scales, m16 the 8 mins, d and dmin. */
@@ -398,13 +386,10 @@ struct kblk {
 
 INLINE void k_block(int q5, const void *w, int64_t i, struct kblk *k)
 {
-	const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(16);
 	const __m512i sel[4] = { scale_sel(0, 2), scale_sel(1, 3), scale_sel(4, 6), scale_sel(5, 7) };
-	const __m512i hbit[4] = { byte_pair(1, 4), byte_pair(2, 8), byte_pair(16, 64), byte_pair(32, -128) };
 	const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)w + i;
 	const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)w + i;
-	const uint8_t *qs = q5 ? b5->qs : b4->qs;
-	__m512i bsc, q0, q1;
+	__m512i bsc;
 	uint64_t sc, mn;
 
 	PREFETCH(q5 ? (const void *)b5 : (const void *)b4, PF_DIST_Q4_K, q5 ? 176 : 144);
@@ -413,20 +398,9 @@ INLINE void k_block(int q5, const void *w, int64_t i, struct kblk *k)
 	ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
 	bsc = _mm512_set1_epi64((long long)sc);
 	k->m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
-	q0 = _mm512_loadu_si512(qs);
-	q1 = _mm512_loadu_si512(qs + 64);
-	k->W[0] = _mm512_and_si512(q0, m4);
-	k->W[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
-	k->W[2] = _mm512_and_si512(q1, m4);
-	k->W[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+	k_values(q5, q5 ? (const void *)b5 : (const void *)b4, k->W);
 	UNROLL for (int j = 0; j < 4; j++)
 		k->S[j] = _mm512_shuffle_epi8(bsc, sel[j]);
-	if (q5) {
-		__m512i hh = _mm512_broadcast_i64x4(loadu256(b5->qh));
-
-		UNROLL for (int j = 0; j < 4; j++)
-			k->W[j] = _mm512_mask_add_epi8(k->W[j], _mm512_test_epi8_mask(hh, hbit[j]), k->W[j], c16);
-	}
 }
 
 /* The block's exact integers against one token's prepared quants xq and
@@ -491,15 +465,18 @@ INLINE void k_reduce4(const __m512i *s, const __m128i *m, __m128 *fi, __m128 *fm
 	__m512i p01 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[0], s[1], 0x44), _mm512_shuffle_i64x2(s[0], s[1], 0xEE));
 	__m512i p23 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[2], s[3], 0x44), _mm512_shuffle_i64x2(s[2], s[3], 0xEE));
 	__m512i q = _mm512_add_epi32(_mm512_shuffle_i64x2(p01, p23, 0x88), _mm512_shuffle_i64x2(p01, p23, 0xDD));
-	__m512i mm = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(m[0]), m[1], 1),
-							     m[2], 2), m[3], 3);
 
 	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_BADC));
 	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_CDAB));
-	mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_BADC));
-	mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_CDAB));
 	*fi = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, q)));
-	*fm = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, mm)));
+	if (m) { /* Q6_K has no mins */
+		__m512i mm = _mm512_inserti32x4(
+			_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(m[0]), m[1], 1), m[2], 2), m[3], 3);
+
+		mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_BADC));
+		mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_CDAB));
+		*fm = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, mm)));
+	}
 }
 
 /* Four blocks' integers into the lanes (live: the lanes that have a block). */
@@ -573,25 +550,41 @@ INLINE void row_q4_k_canon(int q5, int64_t n, const void *w0, size_t ws, int R, 
 
 /* ---- Q6_K weights ---- */
 
-/* The 256 6-bit values (unsigned, before - 32) in element order, 64 per
- * register: W[c] = elements 64c .. 64c + 63 (sub-blocks 4c .. 4c + 3). */
-INLINE void q6_k_unpack(const struct ntx_block_q6_k *b, __m512i W[4])
+/* One Q6_K super-block decoded: W[c] the unsigned values (q6_k_unpack), S[c]
+ * the int16 sub-block scales per 128-bit lane, sc16 the 16 scales, d. */
+struct q6blk {
+	__m512i W[4], S[4];
+	__m256i sc16;
+	float d;
+};
+
+INLINE void q6_block(const void *w, int64_t i, struct q6blk *k)
 {
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-	/* per 16-bit lane shifts moving the 2 high bits of each quarter to bits 4-5 */
-	const __m512i sl01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-	const __m512i sr23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+	const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)w + i;
+	/* vpermw indices: scale 4c + lane for each 128-bit lane */
+	const __m512i lanes = _mm512_inserti64x4(
+		_mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(1), _mm_setzero_si128())),
+		_mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1);
 
-	UNROLL for (int h = 0; h < 2; h++) {
-		__m512i l = _mm512_loadu_si512(b->ql + 64 * h);
-		__m512i hh = _mm512_broadcast_i64x4(loadu256(b->qh + 32 * h));
-		__m512i lo = _mm512_and_si512(l, m4);                       /* quarters 0, 1 */
-		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(l, 4), m4); /* quarters 2, 3 */
+	PREFETCH(b, PF_DIST_Q6_K, 210);
+	k->sc16 = _mm256_cvtepi8_epi16(loadu128(b->scales));
+	k->d = _cvtsh_ss(b->d);
+	q6_k_unpack(b, k->W);
+	UNROLL for (int c = 0; c < 4; c++)
+		k->S[c] = _mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)), lanes),
+						   _mm512_castsi256_si512(k->sc16));
+}
 
-		/* a | (b & c) */
-		W[2 * h] = _mm512_ternarylogic_epi32(lo, _mm512_sllv_epi16(hh, sl01), m30, 0xF8);
-		W[2 * h + 1] = _mm512_ternarylogic_epi32(hi, _mm512_srlv_epi16(hh, sr23), m30, 0xF8);
-	}
+/* The block's exact integer I = sum_j sc_j sum_{i in j} (q_i - 32) x_i,
+ * spread over 16 lanes, against one token's quants xq and 16 sums bs. */
+INLINE __m512i q6_dot(const struct q6blk *k, const int8_t *xq, const __m256i *bs)
+{
+	__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(k->sc16, _mm256_load_si256(bs)), 5);
+	__m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+
+	UNROLL for (int c = 0; c < 4; c++)
+		s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(k->W[c], _mm512_load_si512(xq + 64 * c)), k->S[c]);
+	return s;
 }
 
 INLINE void row_q6_k(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT, float *outR)
@@ -601,42 +594,81 @@ INLINE void row_q6_k(int64_t n, const void *w0, size_t ws, int R, const void *x,
 		float *out = outR + r * NTX_TILE_T;
 
 		const struct layout L = layout_of(NTX_TYPE_Q6_K, n);
-		__m512i idx[4];
 		__m512 acc[NTX_TILE_T];
 		int64_t nb = n / NTX_QK_K;
 
-		/* vpermw indices: scale 4c + lane for each 128-bit lane */
-		UNROLL for (int c = 0; c < 4; c++)
-			idx[c] = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)),
-						  _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(
-									     _mm_set1_epi16(1), _mm_setzero_si128())),
-								     _mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1));
 		UNROLL for (int t = 0; t < NT; t++)
 			acc[t] = _mm512_setzero_ps();
 		for (int64_t i = 0; i < nb; i++) {
-			const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)w + i;
-			__m256i sc16 = _mm256_cvtepi8_epi16(loadu128(b->scales));
-			float d = _cvtsh_ss(b->d);
-			__m512i W[4], S[4];
+			struct q6blk k;
 
-			PREFETCH(b, PF_DIST_Q6_K, 210);
-			q6_k_unpack(b, W);
-			UNROLL for (int c = 0; c < 4; c++)
-				S[c] = _mm512_permutexvar_epi16(idx[c], _mm512_castsi256_si512(sc16));
+			q6_block(w, i, &k);
 			UNROLL for (int t = 0; t < NT; t++) {
 				const char *xr = XROW(char, x, xs, t);
-				const int8_t *xq = (const int8_t *)xr + NTX_QK_K * i;
-				__m256i bs = _mm256_load_si256(CAT(__m256i, xr, L.ext) + i);
-				__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
-				__m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+				__m512i s = q6_dot(&k, (const int8_t *)xr + NTX_QK_K * i, CAT(__m256i, xr, L.ext) + i);
 
-				UNROLL for (int c = 0; c < 4; c++)
-					s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(W[c], _mm512_load_si512(xq + 64 * c)), S[c]);
-				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * CAT(float, xr, L.d)[i]), acc[t]);
+				acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(k.d * CAT(float, xr, L.d)[i]), acc[t]);
 			}
 		}
 		UNROLL for (int t = 0; t < NT; t++)
 			out[t] = _mm512_reduce_add_ps(acc[t]);
+	}
+}
+
+/* Blocks i0 .. i0 + k4 - 1 of Q6_K in the canonical arithmetic (k_quad's,
+ * with no mins). */
+INLINE void q6_quad(const void *w, int64_t i0, int k4, const struct layout *L, const void *x, size_t xs, int NT,
+		    __m128 *acc)
+{
+	__m512i sv[NTX_TILE_T][4];
+	float d4[4] = { 0, 0, 0, 0 };
+
+	UNROLL for (int k = 0; k < 4; k++) {
+		struct q6blk kb;
+
+		UNROLL for (int t = 0; t < NT; t++)
+			sv[t][k] = _mm512_setzero_si512();
+		if (k >= k4)
+			continue;
+		q6_block(w, i0 + k, &kb);
+		d4[k] = kb.d;
+		UNROLL for (int t = 0; t < NT; t++) {
+			const char *xr = XROW(char, x, xs, t);
+
+			sv[t][k] = q6_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m256i, xr, L->ext) + i0 + k);
+		}
+	}
+	UNROLL for (int t = 0; t < NT; t++) {
+		const __mmask8 live = (__mmask8)((1u << k4) - 1);
+		__m128 fi, x4 = _mm_maskz_loadu_ps(live, CAT(float, XROW(char, x, xs, t), L->d) + i0);
+
+		k_reduce4(sv[t], NULL, &fi, NULL);
+		acc[t] = _mm_mask3_fmadd_ps(fi, _mm_mul_ps(x4, _mm_loadu_ps(d4)), acc[t], live);
+	}
+}
+
+INLINE void row_q6_k_canon(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT,
+			   float *outR)
+{
+	const struct layout L = layout_of(NTX_TYPE_Q6_K, n);
+	const int64_t nb = n / NTX_QK_K;
+
+	for (int r = 0; r < R; r++) {
+		const void *w = (const char *)w0 + (size_t)r * ws;
+		__m128 acc[NTX_TILE_T];
+		int64_t i0 = 0;
+
+		UNROLL for (int t = 0; t < NT; t++)
+			acc[t] = _mm_setzero_ps();
+		for (; i0 + 4 <= nb; i0 += 4)
+			q6_quad(w, i0, 4, &L, x, xs, NT, acc);
+		if (i0 < nb)
+			q6_quad(w, i0, (int)(nb - i0), &L, x, xs, NT, acc);
+		UNROLL for (int t = 0; t < NT; t++) {
+			__m128 h = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t]));
+
+			outR[r * NTX_TILE_T + t] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+		}
 	}
 }
 
@@ -696,12 +728,19 @@ TILE(tile_q5_k, CALL_Q5_K)
 TILE(tile_q6_k, CALL_Q6_K)
 #define CALL_Q4_K_C(wr, R, xt, NT, out) row_q4_k_canon(0, n, wr, ws, R, xt, xs, NT, out)
 #define CALL_Q5_K_C(wr, R, xt, NT, out) row_q4_k_canon(1, n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q6_K_C(wr, R, xt, NT, out) row_q6_k_canon(n, wr, ws, R, xt, xs, NT, out)
 TILE(tile_q4_k_c, CALL_Q4_K_C)
 TILE(tile_q5_k_c, CALL_Q5_K_C)
+TILE(tile_q6_k_c, CALL_Q6_K_C)
 
 ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype)
 {
-	return wtype == NTX_TYPE_Q4_K ? tile_q4_k_c : wtype == NTX_TYPE_Q5_K ? tile_q5_k_c : NULL;
+	switch (wtype) {
+	case NTX_TYPE_Q4_K: return tile_q4_k_c;
+	case NTX_TYPE_Q5_K: return tile_q5_k_c;
+	case NTX_TYPE_Q6_K: return tile_q6_k_c;
+	default: return NULL;
+	}
 }
 
 static ntx_tile_fn tile_for(uint32_t wtype)
