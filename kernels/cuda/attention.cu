@@ -32,7 +32,7 @@
 
 #define AT_THREADS 128
 #define AT_TILE 128
-#define AT_MIN_CHUNK 64
+#define AT_MIN_CHUNK 32
 #define AT_MAX_SPLIT 64
 #define AT_MAX_HD 256
 
@@ -218,7 +218,7 @@ __device__ __forceinline__ void at_merge(const at_args &a, int t, int kvh, int n
 	(void)ml;
 }
 
-template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, 1) ntx_attn_kernel(at_args a)
+template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_kernel(at_args a)
 {
 	ntx_pdl_wait();
 	ntx_pdl_trigger();
@@ -273,7 +273,7 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, 1) n
 			if (tid < np) {
 				const int64_t ko = kv0 + (int64_t)(t0 + tid) * rs;
 
-#pragma unroll 4
+#pragma unroll 8 /* half a 128-wide K row in flight at once */
 				for (int c = 0; c < hd; c += 8) {
 					float kf[8];
 
@@ -337,7 +337,7 @@ template <int GMAX, bool F16> __global__ void __launch_bounds__(AT_THREADS, 1) n
 					acc[g][0] *= al, acc[g][1] *= al, acc[g][2] *= al, acc[g][3] *= al;
 				}
 			}
-#pragma unroll 4
+#pragma unroll 8 /* a 32-position chunk's V rows in flight at once */
 			for (int i = pg; i < np; i += n_pg) {
 				float vf[4];
 

@@ -234,13 +234,18 @@ extern "C" int ntx_cuda_gemv_dl_enabled(void)
 	if (env < 0) {
 		const char *v = getenv("NTX_GEMV_DL");
 
-		env = v && !strcmp(v, "1");
+		env = !(v && !strcmp(v, "0"));
 	}
 	return env;
 }
 
 /* Split rows always take the direct-load kernel (the staged one reads GGUF
- * blocks only); Q4_K and Q5_K when it is enabled. */
+ * blocks only); Q4_K and Q5_K when it is enabled. Per kernel alone the
+ * staged one is faster on the H200 for a 4096x4096 Q4_K (6.9 against 7.2
+ * us) and the Q4_K gate/up (23.9 against 24.3), but in the decode sequence
+ * the direct-load one everywhere gives 82.3 us per layer against 87.5 with
+ * that choice per launch (PDL overlaps its prologue better; PERF-NOTES.md,
+ * version 4). */
 static int gv_use_dl(uint32_t t)
 {
 	if (!ntx_gv_dl_type(t))

@@ -198,17 +198,34 @@ static int dl_launch(dl_args &a, cudaStream_t s, struct ntx_err *err)
 			       err);
 }
 
-static int g_variant; /* ntx_cuda_gemv_dl_variant */
+static int g_variant = -1; /* ntx_cuda_gemv_dl_variant */
 
 extern "C" void ntx_cuda_gemv_dl_variant(int v)
 {
-	g_variant = v;
+	g_variant = v < 0 || v > 2 ? -1 : v;
 }
+
+/* Rows of one token below which the shallow shape (1 step in flight, 8 CTAs
+ * per SM) wins on the H200: 5-20% for every 4096x4096 .. 14336x4096 matrix
+ * of Q4_K, Q5_K and split Q4_0 / Q8_0 / Q6_K, and the fused gate/up of
+ * split Q4_0 / Q8_0; the 128256-row heads are as fast or faster with 2
+ * steps and 5 CTAs (PERF-NOTES.md, version 4). */
+#define DL_SHALLOW_ROWS 65536
 
 template <int NM> static int dl_nt(dl_args &a, cudaStream_t s, struct ntx_err *err)
 {
 	if (a.n_tok <= 1) {
-		switch (g_variant) {
+		int v = g_variant;
+
+		if (v < 0) {
+			int64_t rows = 0;
+
+			for (int i = 0; i < a.n_seg; i++)
+				rows += a.seg[i].n_out;
+			/* fused gate/up of GGUF Q4_K: 24.3 us deep, 25.5 shallow */
+			v = rows < DL_SHALLOW_ROWS && (NM == 1 || (a.seg[0].type & NTX_SPLIT)) ? 1 : 0;
+		}
+		switch (v) {
 		case 1: return dl_launch<1, NM, 1, 8>(a, s, err);
 		case 2: return dl_launch<1, NM, 2, 4>(a, s, err);
 		default: return dl_launch<1, NM, 2, 5>(a, s, err);

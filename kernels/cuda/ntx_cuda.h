@@ -161,17 +161,19 @@ int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const v
 /* The direct-load GEMV (gemv_dl.cu) reads split rows always, and GGUF-layout
  * Q4_K and Q5_K when it is enabled; otherwise those go through the staged
  * shared-memory kernel (gemv_q8.cu), as GGUF-layout Q4_0, Q8_0 and Q6_K
- * always do. Enabled when NTX_GEMV_DL=1 is in the environment (read once):
- * it has not been measured on a GPU yet, so the default stays the staged
- * kernel; the engine also keeps resident weights in GGUF layout unless it is
- * enabled. ntx_cuda_gemv_dl_set: on = 1 enables, 0 disables, -1 returns to
- * the environment's choice (tests, benchmarks; not while kernels are being
- * launched from another thread). */
+ * always do. Enabled unless NTX_GEMV_DL=0 is in the environment (read
+ * once); when enabled the engine keeps resident Q4_0, Q8_0 and Q6_K
+ * matrices in split rows. Measured on the H200 (PERF-NOTES.md, version 4):
+ * tg128 of 8B Q4_K_M / Q8_0 / Q4_0 316 / 273 / 327 tok/s staged, 343 / 301
+ * / 390 direct. ntx_cuda_gemv_dl_set: on = 1 enables, 0 disables, -1
+ * returns to the environment's choice (tests, benchmarks; not while kernels
+ * are being launched from another thread). */
 void ntx_cuda_gemv_dl_set(int on);
 int ntx_cuda_gemv_dl_enabled(void);
-/* The direct-load GEMV's shape for one token (benchmarks): 0 the default
- * (2 steps in flight per warp, 5 CTAs per SM), 1 (1 step, 8 CTAs), 2 (2
- * steps, 4 CTAs). Results do not depend on it. */
+/* The direct-load GEMV's shape for one token (benchmarks): -1 by the
+ * launch's rows (the default: 1 below 65536 rows, else 0), 0 (2 steps in
+ * flight per warp, 5 CTAs per SM), 1 (1 step, 8 CTAs), 2 (2 steps, 4
+ * CTAs). Results do not depend on it. */
 void ntx_cuda_gemv_dl_variant(int v);
 
 /* ---- matrix-matrix products (prompt processing, any n_tok) ----

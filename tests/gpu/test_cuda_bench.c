@@ -243,7 +243,7 @@ static void run_gemv(void)
 					       type_name(m.t), (long long)m.n_in, (long long)m.n_out, vn[v], mv * 1e3,
 					       m.bytes / mv * 1e-6, m.bytes / mv * 1e-6 / HBM_GBS * 100);
 				}
-				ntx_cuda_gemv_dl_variant(0);
+				ntx_cuda_gemv_dl_variant(-1);
 				ntx_cuda_gemv_dl_set(-1);
 			}
 			ms8 = bench_gemv(&m, 8, 0, &e);
@@ -257,6 +257,19 @@ static void run_gemv(void)
 					ms = bench_gemv(&m, nt, 1, &e);
 					t_diag("bench gemv_swiglu %-10s 4096->14336 (gate+up) n_tok %d: %8.2f us %7.0f GB/s",
 					       type_name(m.t), nt, ms * 1e3, 2.0 * m.bytes / ms * 1e-6);
+				}
+				if (m.t != NTX_TYPE_F16) {
+					static const char *const vn[3] = { "dl", "dl-u1b8", "dl-u2b4" };
+
+					ntx_cuda_gemv_dl_set(1);
+					for (int v = 0; v < 3; v++) {
+						ntx_cuda_gemv_dl_variant(v);
+						ms = bench_gemv(&m, 1, 1, &e);
+						t_diag("bench gemv_swiglu %-10s 4096->14336 (gate+up) n_tok 1 %-7s: %8.2f us %7.0f GB/s",
+						       type_name(m.t), vn[v], ms * 1e3, 2.0 * m.bytes / ms * 1e-6);
+					}
+					ntx_cuda_gemv_dl_variant(-1);
+					ntx_cuda_gemv_dl_set(-1);
 				}
 			}
 			dev_free(m.d);
@@ -772,11 +785,12 @@ static void run_layer(void)
 			double us;
 
 			c.fused = fused;
+			c.dl = 1; /* split rows, as the engine keeps them by default */
 			us = layer_time_us(&c, 250);
 			t_diag("bench layer %-7s pos %4d n_tok 1: %7.2f us per layer (%5.0f GB/s of weights)"
 			       " -> 32 layers + head: %7.1f tok/s",
 			       fused ? "engine" : "unfused", positions[pi], us, bytes / us * 1e-3,
-			       1e6 / (32 * us + head[0]));
+			       1e6 / (32 * us + head[1]));
 		}
 		c.fused = 1;
 		for (int dl = 0; dl < 2; dl++) {
@@ -801,7 +815,7 @@ static void run_layer(void)
 			c.ops = 0;
 			t_diag("bench layer %-11s ops alone pos %4d: %7.2f us in all", what, positions[pi], sum);
 		}
-		c.dl = 0;
+		c.dl = 1;
 		ntx_cuda_gemv_dl_set(-1);
 		{
 			double us[2]; /* [pdl] */
