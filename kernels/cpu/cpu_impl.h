@@ -79,7 +79,7 @@ extern const struct ntx_cpu_isa ntx_cpu_isa_avx512;
 extern const struct ntx_cpu_isa ntx_cpu_isa_amx;
 
 /* AVX-512 tile kernels whose float arithmetic is the "canonical" one of the
- * group kernels of quant_amx.c (Q4_K, Q5_K, Q6_K; NULL for other types), so that a
+ * group kernels of quant_amx.c (Q4_K, Q5_K, Q6_K, Q8_0; NULL for other types), so that a
  * token alone (n_tok = 1) gets bitwise what it gets in a group. Per row and
  * token, four float lanes a_0..a_3 start at 0; super-block b (in order)
  * updates lane b % 4:
@@ -87,7 +87,9 @@ extern const struct ntx_cpu_isa ntx_cpu_isa_amx;
  * with I_b = sum_j sc_j sum_{i in j} q_i x_i and M_b = sum_j m_j sum_{i in j} x_i
  * exact integers (j: the 8 sub-blocks of 32), dx_b the activations' Q8_K d;
  * Q6_K: I_b = sum_j sc_j sum_{i in j} (q_i - 32) x_i over its 16 sub-blocks
- * of 16, and no M_b step. The result is (a_0 + a_2) + (a_1 + a_3). */
+ * of 16, and no M_b step; Q8_0: blocks of 32, I_b = sum_i q_i x_i, d_b the
+ * weights' fp16 d, dx_b the activations' (Q8_0), no M_b step. The result is
+ * (a_0 + a_2) + (a_1 + a_3). */
 ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype);
 
 /* The CPU can run AMX-INT8 tiles and this process may use them (asks the

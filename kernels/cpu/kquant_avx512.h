@@ -69,4 +69,21 @@ INLINE void q6_k_unpack(const struct ntx_block_q6_k *b, __m512i W[4])
 	}
 }
 
+/* The sums of the 4 int32 of each 128-bit lane of q, as 4 floats. */
+INLINE __m128 lane_sums4(__m512i q)
+{
+	const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12);
+
+	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_BADC));
+	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_CDAB));
+	return _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, q)));
+}
+
+/* 128-bit lanes [a0 + a1, a2 + a3, b0 + b1, b2 + b3] of a and b: two blocks
+ * of 8 lanes each from both, as 4 blocks of 4 lanes. */
+INLINE __m512i pair_halves(__m512i a, __m512i b)
+{
+	return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x88), _mm512_shuffle_i64x2(a, b, 0xDD));
+}
+
 #endif

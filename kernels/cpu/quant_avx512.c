@@ -373,6 +373,78 @@ INLINE void row_q4_0(int64_t n, const void *w0, size_t ws, int R, const void *x,
 	}
 }
 
+/* Q8_0 in the canonical arithmetic (cpu_impl.h): per row and token four
+ * float lanes, block b (32 elements) updating lane b % 4 with
+ * a = fma((float)P_b, dw_b * dx_b, a), P_b the block's exact integer dot;
+ * (a_0 + a_2) + (a_1 + a_3). Eight blocks at a time, as row_q8_0 reads them
+ * (|w| and sign decoded once for all tokens, 64-byte dpbusd: 8 lanes a
+ * block); each quad of blocks reduced together. Blocks past the last
+ * multiple of 8 go one at a time into the same lanes. */
+INLINE void row_q8_0_canon(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT,
+			   float *outR)
+{
+	const struct layout L = layout_of(NTX_TYPE_Q8_0, n);
+	const __m512i zero = _mm512_setzero_si512();
+	const int64_t nb = n / NTX_QK;
+
+	for (int r = 0; r < R; r++) {
+		const struct ntx_block_q8_0 *wb = (const struct ntx_block_q8_0 *)((const char *)w0 + (size_t)r * ws);
+		__m128 acc[NTX_TILE_T];
+		int64_t i = 0;
+
+		UNROLL for (int t = 0; t < NT; t++)
+			acc[t] = _mm_setzero_ps();
+		for (; i + 8 <= nb; i += 8) {
+			const __m256 dw = scales8(wb + i, sizeof *wb);
+			__m512i aw[4];
+			__mmask64 neg[4];
+
+			PREFETCH(wb + i, PF_DIST_Q8_0, 8 * 34);
+			UNROLL for (int p = 0; p < 4; p++) {
+				const struct ntx_block_q8_0 *bp = wb + i + 2 * p;
+				__m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(bp[0].qs)), loadu256(bp[1].qs), 1);
+
+				aw[p] = _mm512_abs_epi8(wq);
+				neg[p] = _mm512_movepi8_mask(wq);
+			}
+			UNROLL for (int t = 0; t < NT; t++) {
+				const int8_t *xq = XROW(int8_t, x, xs, t) + NTX_QK * i;
+				const __m256 D = _mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i));
+				__m512i pr[4];
+
+				UNROLL for (int p = 0; p < 4; p++) {
+					__m512i xv = _mm512_load_si512(xq + 64 * p);
+
+					pr[p] = _mm512_dpbusd_epi32(zero, aw[p], _mm512_mask_sub_epi8(xv, neg[p], zero, xv));
+				}
+				acc[t] = _mm_fmadd_ps(lane_sums4(pair_halves(pr[0], pr[1])), _mm256_castps256_ps128(D), acc[t]);
+				acc[t] = _mm_fmadd_ps(lane_sums4(pair_halves(pr[2], pr[3])), _mm256_extractf128_ps(D, 1), acc[t]);
+			}
+		}
+		for (; i < nb; i++) {
+			const __m256i wq = loadu256(wb[i].qs);
+			const float dwi = _cvtsh_ss(wb[i].d);
+			const __mmask8 lane = (__mmask8)(1u << (i & 3));
+
+			UNROLL for (int t = 0; t < NT; t++) {
+				const char *xr = XROW(char, x, xs, t);
+				__m256i pr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wq),
+								 _mm256_sign_epi8(loadu256(xr + NTX_QK * i), wq));
+				__m128i p4 = _mm_add_epi32(_mm256_castsi256_si128(pr), _mm256_extracti128_si256(pr, 1));
+				__m128 P = lane_sums4(_mm512_zextsi128_si512(p4)); /* lane 0 */
+
+				acc[t] = _mm_mask3_fmadd_ps(_mm_broadcastss_ps(P), _mm_set1_ps(dwi * CAT(float, xr, L.d)[i]),
+							    acc[t], lane);
+			}
+		}
+		UNROLL for (int t = 0; t < NT; t++) {
+			__m128 h = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t]));
+
+			outR[r * NTX_TILE_T + t] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+		}
+	}
+}
+
 /* ---- Q4_K / Q5_K weights ---- */
 
 /* One Q4_K / Q5_K super-block decoded for the maddubs + dpwssd dot: W[k]
@@ -461,22 +533,13 @@ INLINE void row_q4_k(int q5, int64_t n, const void *w0, size_t ws, int R, const 
  * pairs of 128-bit lanes, then the 4 lanes of each 128-bit lane. */
 INLINE void k_reduce4(const __m512i *s, const __m128i *m, __m128 *fi, __m128 *fm)
 {
-	const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12);
 	__m512i p01 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[0], s[1], 0x44), _mm512_shuffle_i64x2(s[0], s[1], 0xEE));
 	__m512i p23 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[2], s[3], 0x44), _mm512_shuffle_i64x2(s[2], s[3], 0xEE));
-	__m512i q = _mm512_add_epi32(_mm512_shuffle_i64x2(p01, p23, 0x88), _mm512_shuffle_i64x2(p01, p23, 0xDD));
 
-	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_BADC));
-	q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_CDAB));
-	*fi = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, q)));
-	if (m) { /* Q6_K has no mins */
-		__m512i mm = _mm512_inserti32x4(
-			_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(m[0]), m[1], 1), m[2], 2), m[3], 3);
-
-		mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_BADC));
-		mm = _mm512_add_epi32(mm, _mm512_shuffle_epi32(mm, _MM_PERM_CDAB));
-		*fm = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, mm)));
-	}
+	*fi = lane_sums4(pair_halves(p01, p23));
+	if (m) /* Q6_K has no mins */
+		*fm = lane_sums4(_mm512_inserti32x4(
+			_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(m[0]), m[1], 1), m[2], 2), m[3], 3));
 }
 
 /* Four blocks' integers into the lanes (live: the lanes that have a block). */
@@ -729,9 +792,11 @@ TILE(tile_q6_k, CALL_Q6_K)
 #define CALL_Q4_K_C(wr, R, xt, NT, out) row_q4_k_canon(0, n, wr, ws, R, xt, xs, NT, out)
 #define CALL_Q5_K_C(wr, R, xt, NT, out) row_q4_k_canon(1, n, wr, ws, R, xt, xs, NT, out)
 #define CALL_Q6_K_C(wr, R, xt, NT, out) row_q6_k_canon(n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q8_0_C(wr, R, xt, NT, out) row_q8_0_canon(n, wr, ws, R, xt, xs, NT, out)
 TILE(tile_q4_k_c, CALL_Q4_K_C)
 TILE(tile_q5_k_c, CALL_Q5_K_C)
 TILE(tile_q6_k_c, CALL_Q6_K_C)
+TILE(tile_q8_0_c, CALL_Q8_0_C)
 
 ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype)
 {
@@ -739,6 +804,7 @@ ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype)
 	case NTX_TYPE_Q4_K: return tile_q4_k_c;
 	case NTX_TYPE_Q5_K: return tile_q5_k_c;
 	case NTX_TYPE_Q6_K: return tile_q6_k_c;
+	case NTX_TYPE_Q8_0: return tile_q8_0_c;
 	default: return NULL;
 	}
 }
