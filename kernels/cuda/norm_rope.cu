@@ -75,6 +75,82 @@ __global__ void __launch_bounds__(RN_THREADS)
 	}
 }
 
+/* Rows of up to RN_THREADS * 8 * NIT elements (dim % 8 == 0, 16-byte
+ * aligned x, w, out): thread i holds groups of 8 elements i, i +
+ * RN_THREADS, ... of x and w in registers, all loaded in one round, so the
+ * row is read once and the kernel has one memory latency before the sum of
+ * squares instead of a loop of them (3.1 -> ~2 us at dim 4096 on the H200,
+ * where each decode layer runs two). The same output and q8 as
+ * ntx_rmsnorm_kernel's vector path except for the summation order of the
+ * squares. */
+template <int NIT>
+__global__ void __launch_bounds__(RN_THREADS)
+	ntx_rmsnorm_reg_kernel(float *out, int8_t *qs, float2 *ds, int fmt, const float *x,
+			       const float *w, int dim, float eps)
+{
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
+	__shared__ float red[RN_THREADS / 32];
+	const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g8 = dim / 8;
+	const float4 *xr = (const float4 *)(x + (int64_t)t * dim), *wr = (const float4 *)w;
+	float4 xv[NIT][2], wv[NIT][2];
+	float ss = 0.0f, tot = 0.0f;
+
+#pragma unroll
+	for (int it = 0; it < NIT; it++) {
+		const int g = it * RN_THREADS + threadIdx.x;
+
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			xv[it][h] = g < g8 ? xr[2 * g + h] : make_float4(0.f, 0.f, 0.f, 0.f);
+			wv[it][h] = g < g8 ? wr[2 * g + h] : make_float4(0.f, 0.f, 0.f, 0.f);
+		}
+	}
+#pragma unroll
+	for (int it = 0; it < NIT; it++)
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			ss += xv[it][h].x * xv[it][h].x + xv[it][h].y * xv[it][h].y +
+			      xv[it][h].z * xv[it][h].z + xv[it][h].w * xv[it][h].w;
+	ss = ntx_warp_sum(ss);
+	if (lane == 0)
+		red[warp] = ss;
+	__syncthreads();
+#pragma unroll
+	for (int i = 0; i < RN_THREADS / 32; i++) /* every thread, same order */
+		tot += red[i];
+
+	const float scale = 1.0f / sqrtf(tot / (float)dim + eps);
+	float *o = out ? out + (int64_t)t * dim : NULL;
+
+#pragma unroll
+	for (int it = 0; it < NIT; it++) {
+		const int g = it * RN_THREADS + threadIdx.x;
+		const int ok = g < g8;
+		float v[8];
+
+		if (it * RN_THREADS >= g8)
+			break; /* uniform */
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const float4 a = xv[it][h], b = wv[it][h];
+
+			v[4 * h] = __fmul_rn(__fmul_rn(a.x, scale), b.x);
+			v[4 * h + 1] = __fmul_rn(__fmul_rn(a.y, scale), b.y);
+			v[4 * h + 2] = __fmul_rn(__fmul_rn(a.z, scale), b.z);
+			v[4 * h + 3] = __fmul_rn(__fmul_rn(a.w, scale), b.w);
+		}
+		if (o && ok) {
+			((float4 *)o)[2 * g] = make_float4(v[0], v[1], v[2], v[3]);
+			((float4 *)o)[2 * g + 1] = make_float4(v[4], v[5], v[6], v[7]);
+		}
+		if (qs) /* uniform across the CTA: every lane calls it */
+			ntx_q8_store8(v, qs + (int64_t)t * dim, ds + (int64_t)t * (dim / 32), 8 * (int64_t)g,
+				      fmt, ok);
+	}
+}
+
 extern "C" int ntx_cuda_rmsnorm_fmt(float *out, void *xq, int fmt, const float *x, const float *w,
 				    int n_tok, int dim, float eps, ntx_stream_t s, struct ntx_err *err)
 {
@@ -91,9 +167,20 @@ extern "C" int ntx_cuda_rmsnorm_fmt(float *out, void *xq, int fmt, const float *
 	      (!out || ntx_cu_aligned(out, 16));
 	if (xq && !vec)
 		return ntx_err_set(err, NTX_EINVAL, "rmsnorm: q8 output needs 16-byte aligned x, w, out");
-	e = ntx_launch(ntx_rmsnorm_kernel, n_tok, RN_THREADS, 0, (cudaStream_t)s, out, (int8_t *)xq,
-		       xq ? (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(dim, n_tok)) : NULL, fmt, x, w,
-		       dim, eps, vec);
+	float2 *ds = xq ? (float2 *)((char *)xq + ntx_cuda_q8_qs_bytes(dim, n_tok)) : NULL;
+
+	if (vec && dim <= RN_THREADS * 8)
+		e = ntx_launch(ntx_rmsnorm_reg_kernel<1>, n_tok, RN_THREADS, 0, (cudaStream_t)s, out,
+			       (int8_t *)xq, ds, fmt, x, w, dim, eps);
+	else if (vec && dim <= RN_THREADS * 8 * 2)
+		e = ntx_launch(ntx_rmsnorm_reg_kernel<2>, n_tok, RN_THREADS, 0, (cudaStream_t)s, out,
+			       (int8_t *)xq, ds, fmt, x, w, dim, eps);
+	else if (vec && dim <= RN_THREADS * 8 * 4)
+		e = ntx_launch(ntx_rmsnorm_reg_kernel<4>, n_tok, RN_THREADS, 0, (cudaStream_t)s, out,
+			       (int8_t *)xq, ds, fmt, x, w, dim, eps);
+	else
+		e = ntx_launch(ntx_rmsnorm_kernel, n_tok, RN_THREADS, 0, (cudaStream_t)s, out,
+			       (int8_t *)xq, ds, fmt, x, w, dim, eps, vec);
 	return ntx_cu_launched("rmsnorm", e, err);
 }
 

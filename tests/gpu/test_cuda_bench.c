@@ -15,7 +15,8 @@
  *   attention: decode at 4096 positions and a 512-token prefill;
  *   gemv_multi: Q, K, V of an 8B Q4_K_M layer (Q4_K, Q4_K, Q6_K) in one
  *     launch vs three ntx_cuda_gemv launches;
- *   attention_q8 (merge and q8 output in one launch) at pos 100 and 4095;
+ *   attention_q8 (merge and q8 output in one launch) at pos 20 .. 4095
+ *     (--attention: only the attention benchmarks);
  *   layer: the per-layer kernel sequence of the engine (ntx_gpu_layer) for
  *     an 8B Q4_K_M layer (Q4_K q/k/o/gate/up, Q6_K v/down), n_tok 1, F16
  *     KV cache, as a CUDA graph over 4 layers' weights (556 MB, so L2
@@ -476,9 +477,9 @@ static void run_attention(void)
 	c.dpos = dev_alloc(4);
 	{
 		void *xq = dev_alloc(ntx_cuda_q8_bytes(n_head * hd, 1));
-		static const int32_t at_pos[2] = { 100, 4095 };
+		static const int32_t at_pos[] = { 20, 100, 500, 1000, 4095 };
 
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < (int)(sizeof at_pos / sizeof at_pos[0]); k++) {
 			double ms_q8, ms_old;
 
 			CK(cudaMemcpy(c.dpos, &at_pos[k], 4, cudaMemcpyHostToDevice));
@@ -489,6 +490,20 @@ static void run_attention(void)
 			t_diag("bench attention_q8 decode at pos %4d (merge + q8 in one launch): %6.1f us;"
 			       " attention (+ combine): %6.1f us", at_pos[k], ms_q8 * 1e3, ms_old * 1e3);
 		}
+		/* the same with a grid of 4 splits (n_ctx 128) instead of 64 */
+		c.kv.n_ctx = 128;
+		for (int k = 0; k < 2; k++) {
+			double ms_q8, ms_old;
+
+			CK(cudaMemcpy(c.dpos, &at_pos[k], 4, cudaMemcpyHostToDevice));
+			c.xq = xq;
+			ms_q8 = time_ms(at_launch, &c, 200);
+			c.xq = NULL;
+			ms_old = time_ms(at_launch, &c, 200);
+			t_diag("bench attention_q8 decode at pos %4d, n_ctx 128 (4 splits): %6.1f us;"
+			       " attention (+ combine): %6.1f us", at_pos[k], ms_q8 * 1e3, ms_old * 1e3);
+		}
+		c.kv.n_ctx = n_ctx;
 		dev_free(xq);
 	}
 	dev_free(c.dpos), dev_free(c.ws);
@@ -864,6 +879,11 @@ int main(int argc, char **argv)
 {
 	gpu_start(argc, argv);
 	for (int i = 1; i < argc; i++) { /* --layer: only the layer and multi benchmarks */
+		if (!strcmp(argv[i], "--attention")) { /* only attention */
+			run_attention();
+			t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
+			return t_done();
+		}
 		if (!strcmp(argv[i], "--layer")) {
 			run_gemv_multi();
 			run_layer();
