@@ -239,6 +239,20 @@ extern "C" int ntx_cuda_gemv_dl_enabled(void)
 	return env;
 }
 
+/* NTX_GEMV_EARLY=0: the direct-load GEMV waits for the kernel before it
+ * (PDL) before its first weight loads rather than after (for measuring). */
+static int gv_early(void)
+{
+	static int env = -1;
+
+	if (env < 0) {
+		const char *v = getenv("NTX_GEMV_EARLY");
+
+		env = !(v && !strcmp(v, "0"));
+	}
+	return env;
+}
+
 /* Split rows always take the direct-load kernel (the staged one reads GGUF
  * blocks only); Q4_K and Q5_K when it is enabled. Per kernel alone the
  * staged one is faster on the H200 for a 4096x4096 Q4_K (6.9 against 7.2
@@ -295,6 +309,7 @@ static int gv_acts(const char *fn, int q8, uint32_t type, int64_t n_in, const fl
 	a.xqs = (const int8_t *)xq;
 	a.xds = q8 ? (const float2 *)((const char *)xq + ntx_cuda_q8_qs_bytes(n_in, n_tok)) : NULL;
 	a.x = x;
+	a.early = gv_early();
 	return 0;
 }
 

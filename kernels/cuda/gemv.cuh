@@ -46,6 +46,7 @@ struct gv_args {
 	const int8_t *xqs;  /* q8 activations: int8 [n_tok][n_in] */
 	const float2 *xds;  /* q8 activations: (d, d*sum) [n_tok][n_in/32] */
 	const float *x;     /* float activations [n_tok][n_in] */
+	int early;          /* direct-load GEMV: first weights loaded before the PDL wait */
 };
 
 __host__ __device__ constexpr int gv_pow2(int x)

@@ -38,6 +38,7 @@ struct dl_args {
 	int n_seg, n_in, n_tok;
 	const int8_t *xqs;
 	const float2 *xds;
+	int early; /* weight loads before the PDL wait (gv_args.early) */
 };
 
 /* Rows per warp: 2 (NM = 1), or 1 gate + 1 up row. */
@@ -61,7 +62,7 @@ static int dl_bps(int t)
 /* One warp's share of its row group for type T: steps kw, kw + ks, ... */
 template <int T, int NT, int NM, int U>
 __device__ __forceinline__ void dl_body(const dl_args &a, const dl_seg &sg, int row0, int kw, int ks,
-					int lane, float *acc)
+					int lane, float *acc, bool &waited)
 {
 	constexpr int RH = dl_rh<NM>(), R = RH * NM, LPB = ntx_dl<T>::LPB, BPS = 32 / LPB;
 	constexpr int HALF = gv_pow2(RH * NT);
@@ -86,6 +87,11 @@ __device__ __forceinline__ void dl_body(const dl_args &a, const dl_seg &sg, int 
 			for (int r = 0; r < R; r++)
 				if (ok[u])
 					ntx_dl_load<T>(rp[r], nb, b[u], j, raw[u][r]);
+		}
+		if (!waited) { /* the first weights are in flight: now the activations */
+			ntx_pdl_wait();
+			ntx_pdl_trigger();
+			waited = true;
 		}
 #pragma unroll
 		for (int u = 0; u < U; u++) {
@@ -119,9 +125,6 @@ __device__ __forceinline__ void dl_body(const dl_args &a, const dl_seg &sg, int 
 template <int NT, int NM, int U, int MINB>
 __global__ void __launch_bounds__(GV_WARPS * 32, MINB) ntx_gemv_dl_kernel(dl_args a)
 {
-	ntx_pdl_wait();
-	ntx_pdl_trigger();
-
 	constexpr int RH = dl_rh<NM>(), V = gv_pow2(RH * NT) * NM;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int s = 0;
@@ -136,25 +139,36 @@ __global__ void __launch_bounds__(GV_WARPS * 32, MINB) ntx_gemv_dl_kernel(dl_arg
 	const int active = row0 < sg.n_out;
 	const gv_out o = { sg.y, sg.n_out, sg.epi };
 	float acc[V];
+	/* with a.early, the PDL wait comes after the first step's weight loads
+	 * (dl_body), so they overlap the kernel before (common.cuh) */
+	bool waited = !a.early;
 
+	if (waited) {
+		ntx_pdl_wait();
+		ntx_pdl_trigger();
+	}
 #pragma unroll
 	for (int i = 0; i < V; i++)
 		acc[i] = 0.0f;
 	if (active) {
 		switch (sg.type) {
-		case NTX_TYPE_Q4_K: dl_body<NTX_TYPE_Q4_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc); break;
-		case NTX_TYPE_Q5_K: dl_body<NTX_TYPE_Q5_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc); break;
+		case NTX_TYPE_Q4_K: dl_body<NTX_TYPE_Q4_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
+		case NTX_TYPE_Q5_K: dl_body<NTX_TYPE_Q5_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
 		case NTX_SPLIT | NTX_TYPE_Q6_K:
-			dl_body<NTX_SPLIT | NTX_TYPE_Q6_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc);
+			dl_body<NTX_SPLIT | NTX_TYPE_Q6_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
 			break;
 		case NTX_SPLIT | NTX_TYPE_Q4_0:
-			dl_body<NTX_SPLIT | NTX_TYPE_Q4_0, NT, NM, U>(a, sg, row0, kw, ks, lane, acc);
+			dl_body<NTX_SPLIT | NTX_TYPE_Q4_0, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
 			break;
 		case NTX_SPLIT | NTX_TYPE_Q8_0:
-			dl_body<NTX_SPLIT | NTX_TYPE_Q8_0, NT, NM, U>(a, sg, row0, kw, ks, lane, acc);
+			dl_body<NTX_SPLIT | NTX_TYPE_Q8_0, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
 			break;
 		default: break;
 		}
+	}
+	if (!waited) {
+		ntx_pdl_wait();
+		ntx_pdl_trigger();
 	}
 	gv_reduce_store<NT, RH, NM>(acc, lane, warp, ks, kw, active, row0, o, a.n_tok);
 }
@@ -263,6 +277,7 @@ int ntx_gv_dl(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 	a.n_tok = g.n_tok;
 	a.xqs = g.xqs;
 	a.xds = g.xds;
+	a.early = g.early;
 	return nm == 2 ? dl_nt<2>(a, s, err) : dl_nt<1>(a, s, err);
 }
 
@@ -285,8 +300,9 @@ extern "C" uint32_t ntx_cuda_split_type(uint32_t t, int64_t n_in)
 /* One CTA per row: the row into shared memory, then payloads and d's back. */
 template <int T> __global__ void ntx_repack_kernel(uint8_t *w, uint64_t rb, int nb)
 {
+	/* no ntx_pdl_trigger: it writes weights, which the direct-load GEMV
+	 * reads before its wait, so the next kernel must not start early */
 	ntx_pdl_wait();
-	ntx_pdl_trigger();
 
 	constexpr int BB = ntx_qt<T>::BB, PB = BB - 2;
 	extern __shared__ __align__(16) uint8_t rp_row[];

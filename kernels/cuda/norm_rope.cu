@@ -207,7 +207,8 @@ struct rope_args {
  * dependent loads and stores (one CTA per token did: ~8 us at n_tok 1 on
  * the H200, latency of 16 serialized iterations). Each CTA computes the
  * angles of its token once in double precision (as the CPU reference does:
- * large positions lose nothing). k and v are stored into the cache unless
+ * large positions lose nothing), with the thread's pair already loading. k
+ * and v are stored into the cache unless
  * (seq, pos) is out of range (then attention for that token yields NaN). */
 #define ROPE_THREADS 128
 
@@ -221,55 +222,47 @@ __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_store_kernel(rope_args 
 	const int p = a.pos[t], sq = a.seq[t];
 	const bool store = p >= 0 && p < a.n_ctx && sq >= 0 && sq < a.n_seq;
 	float *cs = rs_cs, *sn = rs_cs + half;
+	const int j = blockIdx.y * blockDim.x + threadIdx.x, nq = a.n_head * hp, row = a.n_kv * a.hd;
+	const bool act = j < nq + a.n_kv * hp;
+	const int jj = j < nq ? j : j - nq, i = jj % hp, o = (jj / hp) * a.hd + 2 * i;
+	float *e = j < nq ? a.q + (int64_t)t * a.n_head * a.hd + o : a.k + (int64_t)t * row + o;
+	float2 x = make_float2(0.0f, 0.0f), v = x;
 
-	for (int i = threadIdx.x; i < half; i += blockDim.x) {
-		double inv = (double)a.freq_scale * pow((double)a.base, -2.0 * i / a.n_rot);
+	/* this thread's pair (and v beside a k pair) in flight during the angles */
+	if (act)
+		x = *(const float2 *)e;
+	if (act && j >= nq && store)
+		v = *(const float2 *)(a.v + (int64_t)t * row + o);
+	for (int r = threadIdx.x; r < half; r += blockDim.x) {
+		double inv = (double)a.freq_scale * pow((double)a.base, -2.0 * r / a.n_rot);
+		double sv, cv;
 
 		if (a.freqs)
-			inv /= (double)a.freqs[i];
-		double th = (double)p * inv;
-
-		cs[i] = (float)cos(th);
-		sn[i] = (float)sin(th);
+			inv /= (double)a.freqs[r];
+		sincos((double)p * inv, &sv, &cv);
+		cs[r] = (float)cv;
+		sn[r] = (float)sv;
 	}
 	__syncthreads();
-
-	const int j = blockIdx.y * blockDim.x + threadIdx.x, nq = a.n_head * hp;
-
-	if (j >= nq + a.n_kv * hp)
+	if (!act)
 		return;
-	const int jj = j < nq ? j : j - nq, i = jj % hp, o = (jj / hp) * a.hd + 2 * i;
-
-	if (j < nq) {
-		if (i < half) {
-			float *e = a.q + (int64_t)t * a.n_head * a.hd + o;
-			const float2 x = *(const float2 *)e, c = make_float2(cs[i], sn[i]);
-
-			*(float2 *)e = make_float2(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x);
-		}
-		return;
-	}
-	const int row = a.n_kv * a.hd;
-	float *kt = a.k + (int64_t)t * row + o;
-	float2 x = *(const float2 *)kt;
-
 	if (i < half) {
 		const float c = cs[i], s = sn[i];
 
 		x = make_float2(x.x * c - x.y * s, x.x * s + x.y * c);
-		*(float2 *)kt = x;
+		*(float2 *)e = x;
 	}
-	if (store) {
-		const int64_t co = ((int64_t)sq * a.n_ctx + p) * row + o;
-		const float2 v = *(const float2 *)(a.v + (int64_t)t * row + o);
+	if (j < nq || !store)
+		return;
 
-		if (a.kv_f16) {
-			*(__half2 *)((__half *)a.kc + co) = __floats2half2_rn(x.x, x.y);
-			*(__half2 *)((__half *)a.vc + co) = __floats2half2_rn(v.x, v.y);
-		} else {
-			*(float2 *)((float *)a.kc + co) = x;
-			*(float2 *)((float *)a.vc + co) = v;
-		}
+	const int64_t co = ((int64_t)sq * a.n_ctx + p) * row + o;
+
+	if (a.kv_f16) {
+		*(__half2 *)((__half *)a.kc + co) = __floats2half2_rn(x.x, x.y);
+		*(__half2 *)((__half *)a.vc + co) = __floats2half2_rn(v.x, v.y);
+	} else {
+		*(float2 *)((float *)a.kc + co) = x;
+		*(float2 *)((float *)a.vc + co) = v;
 	}
 }
 
