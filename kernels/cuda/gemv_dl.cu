@@ -219,27 +219,32 @@ extern "C" void ntx_cuda_gemv_dl_variant(int v)
 	g_variant = v < 0 || v > 2 ? -1 : v;
 }
 
-/* Rows of one token below which the shallow shape (1 step in flight, 8 CTAs
- * per SM) wins on the H200: 5-20% for every 4096x4096 .. 14336x4096 matrix
- * of Q4_K, Q5_K and split Q4_0 / Q8_0 / Q6_K, and the fused gate/up of
- * split Q4_0 / Q8_0; the 128256-row heads are as fast or faster with 2
- * steps and 5 CTAs (PERF-NOTES.md, version 4). */
-#define DL_SHALLOW_ROWS 65536
+/* NTX_GEMV_DL_SHAPE=0|1|2: every single-token direct-load GEMV in that
+ * shape (for measuring; ntx_cuda_gemv_dl_variant overrides it). */
+static int dl_env_variant(void)
+{
+	static int v = -2;
 
+	if (v == -2) {
+		const char *e = getenv("NTX_GEMV_DL_SHAPE");
+
+		v = e && *e >= '0' && *e <= '2' && !e[1] ? *e - '0' : -1;
+	}
+	return v;
+}
+
+/* One token: the shallow shape (1 step in flight, 8 CTAs per SM) for
+ * every matrix. Alone it won for the 4096x4096 .. 14336x4096 matrices and
+ * lost for the 128256-row heads and the GGUF Q4_K gate/up (PERF-NOTES.md,
+ * version 4); since the first weight loads go out before the PDL wait it is
+ * also the faster choice for those in the decode sequence: tg128 +0.5..1.9%
+ * against that per-shape choice on 8B Q4_0, Q4_K_M, Q8_0 (version 5). */
 template <int NM> static int dl_nt(dl_args &a, cudaStream_t s, struct ntx_err *err)
 {
 	if (a.n_tok <= 1) {
-		int v = g_variant;
+		int v = g_variant >= 0 ? g_variant : dl_env_variant();
 
-		if (v < 0) {
-			int64_t rows = 0;
-
-			for (int i = 0; i < a.n_seg; i++)
-				rows += a.seg[i].n_out;
-			/* fused gate/up of GGUF Q4_K: 24.3 us deep, 25.5 shallow */
-			v = rows < DL_SHALLOW_ROWS && (NM == 1 || (a.seg[0].type & NTX_SPLIT)) ? 1 : 0;
-		}
-		switch (v) {
+		switch (v < 0 ? 1 : v) {
 		case 1: return dl_launch<1, NM, 1, 8>(a, s, err);
 		case 2: return dl_launch<1, NM, 2, 4>(a, s, err);
 		default: return dl_launch<1, NM, 2, 5>(a, s, err);

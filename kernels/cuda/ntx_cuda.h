@@ -171,7 +171,7 @@ int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const v
 void ntx_cuda_gemv_dl_set(int on);
 int ntx_cuda_gemv_dl_enabled(void);
 /* The direct-load GEMV's shape for one token (benchmarks): -1 by the
- * launch's rows (the default: 1 below 65536 rows, else 0), 0 (2 steps in
+ * environment (NTX_GEMV_DL_SHAPE, else 1: the default), 0 (2 steps in
  * flight per warp, 5 CTAs per SM), 1 (1 step, 8 CTAs), 2 (2 steps, 4
  * CTAs). Results do not depend on it. */
 void ntx_cuda_gemv_dl_variant(int v);
