@@ -435,6 +435,21 @@ static void at_launch(void *p, int i)
 					  c->ws, c->wsb, NULL, &g_err));
 }
 
+/* Decode at pos: attention_q8 (merge and q8 output in the launch) against
+ * attention (+ combine). */
+static void at_decode_pair(struct at_ctx *c, void *xq, int32_t pos, const char *what)
+{
+	double ms_q8, ms_old;
+
+	CK(cudaMemcpy(c->dpos, &pos, 4, cudaMemcpyHostToDevice));
+	c->xq = xq;
+	ms_q8 = time_ms(at_launch, c, 200);
+	c->xq = NULL;
+	ms_old = time_ms(at_launch, c, 200);
+	t_diag("bench attention_q8 decode at pos %4d%s (merge + q8 in one launch): %6.1f us;"
+	       " attention (+ combine): %6.1f us", pos, what, ms_q8 * 1e3, ms_old * 1e3);
+}
+
 static void run_attention(void)
 {
 	const int n_head = 32, n_kv = 8, hd = 128, n_ctx = 4096;
@@ -479,30 +494,12 @@ static void run_attention(void)
 		void *xq = dev_alloc(ntx_cuda_q8_bytes(n_head * hd, 1));
 		static const int32_t at_pos[] = { 20, 100, 500, 1000, 4095 };
 
-		for (int k = 0; k < (int)(sizeof at_pos / sizeof at_pos[0]); k++) {
-			double ms_q8, ms_old;
-
-			CK(cudaMemcpy(c.dpos, &at_pos[k], 4, cudaMemcpyHostToDevice));
-			c.xq = xq;
-			ms_q8 = time_ms(at_launch, &c, 200);
-			c.xq = NULL;
-			ms_old = time_ms(at_launch, &c, 200);
-			t_diag("bench attention_q8 decode at pos %4d (merge + q8 in one launch): %6.1f us;"
-			       " attention (+ combine): %6.1f us", at_pos[k], ms_q8 * 1e3, ms_old * 1e3);
-		}
+		for (int k = 0; k < (int)(sizeof at_pos / sizeof at_pos[0]); k++)
+			at_decode_pair(&c, xq, at_pos[k], "");
 		/* the same with a grid of 4 splits (n_ctx 128) instead of 64 */
 		c.kv.n_ctx = 128;
-		for (int k = 0; k < 2; k++) {
-			double ms_q8, ms_old;
-
-			CK(cudaMemcpy(c.dpos, &at_pos[k], 4, cudaMemcpyHostToDevice));
-			c.xq = xq;
-			ms_q8 = time_ms(at_launch, &c, 200);
-			c.xq = NULL;
-			ms_old = time_ms(at_launch, &c, 200);
-			t_diag("bench attention_q8 decode at pos %4d, n_ctx 128 (4 splits): %6.1f us;"
-			       " attention (+ combine): %6.1f us", at_pos[k], ms_q8 * 1e3, ms_old * 1e3);
-		}
+		for (int k = 0; k < 2; k++)
+			at_decode_pair(&c, xq, at_pos[k], ", n_ctx 128 (4 splits)");
 		c.kv.n_ctx = n_ctx;
 		dev_free(xq);
 	}
