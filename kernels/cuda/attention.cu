@@ -692,9 +692,12 @@ static int at_min_chunk(void)
 
 	if (v < 0) {
 		const char *e = getenv("NTX_ATTN_CHUNK");
-		int c = e ? atoi(e) : 0;
+		char *end = NULL;
+		long c = e ? strtol(e, &end, 10) : 0;
 
-		v = c >= AT_MIN_CHUNK && c % AT_MIN_CHUNK == 0 ? c : AT_MIN_CHUNK;
+		if (!e || end == e || *end || c > 65536)
+			c = 0; /* unset or not a number: the default */
+		v = c >= AT_MIN_CHUNK && c % AT_MIN_CHUNK == 0 ? (int)c : AT_MIN_CHUNK;
 	}
 	return v;
 }
