@@ -584,33 +584,6 @@ INLINE void k_quad(int q5, const void *w, int64_t i0, int k4, const struct layou
 				  _mm_loadu_ps(dm4), (__mmask8)((1u << k4) - 1));
 }
 
-/* The canonical arithmetic (cpu_impl.h) for NT tokens, four blocks at a time
- * (the missing lanes of a last, shorter quad keep their sums). */
-INLINE void row_q4_k_canon(int q5, int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs,
-			   int NT, float *outR)
-{
-	const struct layout L = layout_of(NTX_TYPE_Q4_K, n);
-	const int64_t nb = n / NTX_QK_K;
-
-	for (int r = 0; r < R; r++) {
-		const void *w = (const char *)w0 + (size_t)r * ws;
-		__m128 acc[NTX_TILE_T];
-		int64_t i0 = 0;
-
-		UNROLL for (int t = 0; t < NT; t++)
-			acc[t] = _mm_setzero_ps();
-		for (; i0 + 4 <= nb; i0 += 4)
-			k_quad(q5, w, i0, 4, &L, x, xs, NT, acc);
-		if (i0 < nb)
-			k_quad(q5, w, i0, (int)(nb - i0), &L, x, xs, NT, acc);
-		UNROLL for (int t = 0; t < NT; t++) {
-			__m128 h = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t])); /* (0+2), (1+3) */
-
-			outR[r * NTX_TILE_T + t] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-		}
-	}
-}
-
 /* ---- Q6_K weights ---- */
 
 /* One Q6_K super-block decoded: W[c] the unsigned values (q6_k_unpack), S[c]
@@ -710,25 +683,38 @@ INLINE void q6_quad(const void *w, int64_t i0, int k4, const struct layout *L, c
 	}
 }
 
-INLINE void row_q6_k_canon(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT,
-			   float *outR)
+INLINE void kq_quad(int kind, const void *w, int64_t i0, int k4, const struct layout *L, const void *x,
+		    size_t xs, int NT, __m128 *acc)
 {
-	const struct layout L = layout_of(NTX_TYPE_Q6_K, n);
+	if (kind == 2)
+		q6_quad(w, i0, k4, L, x, xs, NT, acc);
+	else
+		k_quad(kind, w, i0, k4, L, x, xs, NT, acc);
+}
+
+/* The canonical arithmetic (cpu_impl.h) of the K-quants for NT tokens, four
+ * blocks at a time (the missing lanes of a last, shorter quad keep their
+ * sums): kind 0 Q4_K, 1 Q5_K, 2 Q6_K (a constant at every call). */
+INLINE void row_kq_canon(int kind, int64_t n, const void *w0, size_t ws, int R, const void *x,
+			 size_t xs, int NT, float *outR)
+{
+	const struct layout L = layout_of(kind == 2 ? NTX_TYPE_Q6_K : NTX_TYPE_Q4_K, n);
 	const int64_t nb = n / NTX_QK_K;
 
 	for (int r = 0; r < R; r++) {
 		const void *w = (const char *)w0 + (size_t)r * ws;
 		__m128 acc[NTX_TILE_T];
-		int64_t i0 = 0;
 
 		UNROLL for (int t = 0; t < NT; t++)
 			acc[t] = _mm_setzero_ps();
+		int64_t i0 = 0;
+
 		for (; i0 + 4 <= nb; i0 += 4)
-			q6_quad(w, i0, 4, &L, x, xs, NT, acc);
+			kq_quad(kind, w, i0, 4, &L, x, xs, NT, acc);
 		if (i0 < nb)
-			q6_quad(w, i0, (int)(nb - i0), &L, x, xs, NT, acc);
+			kq_quad(kind, w, i0, (int)(nb - i0), &L, x, xs, NT, acc);
 		UNROLL for (int t = 0; t < NT; t++) {
-			__m128 h = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t]));
+			__m128 h = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t])); /* (0+2), (1+3) */
 
 			outR[r * NTX_TILE_T + t] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 		}
@@ -789,9 +775,9 @@ TILE(tile_q8_0, CALL_Q8_0)
 TILE(tile_q4_k, CALL_Q4_K)
 TILE(tile_q5_k, CALL_Q5_K)
 TILE(tile_q6_k, CALL_Q6_K)
-#define CALL_Q4_K_C(wr, R, xt, NT, out) row_q4_k_canon(0, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q5_K_C(wr, R, xt, NT, out) row_q4_k_canon(1, n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q6_K_C(wr, R, xt, NT, out) row_q6_k_canon(n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q4_K_C(wr, R, xt, NT, out) row_kq_canon(0, n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q5_K_C(wr, R, xt, NT, out) row_kq_canon(1, n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q6_K_C(wr, R, xt, NT, out) row_kq_canon(2, n, wr, ws, R, xt, xs, NT, out)
 #define CALL_Q8_0_C(wr, R, xt, NT, out) row_q8_0_canon(n, wr, ws, R, xt, xs, NT, out)
 TILE(tile_q4_k_c, CALL_Q4_K_C)
 TILE(tile_q5_k_c, CALL_Q5_K_C)
