@@ -220,6 +220,51 @@ template <bool F16> __device__ __forceinline__ void at_cvt4(uint4 r, float *f)
 	}
 }
 
+/* The G heads' running sums: acc[g] *= alpha[g] (online-softmax rescale). */
+template <int GMAX>
+__device__ __forceinline__ void at_rescale(float (*acc)[4], const float *alpha, int G)
+{
+#pragma unroll
+	for (int g = 0; g < GMAX; g++) {
+		if (g < G) {
+			const float al = alpha[g];
+
+			acc[g][0] *= al, acc[g][1] *= al, acc[g][2] *= al, acc[g][3] *= al;
+		}
+	}
+}
+
+/* acc[g] += p[g * ps] * vf for the G heads (vf: 4 elements of one V row). */
+template <int GMAX>
+__device__ __forceinline__ void at_add_v(float (*acc)[4], const float *p, int ps, const float *vf, int G)
+{
+#pragma unroll
+	for (int g = 0; g < GMAX; g++) {
+		if (g < G) {
+			const float w = p[g * ps];
+
+			acc[g][0] += w * vf[0], acc[g][1] += w * vf[1];
+			acc[g][2] += w * vf[2], acc[g][3] += w * vf[3];
+		}
+	}
+}
+
+/* s[g] += q[g][c..c+7] . kf for the G heads (qs: [G][hd] in shared memory). */
+template <int GMAX>
+__device__ __forceinline__ void at_dot8(float *s, const float *qs, int hd, int c, const float *kf, int G)
+{
+#pragma unroll
+	for (int g = 0; g < GMAX; g++) {
+		if (g < G) {
+			const float4 q0 = *(const float4 *)(qs + g * hd + c);
+			const float4 q1 = *(const float4 *)(qs + g * hd + c + 4);
+
+			s[g] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] +
+				q1.y * kf[5] + q1.z * kf[6] + q1.w * kf[7];
+		}
+	}
+}
+
 /* Where a CTA's threads sit in a tile (hd elements per cache row). */
 struct at_geo {
 	int64_t rs, kv0; /* cache row stride, this (sequence, kv head)'s row 0 (elements) */
@@ -433,17 +478,7 @@ __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_kerne
 					if (sg >= geo.n_seg)
 						break;
 					at_cvt8<F16>(kr[j], kf);
-#pragma unroll
-					for (int g = 0; g < GMAX; g++) {
-						if (g < G) {
-							const float4 q0 = *(const float4 *)(qs + g * hd + 8 * sg);
-							const float4 q1 = *(const float4 *)(qs + g * hd + 8 * sg + 4);
-
-							s[g] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] +
-								q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] +
-								q1.z * kf[6] + q1.w * kf[7];
-						}
-					}
+					at_dot8<GMAX>(s, qs, hd, 8 * sg, kf, G);
 				}
 			}
 #pragma unroll
@@ -484,14 +519,7 @@ __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_kerne
 
 		/* 3. weighted V */
 		if (geo.pg < geo.n_pg) {
-#pragma unroll
-			for (int g = 0; g < GMAX; g++) {
-				if (g < G) {
-					const float al = ml[2 * GMAX + g];
-
-					acc[g][0] *= al, acc[g][1] *= al, acc[g][2] *= al, acc[g][3] *= al;
-				}
-			}
+			at_rescale<GMAX>(acc, ml + 2 * GMAX, G);
 #pragma unroll
 			for (int j = 0; j < VMAX; j++) {
 				const int i = geo.pg + geo.n_pg * j;
@@ -500,15 +528,7 @@ __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_kerne
 				if (i >= np)
 					break;
 				at_cvt4<F16>(vr[j], vf);
-#pragma unroll
-				for (int g = 0; g < GMAX; g++) {
-					if (g < G) {
-						const float p = pw[g * AT_TILE + i];
-
-						acc[g][0] += p * vf[0], acc[g][1] += p * vf[1];
-						acc[g][2] += p * vf[2], acc[g][3] += p * vf[3];
-					}
-				}
+				at_add_v<GMAX>(acc, pw + i, AT_TILE, vf, G);
 			}
 		}
 		if constexpr (F16)
@@ -580,17 +600,7 @@ __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_prefi
 
 					at_raw8<F16>(a.kc, ko + c, r);
 					at_cvt8<F16>(r, kf);
-#pragma unroll
-					for (int g = 0; g < GMAX; g++) {
-						if (g < G) {
-							const float4 q0 = *(const float4 *)(qs + g * hd + c);
-							const float4 q1 = *(const float4 *)(qs + g * hd + c + 4);
-
-							s[g] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] +
-								q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] +
-								q1.z * kf[6] + q1.w * kf[7];
-						}
-					}
+					at_dot8<GMAX>(s, qs, hd, c, kf, G);
 				}
 			}
 #pragma unroll
@@ -630,28 +640,13 @@ __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_prefi
 
 		/* 3. weighted V */
 		if (pg < n_pg) {
-#pragma unroll
-			for (int g = 0; g < GMAX; g++) {
-				if (g < G) {
-					const float al = ml[2 * GMAX + g];
-
-					acc[g][0] *= al, acc[g][1] *= al, acc[g][2] *= al, acc[g][3] *= al;
-				}
-			}
+			at_rescale<GMAX>(acc, ml + 2 * GMAX, G);
 #pragma unroll 8
 			for (int i = pg; i < np; i += n_pg) {
 				float vf[4];
 
 				at_cvt4<F16>(at_raw4<F16>(a.vc, kv0 + (int64_t)(t0 + i) * rs + 4 * dq), vf);
-#pragma unroll
-				for (int g = 0; g < GMAX; g++) {
-					if (g < G) {
-						const float p = sc[i * GMAX + g];
-
-						acc[g][0] += p * vf[0], acc[g][1] += p * vf[1];
-						acc[g][2] += p * vf[2], acc[g][3] += p * vf[3];
-					}
-				}
+				at_add_v<GMAX>(acc, sc + i * GMAX, 1, vf, G);
 			}
 		}
 		__syncthreads(); /* sc is rewritten by the next tile */
