@@ -175,7 +175,7 @@ extern "C" int ntx_cuda_add(float *x, const float *y, int64_t n, ntx_stream_t s,
 /* ---- argmax ---- */
 
 /* Is (v, i) better than (bv, bi)? NaN counts as -inf; lowest index on ties. */
-__device__ __forceinline__ bool am_better(float v, int64_t i, float bv, int64_t bi)
+__device__ __forceinline__ bool am_better(float v, int32_t i, float bv, int32_t bi)
 {
 	if (v != v)
 		v = -INFINITY;
@@ -184,46 +184,113 @@ __device__ __forceinline__ bool am_better(float v, int64_t i, float bv, int64_t 
 	return v > bv || (v == bv && i < bi);
 }
 
-__global__ void ntx_argmax_kernel(const float *x, int64_t n, int32_t *out)
+/* CTAs per row: each takes a contiguous slice, leaves its best in the
+ * workspace, and the last to finish (ticket counter of the row, reset by
+ * it) merges the slices. The result does not depend on the order. */
+#define AM_CTAS 32
+#define AM_THREADS 256
+
+struct am_part {
+	float v;
+	int32_t i;
+};
+
+__device__ __forceinline__ void am_warp(float &bv, int32_t &bi)
 {
-	ntx_pdl_wait();
-	ntx_pdl_trigger();
-
-	__shared__ float sv[32];
-	__shared__ int64_t si[32];
-	const float *row = x + (int64_t)blockIdx.x * n;
-	float bv = -INFINITY;
-	int64_t bi = INT64_MAX;
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-
-	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-		if (am_better(row[i], i, bv, bi))
-			bv = row[i], bi = i;
 	for (int o = 16; o > 0; o >>= 1) {
 		float v = __shfl_xor_sync(NTX_FULL_MASK, bv, o);
-		int64_t i = __shfl_xor_sync(NTX_FULL_MASK, bi, o);
+		int32_t i = __shfl_xor_sync(NTX_FULL_MASK, bi, o);
 
 		if (am_better(v, i, bv, bi))
 			bv = v, bi = i;
 	}
+}
+
+__global__ void __launch_bounds__(AM_THREADS) ntx_argmax_kernel(const float *x, int64_t n,
+								int32_t *out, am_part *part,
+								unsigned *ticket)
+{
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
+	__shared__ am_part sp[AM_THREADS / 32];
+	__shared__ bool last;
+	const int r = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const float *row = x + (int64_t)r * n;
+	const int32_t chunk = (int32_t)((n + AM_CTAS - 1) / AM_CTAS);
+	const int32_t from = (int32_t)blockIdx.x * chunk;
+	const int32_t to = (int32_t)(n - from < chunk ? n : from + chunk);
+	float bv = -INFINITY;
+	int32_t bi = INT32_MAX;
+
+#pragma unroll 4
+	for (int32_t i = from + (int32_t)threadIdx.x; i < to; i += AM_THREADS) {
+		float v = row[i];
+
+		if (am_better(v, i, bv, bi))
+			bv = v, bi = i;
+	}
+	am_warp(bv, bi);
 	if (lane == 0)
-		sv[warp] = bv, si[warp] = bi;
+		sp[warp] = { bv, bi };
 	__syncthreads();
-	if (threadIdx.x == 0) {
-		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-			if (am_better(sv[w], si[w], bv, bi))
-				bv = sv[w], bi = si[w];
-		out[blockIdx.x] = (int32_t)(bi == INT64_MAX ? 0 : bi);
+	if (warp == 0) {
+		bv = lane < AM_THREADS / 32 ? sp[lane].v : -INFINITY;
+		bi = lane < AM_THREADS / 32 ? sp[lane].i : INT32_MAX;
+		am_warp(bv, bi);
+		if (lane == 0) {
+			part[r * AM_CTAS + blockIdx.x] = { bv, bi };
+			__threadfence();
+			last = atomicAdd(&ticket[r], 1u) == AM_CTAS - 1;
+		}
+	}
+	__syncthreads();
+	if (!last || warp)
+		return;
+	/* the last CTA of the row: every slice's best is visible */
+	__threadfence();
+	{
+		const volatile am_part *vp = part + r * AM_CTAS;
+
+		bv = lane < AM_CTAS ? vp[lane].v : -INFINITY;
+		bi = lane < AM_CTAS ? vp[lane].i : INT32_MAX;
+	}
+	am_warp(bv, bi);
+	if (lane == 0) {
+		out[r] = bi == INT32_MAX ? 0 : bi;
+		ticket[r] = 0;
 	}
 }
 
-extern "C" int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *out, ntx_stream_t s,
-			       struct ntx_err *err)
+extern "C" size_t ntx_cuda_argmax_ws_bytes(int n_rows)
 {
-	if (n < 1 || n > INT32_MAX || n_rows < 1 || !x || !out)
+	size_t b = (size_t)(n_rows > 0 ? n_rows : 0) * (AM_CTAS * sizeof(am_part) + sizeof(unsigned));
+
+	return ((b + 15) & ~(size_t)15) + 16; /* + the counters' padding */
+}
+
+extern "C" int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *out, void *ws,
+			       size_t ws_bytes, ntx_stream_t s, struct ntx_err *err)
+{
+	if (n < 1 || n > INT32_MAX - 2 * AM_THREADS || n_rows < 1 || n_rows > 65535 || !x || !out)
 		return ntx_err_set(err, NTX_EINVAL, "argmax: n = %lld, n_rows = %d", (long long)n, n_rows);
-	return ntx_cu_launched("argmax",
-			       ntx_launch(ntx_argmax_kernel, n_rows, 1024, 0, (cudaStream_t)s, x, n, out), err);
+	if (!ws || ws_bytes < ntx_cuda_argmax_ws_bytes(n_rows) || !ntx_cu_aligned(ws, 16) ||
+	    (ws_bytes - 16) / (AM_CTAS * sizeof(am_part) + sizeof(unsigned)) < (size_t)n_rows)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "argmax: workspace of %zu bytes at %p (need %zu, 16-byte aligned)",
+				   ws_bytes, ws, ntx_cuda_argmax_ws_bytes(n_rows));
+	{
+		/* the layout follows ws_bytes alone (rows the workspace holds):
+		 * every row's counter stays where the last call left it zero */
+		const size_t cap = (ws_bytes - 16) / (AM_CTAS * sizeof(am_part) + sizeof(unsigned));
+		unsigned *ticket = (unsigned *)ws;
+		am_part *part = (am_part *)((char *)ws + ((cap * sizeof(unsigned) + 15) & ~(size_t)15));
+
+		return ntx_cu_launched("argmax",
+				       ntx_launch(ntx_argmax_kernel, dim3(AM_CTAS, (unsigned)n_rows),
+						  AM_THREADS, 0, (cudaStream_t)s, x, n, out, part, ticket),
+				       err);
+	}
 }
 
 /* ---- cosine statistics ---- */

@@ -890,27 +890,58 @@ static void test_rmsnorm_one(int n_tok, int dim, int with_q8)
 
 static void test_argmax_cos(void)
 {
-	const int64_t n = 128256;
-	const int rows = 3;
-	float *x = rnd_gauss_vec(n * rows, 1.0f);
-	int32_t got[3], want[3];
-	float *dx;
-	int32_t *dout;
+	/* vocabulary sizes around the slicing (32 slices of 256-thread
+	 * strides), rows up to the engine's 64, calls back to back on one
+	 * workspace (its counters reset themselves) */
+	static const int64_t ns[] = { 1, 5, 31, 32, 33, 257, 8191, 32000, 128256 };
+	static const int nrs[] = { 3, 1, 64, 2, 8, 5, 4, 1, 4 };
+	size_t wsb = ntx_cuda_argmax_ws_bytes(64);
+	void *ws = dev_alloc(wsb);
+	int bad = 0, calls = 0;
 
-	x[1000] = 50.0f, x[99999] = 50.0f;         /* tie: lowest index */
-	x[n + n - 1] = 40.0f;                       /* last element */
-	x[2 * n] = 60.0f, x[2 * n + 1] = NAN;       /* NaN never wins */
-	dx = dev_up(x, n * rows * 4);
-	dout = dev_alloc(sizeof got);
-	dev_poison(dout, sizeof got);
-	T_CUDA(ntx_cuda_argmax(dx, n, rows, dout, NULL, &g_err));
-	dev_get(got, dout, sizeof got);
-	for (int r = 0; r < rows; r++)
-		want[r] = ntx_argmax(x + r * n, n);
-	t_ok(got[0] == want[0] && got[1] == want[1] && got[2] == want[2],
-	     "argmax: %d %d %d (want %d %d %d)", got[0], got[1], got[2], want[0], want[1], want[2]);
-	dev_free(dx), dev_free(dout);
-	free(x);
+	CK(cudaMemset(ws, 0, wsb));
+	for (int c = 0; c < (int)(sizeof ns / sizeof ns[0]); c++) {
+		const int64_t n = ns[c];
+		const int rows = nrs[c];
+		float *x = rnd_gauss_vec(n * rows, 1.0f);
+		int32_t *got = malloc((size_t)rows * 4);
+		float *dx;
+		int32_t *dout;
+
+		if (n > 1000 && rows >= 4) {
+			x[1000] = 50.0f, x[n - 7] = 50.0f;      /* tie: lowest index */
+			x[n + n - 1] = 40.0f;                   /* last element */
+			x[2 * n] = 60.0f, x[2 * n + 1] = NAN;   /* NaN never wins */
+		}
+		if (rows > 1) /* a row of -inf and NaN: index 0, as on the CPU */
+			for (int64_t i = 0; i < n; i++)
+				x[n * (rows - 1) + i] = i % 3 == 1 ? NAN : -INFINITY;
+		if (rows > 1)
+			x[n * (rows - 1)] = -INFINITY;
+		dx = dev_up(x, (size_t)n * rows * 4);
+		dout = dev_alloc((size_t)rows * 4);
+		for (int rep = 0; rep < 2; rep++, calls++) {
+			dev_poison(dout, (size_t)rows * 4);
+			T_CUDA(ntx_cuda_argmax(dx, n, rows, dout, ws, wsb, NULL, &g_err));
+			dev_get(got, dout, (size_t)rows * 4);
+			for (int r = 0; r < rows; r++) {
+				if (got[r] != ntx_argmax(x + r * n, n)) {
+					if (!bad)
+						t_diag("argmax n %lld row %d: %d, want %d", (long long)n, r,
+						     got[r], ntx_argmax(x + r * n, n));
+					bad++;
+				}
+			}
+		}
+		dev_free(dx), dev_free(dout);
+		free(x), free(got);
+	}
+	t_ok(bad == 0, "argmax: %d calls (n 1 .. 128256, 1 .. 64 rows, ties, NaN, -inf) equal ntx_argmax (%d rows differ)",
+	     calls, bad);
+	t_ok(ntx_cuda_argmax(NULL, 10, 1, NULL, ws, wsb, NULL, &g_err) < 0 &&
+		     ntx_cuda_argmax((float *)ws, 10, 65, (int32_t *)ws, ws, wsb, NULL, &g_err) < 0,
+	     "argmax: bad arguments and a short workspace are refused (%s)", g_err.msg);
+	dev_free(ws);
 
 	{
 		const int nt = 7, dim = 4096;

@@ -47,6 +47,7 @@ struct pl_model {
 	void *ws;             /* attention workspace (counters zeroed once) */
 	size_t wsb;
 	int32_t *am;
+	void *amws;           /* argmax workspace (counters zeroed once) */
 };
 
 /* What a run leaves behind, on the host. */
@@ -123,6 +124,8 @@ static void pl_init(struct pl_model *m)
 	m->ws = dev_alloc(m->wsb);
 	CK(cudaMemset(m->ws, 0, m->wsb));
 	m->am = dev_alloc(PL_MAXT * 4);
+	m->amws = dev_alloc(ntx_cuda_argmax_ws_bytes(PL_MAXT));
+	CK(cudaMemset(m->amws, 0, ntx_cuda_argmax_ws_bytes(PL_MAXT)));
 }
 
 static void pl_free(struct pl_model *m)
@@ -139,7 +142,7 @@ static void pl_free(struct pl_model *m)
 	dev_free(m->tok), dev_free(m->seq), dev_free(m->pos);
 	dev_free(m->x), dev_free(m->xb), dev_free(m->q), dev_free(m->k), dev_free(m->v);
 	dev_free(m->att), dev_free(m->tmp), dev_free(m->g), dev_free(m->h), dev_free(m->logits);
-	dev_free(m->xq), dev_free(m->ws), dev_free(m->am);
+	dev_free(m->xq), dev_free(m->ws), dev_free(m->am), dev_free(m->amws);
 }
 
 /* Before a run: the initial caches, every activation poisoned (NaN). */
@@ -229,7 +232,8 @@ static int pl_step(struct pl_model *m, int nt, ntx_stream_t s)
 	return ntx_cuda_rmsnorm(m->xb, NULL, m->tmp, m->on, nt, PL_E, 1e-5f, s, &g_err) ||
 	       ntx_cuda_gemv(NTX_TYPE_F16, m->wout, PL_E, PL_V, m->xb, NULL, m->logits, nt, 0, s,
 			     &g_err) ||
-	       ntx_cuda_argmax(m->logits, PL_V, nt, m->am, s, &g_err);
+	       ntx_cuda_argmax(m->logits, PL_V, nt, m->am, m->amws, ntx_cuda_argmax_ws_bytes(PL_MAXT), s,
+			       &g_err);
 }
 
 static void pl_get(struct pl_model *m, int nt, struct pl_out *o)
