@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "engine_int.h"
+#include "sampler.h"
 
 const char *ntx_backend_name(enum ntx_backend b)
 {
@@ -295,6 +296,7 @@ void ntx_engine_free(struct ntx_engine *e)
 	ntx_host_free(e->x);
 	free(e->x_in);
 	free(e->head_in);
+	free(e->head_logits);
 	free(e->seq0);
 	free(e->want_buf);
 	free(e);
@@ -421,18 +423,18 @@ void ntx_cut_rows(struct ntx_row_cut *c, const int32_t *seq, int n, int verify, 
 /* Evaluate one chunk of at most n_ub tokens. */
 static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *pos,
 		      const int32_t *seq, const uint8_t *want, int n, int verify, const uint8_t *mask,
-		      float *logits, int *n_rows, struct ntx_err *err)
+		      float *logits, int32_t *ids, int *n_rows, struct ntx_err *err)
 {
 	const struct ntx_llama_config *c = &e->cfg;
 	int l, i, nr = 0, on_gpu = 0, jobs = uses_jobs(e, mask);
 	int E = c->n_embd;
 
 	embed(e, tok, n);
+	if (e->gpu && !jobs && graphable(e, mask, n))
+		return ntx_gpu_graph_forward(e, seq, pos, n, verify, mask, want, logits, ids, n_rows,
+					     err);
 	if (e->gpu && ntx_gpu_begin_chunk(e, seq, pos, n, verify, err))
 		return -1;
-	if (e->gpu && !jobs && graphable(e, mask, n))
-		return ntx_gpu_x_to_device(e, n, err) ||
-		       ntx_gpu_graph_forward(e, mask, want, n, logits, n_rows, err);
 	for (l = 0; l < c->n_layer; l++) {
 		struct eng_layer *L = &e->layers[l];
 		int skipped = mask ? mask[l] : e->skip[l];
@@ -488,7 +490,7 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 	if (e->head_on_gpu) {
 		if (!on_gpu && ntx_gpu_x_to_device(e, n, err))
 			return -1;
-		if (ntx_gpu_head(e, want, n, logits, &nr, err))
+		if (ntx_gpu_head(e, want, n, logits, ids, &nr, err))
 			return -1;
 		if (e->o.collect_cos && ntx_gpu_cos_fetch(e, err))
 			return -1;
@@ -508,8 +510,25 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 		}
 	}
 	if (nr) {
+		float *out = logits;
+
+		if (!out) { /* only ids wanted: logits into scratch */
+			size_t need = (size_t)nr * (size_t)c->n_vocab;
+
+			if (need > e->head_cap) {
+				float *p = realloc(e->head_logits, need * sizeof(float));
+
+				if (!p)
+					return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+				e->head_logits = p;
+				e->head_cap = need;
+			}
+			out = e->head_logits;
+		}
 		ntx_op_rmsnorm(e->head_in, e->head_in, e->out_norm, nr, E, (float)c->rms_eps);
-		ntx_cpu_matmul(e->pool, &e->out_w, e->head_in, nr, logits, e->s.mm);
+		ntx_cpu_matmul(e->pool, &e->out_w, e->head_in, nr, out, e->s.mm);
+		for (i = 0; ids && i < nr; i++)
+			ids[i] = ntx_argmax(out + (int64_t)i * c->n_vocab, c->n_vocab);
 	}
 	*n_rows = nr;
 	return 0;
@@ -521,6 +540,7 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 	int done = 0, i;
 	double t0 = now_s();
 	int64_t V = e->cfg.n_vocab;
+	int32_t *ids = b->ids;
 
 	for (i = 0; i < b->n_tok; i++) {
 		int s = b->seq ? b->seq[i] : 0;
@@ -551,7 +571,7 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 			want = e->want_buf;
 		}
 		if (eval_chunk(e, b->tok + done, b->pos + done, b->seq ? b->seq + done : e->seq0,
-			       want, n, b->verify, layer_mask, logits, &nr, err)) {
+			       want, n, b->verify, layer_mask, logits, ids, &nr, err)) {
 			/* leave the engine usable: finish device work, restart
 			 * the stream cycle */
 			struct ntx_err e2 = { 0 };
@@ -564,6 +584,8 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 		}
 		if (logits)
 			logits += (int64_t)nr * V;
+		if (ids)
+			ids += nr;
 		done += n;
 	}
 	e->st.n_eval_calls++;

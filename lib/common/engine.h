@@ -64,11 +64,16 @@ struct ntx_batch {
 	 * prompt kernels, shaped by the segment alone (the same result in any
 	 * batch that holds the same segment). */
 	int verify;
+	/* Non-NULL: receives, for each wanted token in batch order, the id of
+	 * its largest logit (lowest id on ties, as ntx_argmax; NaN counts as
+	 * -inf on the GPU): greedy decoding. With the head on the GPU only
+	 * these ids leave the device when logits is NULL. */
+	int32_t *ids;
 };
 
 /* Evaluate a batch: stores the batch's K/V at (seq, pos) and writes one row of
  * n_vocab logits per wanted token, in batch order, to logits (may be NULL
- * when none are wanted). Positions 0..pos-1 of each token's sequence must
+ * when none are wanted or when b->ids takes the result). Positions 0..pos-1 of each token's sequence must
  * already be in the cache (or earlier in this batch). layer_mask (n_layer
  * flags, 1 = skip) overrides the engine's skip set for this call (self-
  * speculative drafting); NULL uses it. Returns 0 or -1 (NTX_EINTR when

@@ -17,6 +17,8 @@
 #define HEAD_ROWS 64   /* logits rows computed per head pass */
 #define N_STAGING 8    /* staging events (>= the streamer's staging buffers) */
 #define MAX_GRAPHS 32  /* captured decode graphs (per token count, wanted rows, mask) */
+#define OUT_LOGITS 1   /* what the head returns: logits rows, their argmax */
+#define OUT_IDS 2
 
 struct ntx_gpu {
 	int dev;
@@ -29,6 +31,8 @@ struct ntx_gpu {
 	size_t ws_mm_bytes, ws_att_bytes;
 	int32_t *d_seq, *d_pos, *h_seq, *h_pos;
 	float *h_logits;                /* pinned [HEAD_ROWS][V] */
+	int32_t *d_ids, *h_ids;         /* argmax of each logits row [HEAD_ROWS] */
+	void *ws_am;                    /* argmax workspace (counters zeroed once) */
 	double *d_cos, *h_cos;          /* [n_layer][2] */
 	/* resident non-layer tensors */
 	void *out_w;
@@ -50,7 +54,7 @@ struct ntx_gpu {
 	pthread_mutex_t tmu;
 	/* decode steps captured as CUDA graphs (resident layers only) */
 	struct gpu_graph {
-		int n;
+		int n, out;           /* out: OUT_LOGITS | OUT_IDS */
 		uint32_t want;
 		uint64_t mask;        /* hash of the layer mask */
 		cudaGraphExec_t exec;
@@ -279,22 +283,27 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	    dalloc((void **)&g->g, U * F * 4, "activations", err) ||
 	    dalloc((void **)&g->u, U * F * 4, "activations", err) ||
 	    dalloc((void **)&g->logits, HEAD_ROWS * V * 4, "logits", err) ||
+	    dalloc((void **)&g->d_ids, HEAD_ROWS * 4, "logits", err) ||
+	    dalloc(&g->ws_am, ntx_cuda_argmax_ws_bytes(HEAD_ROWS), "logits", err) ||
 	    dalloc(&g->xq, ntx_cuda_q8_bytes((int64_t)mx, NTX_CUDA_GEMV_MAX_TOK), "activations",
 		   err) ||
-	    dalloc((void **)&g->d_seq, U * 4, "positions", err) ||
-	    dalloc((void **)&g->d_pos, U * 4, "positions", err) ||
+	    dalloc((void **)&g->d_seq, 2 * U * 4, "positions", err) ||
 	    dalloc((void **)&g->d_cos, (size_t)c->n_layer * 2 * sizeof(double), "statistics", err))
 		return -1;
 	CK(cudaMemset(g->d_cos, 0, (size_t)c->n_layer * 2 * sizeof(double)), "cudaMemset");
-	g->h_seq = ntx_host_alloc(U * 4, err);
-	g->h_pos = ntx_host_alloc(U * 4, err);
+	CK(cudaMemset(g->ws_am, 0, ntx_cuda_argmax_ws_bytes(HEAD_ROWS)), "cudaMemset");
+	/* [seq U][pos U], on both sides: one copy carries both */
+	g->d_pos = g->d_seq + U;
+	g->h_seq = ntx_host_alloc(2 * U * 4, err);
+	g->h_pos = g->h_seq ? g->h_seq + U : NULL;
 	g->h_logits = ntx_host_alloc(HEAD_ROWS * V * 4, err);
+	g->h_ids = ntx_host_alloc(HEAD_ROWS * 4, err);
 	g->h_cos = calloc((size_t)c->n_layer * 2, sizeof(double));
 	g->cut.dc_r = malloc(U * sizeof(int));
 	g->cut.dc_k = malloc(U * sizeof(int));
 	g->cut.seg_off = malloc(U * sizeof(int));
 	g->cut.seg_len = malloc(U * sizeof(int));
-	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
+	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_ids || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
 	    !g->cut.seg_off || !g->cut.seg_len)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 
@@ -439,9 +448,10 @@ void ntx_gpu_free(struct ntx_engine *e)
 	cudaFree(g->g);
 	cudaFree(g->u);
 	cudaFree(g->logits);
+	cudaFree(g->d_ids);
+	cudaFree(g->ws_am);
 	cudaFree(g->xq);
 	cudaFree(g->d_seq);
-	cudaFree(g->d_pos);
 	cudaFree(g->d_cos);
 	cudaFree(g->ws_mm);
 	cudaFree(g->ws_att);
@@ -449,8 +459,8 @@ void ntx_gpu_free(struct ntx_engine *e)
 	cudaFree(g->out_norm);
 	cudaFree(g->rope_freqs);
 	ntx_host_free(g->h_seq);
-	ntx_host_free(g->h_pos);
 	ntx_host_free(g->h_logits);
+	ntx_host_free(g->h_ids);
 	free(g->h_cos);
 	free(g->slot);
 	free(g->ev_copied);
@@ -476,21 +486,32 @@ void ntx_gpu_free(struct ntx_engine *e)
 	e->gpu = NULL;
 }
 
-int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
-			int verify, struct ntx_err *err)
+/* Cut the chunk's rows and stage its seq and pos in pinned memory (the
+ * previous chunk ended with a synchronising copy: h_seq is free). */
+static void stage_chunk(struct ntx_gpu *g, const int32_t *seq, const int32_t *pos, int n,
+			int verify)
+{
+	ntx_cut_rows(&g->cut, seq, n, verify, NTX_CUDA_GEMV_MAX_TOK);
+	memcpy(g->h_seq, seq, (size_t)n * 4);
+	memcpy(g->h_pos, pos, (size_t)n * 4);
+}
+
+/* Enqueue the staged seq and pos: one copy of [seq U][pos n]. */
+static int seq_pos_to_device(struct ntx_engine *e, int n, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 
-	ntx_cut_rows(&g->cut, seq, n, verify, NTX_CUDA_GEMV_MAX_TOK);
-
-	/* the previous chunk ended with a synchronising copy: h_seq is free */
-	memcpy(g->h_seq, seq, (size_t)n * 4);
-	memcpy(g->h_pos, pos, (size_t)n * 4);
-	CK(cudaMemcpyAsync(g->d_seq, g->h_seq, (size_t)n * 4, cudaMemcpyHostToDevice, g->cs),
-	   "cudaMemcpyAsync (positions)");
-	CK(cudaMemcpyAsync(g->d_pos, g->h_pos, (size_t)n * 4, cudaMemcpyHostToDevice, g->cs),
+	CK(cudaMemcpyAsync(g->d_seq, g->h_seq, ((size_t)e->n_ub + n) * 4, cudaMemcpyHostToDevice,
+			   g->cs),
 	   "cudaMemcpyAsync (positions)");
 	return 0;
+}
+
+int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
+			int verify, struct ntx_err *err)
+{
+	stage_chunk(e->gpu, seq, pos, n, verify);
+	return seq_pos_to_device(e, n, err);
 }
 
 int ntx_gpu_x_to_device(struct ntx_engine *e, int n, struct ntx_err *err)
@@ -717,55 +738,96 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 	return mm(e, lt->w_down, W[8], g->h, g->x, n, 1, err);
 }
 
-/* Gather up to HEAD_ROWS wanted rows starting at row *i into g->xh, norm,
- * and multiply by the head into g->logits (enqueued only). Returns the
- * number of rows (0 when none are left) or -1. */
-static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i,
+/* Up to HEAD_ROWS wanted rows starting at row *i, normed into g->xh (read
+ * in place when they are consecutive, else gathered first) and multiplied
+ * by the head into g->logits, with their argmax into g->d_ids when out
+ * asks for it (enqueued only). Returns the number of rows (0 when none are
+ * left) or -1. */
+static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i, int out,
 			struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 	const struct ntx_gguf_tensor *t = &g->out_t;
-	int E = e->cfg.n_embd, k = 0;
+	int E = e->cfg.n_embd, k = 0, first = -1, last = -1, j;
 	ntx_stream_t st = (ntx_stream_t)g->cs;
+	const float *in = g->xh;
+	float eps = (float)e->cfg.rms_eps;
 
-	for (; *i < n && k < HEAD_ROWS; (*i)++) {
-		if (!want[*i])
+	for (j = *i; j < n && k < HEAD_ROWS; j++) {
+		if (!want[j])
 			continue;
-		CK(cudaMemcpyAsync(g->xh + (size_t)k * E, g->x + (size_t)*i * E, (size_t)E * 4,
-				   cudaMemcpyDeviceToDevice, g->cs),
-		   "cudaMemcpyAsync (head rows)");
+		if (first < 0)
+			first = j;
+		last = j;
 		k++;
 	}
 	if (!k)
 		return 0;
+	if (last - first + 1 == k) {
+		in = g->x + (size_t)first * E;
+	} else {
+		for (k = 0; *i <= last; (*i)++) {
+			if (!want[*i])
+				continue;
+			CK(cudaMemcpyAsync(g->xh + (size_t)k * E, g->x + (size_t)*i * E, (size_t)E * 4,
+					   cudaMemcpyDeviceToDevice, g->cs),
+			   "cudaMemcpyAsync (head rows)");
+			k++;
+		}
+	}
+	*i = last + 1;
+	/* more rows than the GEMV takes (batch mode, verification,
+	 * perplexity): the decode GEMV in chunks, so every row gets the
+	 * logits it gets alone */
 	if (k <= NTX_CUDA_GEMV_MAX_TOK || t->ne[0] % 32) {
 		if (ntx_cuda_rmsnorm_fmt(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL,
-					 fmt_of(t) >= 0 ? fmt_of(t) : 0, g->xh, g->out_norm, k, E,
-					 (float)e->cfg.rms_eps, st, err) ||
+					 fmt_of(t) >= 0 ? fmt_of(t) : 0, in, g->out_norm, k, E, eps, st,
+					 err) ||
 		    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
 			return -1;
-		return k;
+	} else if (ntx_cuda_rmsnorm(g->xh, NULL, in, g->out_norm, k, E, eps, st, err) ||
+		   gemv_rows(e, t, g->out_w, g->xh, g->logits, k, 0, err)) {
+		return -1;
 	}
-	/* more rows (batch mode, verification, perplexity): the decode GEMV in
-	 * chunks, so every row gets the logits it gets alone */
-	if (ntx_cuda_rmsnorm(g->xh, NULL, g->xh, g->out_norm, k, E, (float)e->cfg.rms_eps, st, err) ||
-	    gemv_rows(e, t, g->out_w, g->xh, g->logits, k, 0, err))
+	if ((out & OUT_IDS) && ntx_cuda_argmax(g->logits, e->cfg.n_vocab, k, g->d_ids, g->ws_am,
+					       ntx_cuda_argmax_ws_bytes(HEAD_ROWS), st, err))
 		return -1;
 	return k;
 }
 
-/* Copy k logits rows out (waits for the device). */
-static int head_copy(struct ntx_engine *e, int k, float *logits, struct ntx_err *err)
+/* Enqueue the copies of k rows' logits and/or ids (out) to pinned memory. */
+static int head_fetch(struct ntx_engine *e, int k, int out, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 	size_t V = (size_t)e->cfg.n_vocab;
 
-	CK(cudaMemcpyAsync(g->h_logits, g->logits, (size_t)k * V * 4, cudaMemcpyDeviceToHost,
-			   g->cs),
-	   "cudaMemcpyAsync (logits)");
-	CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
-	memcpy(logits, g->h_logits, (size_t)k * V * 4);
+	if (out & OUT_LOGITS)
+		CK(cudaMemcpyAsync(g->h_logits, g->logits, (size_t)k * V * 4, cudaMemcpyDeviceToHost,
+				   g->cs),
+		   "cudaMemcpyAsync (logits)");
+	if (out & OUT_IDS)
+		CK(cudaMemcpyAsync(g->h_ids, g->d_ids, (size_t)k * 4, cudaMemcpyDeviceToHost, g->cs),
+		   "cudaMemcpyAsync (token ids)");
 	return 0;
+}
+
+/* Wait for the device and hand out the k rows head_fetch copied. */
+static int head_finish(struct ntx_engine *e, int k, float *logits, int32_t *ids,
+		       struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+
+	CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
+	if (logits)
+		memcpy(logits, g->h_logits, (size_t)k * (size_t)e->cfg.n_vocab * 4);
+	if (ids)
+		memcpy(ids, g->h_ids, (size_t)k * 4);
+	return 0;
+}
+
+static int out_of(const float *logits, const int32_t *ids)
+{
+	return (logits ? OUT_LOGITS : 0) | (ids ? OUT_IDS : 0);
 }
 
 /* y (=|+=) W x over the prompt segments of the chunk, each as it is
@@ -929,16 +991,18 @@ int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct n
 	return layer_mixed(e, l, base, n, err);
 }
 
-int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
-		 struct ntx_err *err)
+int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int32_t *ids,
+		 int *nr, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 	size_t V = (size_t)e->cfg.n_vocab;
-	int i = 0, rows = 0, k;
+	int i = 0, rows = 0, k, out = out_of(logits, ids);
 
 	*nr = 0;
-	while ((k = head_compute(e, want, n, &i, err)) > 0) {
-		if (head_copy(e, k, logits + (size_t)rows * V, err))
+	while ((k = head_compute(e, want, n, &i, out, err)) > 0) {
+		if (head_fetch(e, k, out, err) ||
+		    head_finish(e, k, logits ? logits + (size_t)rows * V : NULL, ids ? ids + rows : NULL,
+				err))
 			return -1;
 		rows += k;
 	}
@@ -964,20 +1028,25 @@ static uint64_t mask_hash(const uint8_t *mask, int n)
 	return h | 1;
 }
 
-int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8_t *want, int n,
-			  float *logits, int *nr, struct ntx_err *err)
+int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
+			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
+			  int32_t *ids, int *nr, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
 	uint32_t wbits = 0;
 	uint64_t mh = mask_hash(mask, e->cfg.n_layer);
 	struct gpu_graph *gr = NULL;
-	int i, l, k = 0;
+	int i, l, k = 0, out = out_of(logits, ids);
 
+	stage_chunk(g, seq, pos, n, verify);
 	for (i = 0; i < n; i++)
 		if (want[i])
 			wbits |= 1u << i, k++;
+	if (!k)
+		out = 0;
 	for (i = 0; i < g->n_graphs; i++) {
-		if (g->graphs[i].n == n && g->graphs[i].want == wbits && g->graphs[i].mask == mh) {
+		if (g->graphs[i].n == n && g->graphs[i].want == wbits && g->graphs[i].mask == mh &&
+		    g->graphs[i].out == out) {
 			gr = &g->graphs[i];
 			break;
 		}
@@ -992,14 +1061,18 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8
 			memmove(g->graphs, g->graphs + 1, (MAX_GRAPHS - 1) * sizeof g->graphs[0]);
 			g->n_graphs--;
 		}
+		/* the whole step: inputs from pinned memory, layers, head,
+		 * outputs to pinned memory */
 		CK(cudaStreamBeginCapture(g->cs, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+		if (seq_pos_to_device(e, n, err) || ntx_gpu_x_to_device(e, n, err))
+			ok = 0;
 		for (l = 0; l < e->cfg.n_layer && ok; l++) {
 			if (mask ? mask[l] : e->skip[l])
 				continue;
 			if (ntx_gpu_layer(e, l, e->layers[l].dev, n, err))
 				ok = 0;
 		}
-		if (ok && head_compute(e, want, n, &at, err) < 0)
+		if (ok && k && (head_compute(e, want, n, &at, out, err) < 0 || head_fetch(e, k, out, err)))
 			ok = 0;
 		rc = cudaStreamEndCapture(g->cs, &graph);
 		if (!ok) {
@@ -1015,15 +1088,14 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8
 		if (rc != cudaSuccess)
 			return cuda_fail(err, rc, "cudaGraphInstantiate");
 		gr->n = n;
+		gr->out = out;
 		gr->want = wbits;
 		gr->mask = mh;
 		g->n_graphs++;
 	}
 	CK(cudaGraphLaunch(gr->exec, g->cs), "cudaGraphLaunch");
 	*nr = k;
-	if (!k)
-		CK(cudaStreamSynchronize(g->cs), "GPU forward pass");
-	return k ? head_copy(e, k, logits, err) : 0;
+	return head_finish(e, k, logits, ids, err);
 }
 
 int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
@@ -1254,10 +1326,10 @@ int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct n
 	return no_cuda(err);
 }
 
-int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
-		 struct ntx_err *err)
+int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int32_t *ids,
+		 int *nr, struct ntx_err *err)
 {
-	(void)e, (void)want, (void)n, (void)logits, (void)nr;
+	(void)e, (void)want, (void)n, (void)logits, (void)ids, (void)nr;
 	return no_cuda(err);
 }
 
@@ -1334,10 +1406,12 @@ void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
 	*t_copy = *t_wait = 0;
 }
 
-int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8_t *want, int n,
-			  float *logits, int *nr, struct ntx_err *err)
+int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
+			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
+			  int32_t *ids, int *nr, struct ntx_err *err)
 {
-	(void)e, (void)mask, (void)want, (void)n, (void)logits, (void)nr;
+	(void)e, (void)seq, (void)pos, (void)n, (void)verify, (void)mask, (void)want;
+	(void)logits, (void)ids, (void)nr;
 	return no_cuda(err);
 }
 

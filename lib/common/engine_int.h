@@ -95,6 +95,8 @@ struct ntx_engine {
 	float *x;                  /* [n_ub][n_embd] hidden state (host; pinned with CUDA) */
 	float *x_in;               /* copy of a layer's input (cos stats) */
 	float *head_in;            /* gathered normed rows for logits */
+	float *head_logits;        /* CPU head's logits when only ids are wanted */
+	size_t head_cap;           /* floats there */
 	int32_t *seq0;             /* zeros for batches without seq */
 	uint8_t *want_buf;         /* [n_ub] */
 	struct ntx_cos_stats *cos;
@@ -141,14 +143,18 @@ int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err);
  * layout of layout.h) for the n rows of the chunk begun last. */
 int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err);
 /* Final norm + head on the device for the wanted rows (x on device);
- * logits (host) get nr rows. */
-int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int *nr,
-		 struct ntx_err *err);
+ * logits (host) get nr rows and/or ids the argmax of each (either may be
+ * NULL; with only ids, no logits leave the device). */
+int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits, int32_t *ids,
+		 int *nr, struct ntx_err *err);
 /* A whole decode step (n <= NTX_CUDA_GEMV_MAX_TOK tokens, every evaluated
- * layer resident, head on the GPU) replayed from a captured CUDA graph;
- * x and positions already uploaded. */
-int ntx_gpu_graph_forward(struct ntx_engine *e, const uint8_t *mask, const uint8_t *want, int n,
-			  float *logits, int *nr, struct ntx_err *err);
+ * layer resident, head on the GPU) replayed from a captured CUDA graph
+ * that also holds the copies of the inputs (seq, pos, and x, embedded on
+ * the host) and of the outputs (as ntx_gpu_head); no ntx_gpu_begin_chunk
+ * before it. */
+int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
+			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
+			  int32_t *ids, int *nr, struct ntx_err *err);
 int ntx_gpu_graphs_enabled(const struct ntx_engine *e);
 /* Cosine stats of layer l on the device (collect_cos). */
 int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err);

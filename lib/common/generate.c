@@ -50,7 +50,7 @@ enum { SPAN_LAST, SPAN_ALL, SPAN_VERIFY /* all, each as if decoded alone */ };
 /* Evaluate tokens [from, from+n) of seq at positions from.. with logits for
  * the last (or all, rows != SPAN_LAST). */
 static int eval_span(struct ntx_engine *e, int seq, const int32_t *tok, int from, int n,
-		     int rows, const uint8_t *mask, float *logits, struct ntx_err *err)
+		     int rows, const uint8_t *mask, float *logits, int32_t *ids, struct ntx_err *err)
 {
 	int all_rows = rows != SPAN_LAST;
 	int32_t *pos = malloc((size_t)n * sizeof *pos), *sq = malloc((size_t)n * sizeof *sq);
@@ -70,13 +70,15 @@ static int eval_span(struct ntx_engine *e, int seq, const int32_t *tok, int from
 		if (want)
 			want[i] = 1;
 	}
+	memset(&b, 0, sizeof b);
 	b.n_tok = n;
 	b.tok = tok;
 	b.pos = pos;
 	b.seq = sq;
 	b.want = want;
 	b.verify = rows == SPAN_VERIFY;
-	rc = ntx_engine_eval(e, &b, mask, logits, err);
+	b.ids = ids;
+	rc = ntx_engine_eval(e, &b, mask, ids ? NULL : logits, err);
 	free(pos);
 	free(sq);
 	free(want);
@@ -91,6 +93,9 @@ struct gen {
 	int64_t V;
 	int seq, n_ctx, n_past;
 	float *logits;      /* [(k+1) * V] */
+	int32_t *ids;       /* [k + 1] argmax rows, when top1 */
+	int top1;           /* greedy with nothing else to apply: the engine
+			     * returns argmax ids instead of logits */
 	float *p, *q;       /* [V] probability rows; q: [k * V] draft rows */
 	int32_t *draft;     /* [k + 1] */
 	ntx_token_cb cb;
@@ -126,6 +131,23 @@ static int32_t next_token(struct gen *g, const float *logits)
 	return ntx_sampler_sample(g->smp, logits);
 }
 
+/* Evaluate tokens [from, from + n) for rows (eval_span) into g->logits, or
+ * only their argmax into g->ids (top1). */
+static int gen_eval(struct gen *g, const int32_t *tok, int from, int n, int rows,
+		    const uint8_t *mask, struct ntx_err *err)
+{
+	return eval_span(g->e, g->seq, tok, from, n, rows, mask, g->logits, g->top1 ? g->ids : NULL,
+			 err);
+}
+
+/* The token sampled from row r of the last gen_eval. */
+static int32_t gen_pick(struct gen *g, int r)
+{
+	if (g->top1)
+		return g->ids[r];
+	return ntx_sampler_sample(g->smp, g->logits + (int64_t)r * g->V);
+}
+
 static int fail_or_interrupt(struct gen *g, struct ntx_err *err)
 {
 	if (err->code == NTX_EINTR) {
@@ -154,14 +176,14 @@ static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
 				g->st->stop = NTX_STOP_CONTEXT;
 			return 0;
 		}
-		if (eval_span(g->e, g->seq, &cur, g->n_past, 1, SPAN_LAST, NULL, g->logits, err))
+		if (gen_eval(g, &cur, g->n_past, 1, SPAN_LAST, NULL, err))
 			return fail_or_interrupt(g, err);
 		g->n_past++;
 		if (dump_rows(g->o->dump_logits, g->logits, 1, g->V, err))
 			return -1;
 		if (last)
 			return 0;
-		cur = next_token(g, g->logits);
+		cur = g->top1 ? g->ids[0] : next_token(g, g->logits);
 	}
 }
 
@@ -179,12 +201,11 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 	g->draft[0] = cur;
 	/* draft: d_1..d_k (history grows tentatively) */
 	for (i = 0; i < k; i++) {
-		if (eval_span(g->e, g->seq, &g->draft[i], g->n_past + i, 1, SPAN_LAST, g->o->draft_mask,
-			      g->logits, err))
+		if (gen_eval(g, &g->draft[i], g->n_past + i, 1, SPAN_LAST, g->o->draft_mask, err))
 			return fail_or_interrupt(g, err) ? -1 : 1;
 		g->st->n_draft_passes++;
 		if (greedy) {
-			g->draft[i + 1] = ntx_sampler_sample(g->smp, g->logits);
+			g->draft[i + 1] = gen_pick(g, 0);
 		} else {
 			float *q = g->q + (int64_t)i * V;
 
@@ -195,7 +216,7 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 	}
 	ntx_sampler_unaccept(g->smp, k);
 	/* verify: cur, d_1..d_k at n_past.. -> k+1 rows */
-	if (eval_span(g->e, g->seq, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, g->logits, err))
+	if (gen_eval(g, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, err))
 		return fail_or_interrupt(g, err) ? -1 : 1;
 	g->st->n_full_passes++;
 	g->st->n_drafted += k;
@@ -207,7 +228,7 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 		int32_t d = g->draft[i + 1];
 
 		if (greedy) {
-			int32_t t = ntx_sampler_sample(g->smp, row);
+			int32_t t = gen_pick(g, i);
 
 			if (t != d) {
 				next = t;
@@ -240,7 +261,7 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 	 * history still holds d_1..d_k (the repetition penalty must see what
 	 * plain decoding would have seen) */
 	if (next < 0)
-		next = ntx_sampler_sample(g->smp, g->logits + (int64_t)k * V);
+		next = gen_pick(g, k);
 	ntx_sampler_unaccept(g->smp, n_acc);
 	g->st->n_accepted += n_acc;
 	*n_acc_out = n_acc;
@@ -278,10 +299,10 @@ static int decode_spec(struct gen *g, int32_t cur, struct ntx_err *err)
 				g->st->stop = NTX_STOP_CONTEXT;
 				return 0;
 			}
-			if (eval_span(g->e, g->seq, &cur, g->n_past, 1, SPAN_LAST, NULL, g->logits, err))
+			if (gen_eval(g, &cur, g->n_past, 1, SPAN_LAST, NULL, err))
 				return fail_or_interrupt(g, err);
 			g->n_past++;
-			cur = ntx_sampler_sample(g->smp, g->logits);
+			cur = gen_pick(g, 0);
 			continue;
 		}
 		rc = spec_step(g, cur, kk, &n_acc, &next, err);
@@ -336,7 +357,9 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 	g.p = malloc((size_t)g.V * sizeof(float));
 	g.q = malloc((size_t)(kmax + 1) * (size_t)g.V * sizeof(float));
 	g.draft = malloc((size_t)(kmax + 2) * sizeof(int32_t));
-	if (!g.logits || !g.p || !g.q || !g.draft) {
+	g.ids = malloc((size_t)(kmax + 1) * sizeof(int32_t));
+	g.top1 = ntx_sampler_is_argmax(g.smp) && !o->force && !o->dump_logits;
+	if (!g.logits || !g.p || !g.q || !g.draft || !g.ids) {
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -359,7 +382,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		while (done < n_prompt) {
 			int n = n_prompt - done > 64 ? 64 : n_prompt - done;
 
-			if (eval_span(e, seq, prompt + done, done, n, SPAN_ALL, NULL, rows, err) ||
+			if (eval_span(e, seq, prompt + done, done, n, SPAN_ALL, NULL, rows, NULL, err) ||
 			    dump_rows(o->dump_logits, rows, n, g.V, err)) {
 				free(rows);
 				if (err->code == NTX_EINTR) {
@@ -380,7 +403,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		for (; done < n_prompt; done += chunk) {
 			int n = n_prompt - done < chunk ? n_prompt - done : chunk;
 
-			if (eval_span(e, seq, prompt + done, done, n, SPAN_LAST, NULL, g.logits, err)) {
+			if (eval_span(e, seq, prompt + done, done, n, SPAN_LAST, NULL, g.logits, NULL, err)) {
 				if (err->code == NTX_EINTR) {
 					st->stop = NTX_STOP_INTERRUPT;
 					rc = 0;
@@ -414,6 +437,7 @@ out:
 	free(g.p);
 	free(g.q);
 	free(g.draft);
+	free(g.ids);
 	return rc;
 }
 
@@ -468,12 +492,11 @@ int ntx_perplexity(struct ntx_engine *e, const int32_t *tokens, int n_tokens, in
 			pos[i] = i;
 			want[i] = i >= first && i < n_ctx - 1;
 		}
+		memset(&b, 0, sizeof b);
 		b.n_tok = n_ctx;
 		b.tok = buf;
 		b.pos = pos;
-		b.seq = NULL;
 		b.want = want;
-		b.verify = 0;
 		ntx_engine_kv_truncate(e, 0, 0);
 		i = ntx_engine_eval(e, &b, layer_mask, logits, err);
 		free(pos);

@@ -135,6 +135,11 @@ int ntx_sampler_is_greedy(const struct ntx_sampler *s)
 	return s->p.temp <= 0;
 }
 
+int ntx_sampler_is_argmax(const struct ntx_sampler *s)
+{
+	return s->p.temp <= 0 && (s->p.repeat_penalty == 1.0f || s->p.repeat_last_n == 0);
+}
+
 int32_t ntx_argmax(const float *x, int64_t n)
 {
 	int64_t i, best = 0;

@@ -51,6 +51,11 @@ double ntx_sampler_uniform(struct ntx_sampler *s);
 
 int ntx_sampler_is_greedy(const struct ntx_sampler *s);
 
+/* 1 when every draw is the argmax of the raw logits (greedy, and the
+ * repetition penalty changes nothing): the engine's b->ids can stand in
+ * for the logits. */
+int ntx_sampler_is_argmax(const struct ntx_sampler *s);
+
 /* Index of the largest value (lowest index on ties). */
 int32_t ntx_argmax(const float *x, int64_t n);
 

@@ -170,10 +170,10 @@ static void one_kv(const struct mcase *mc, int kv32)
 	{
 		int32_t cc = ntx_argmax(lc + (int64_t)(NP - 1) * V, V);
 		int32_t cg = ntx_argmax(lg + (int64_t)(NP - 1) * V, V);
-		int steps = 0, same = 1;
+		int steps = 0, same = 1, id_bad = 0;
 		float *rc = malloc((size_t)V * 4), *rg = malloc((size_t)V * 4);
 		struct ntx_batch b;
-		int32_t p;
+		int32_t p, cid, gid, gid2;
 
 		memset(&b, 0, sizeof b);
 		for (i = 0; i < 32 && rc && rg; i++) {
@@ -188,16 +188,27 @@ static void one_kv(const struct mcase *mc, int kv32)
 			b.n_tok = 1;
 			b.tok = &cc;
 			b.pos = &p;
+			b.ids = &cid; /* logits and their argmax (b.ids) together */
 			if (ntx_engine_eval(cpu, &b, NULL, rc, &err))
 				break;
 			b.tok = &cg;
+			b.ids = &gid;
 			if (ntx_engine_eval(gpu, &b, NULL, rg, &err))
+				break;
+			/* the same step again with only the ids out of the device */
+			b.ids = &gid2;
+			if (ntx_engine_eval(gpu, &b, NULL, NULL, &err))
 				break;
 			cc = ntx_argmax(rc, V);
 			cg = ntx_argmax(rg, V);
+			id_bad += cid != cc || gid != cg || gid2 != cg;
 		}
 		t_ok(same, "%s (KV %s): greedy ids identical on %d decisive steps", mc->file,
 		     kv32 ? "f32" : "f16", steps);
+		t_ok(id_bad == 0 && !err.msg[0],
+		     "%s (KV %s): b.ids == argmax of the logits on both engines, and with the GPU's "
+		     "logits left on the device (%d of %d steps differ) %s",
+		     mc->file, kv32 ? "f32" : "f16", id_bad, steps, err.msg);
 		free(rc);
 		free(rg);
 	}

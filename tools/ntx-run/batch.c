@@ -56,6 +56,8 @@ struct batch {
 	uint8_t *want;
 	int *row_slot;
 	float *logits;
+	int32_t *ids;       /* [n_slots] argmax rows, when every row's sampler is argmax */
+	int top1;           /* the last step returned ids, not logits */
 	int n_ub;
 	int n_cut;                /* prompts are cut into pieces of this many tokens */
 	int first;                /* slot the next step's decode tokens start at */
@@ -416,7 +418,7 @@ static int take_rows(struct batch *b, int nr, struct ntx_err *err)
 		} else {
 			s->n_past++;
 		}
-		t = ntx_sampler_sample(s->smp, row);
+		t = b->top1 ? b->ids[i] : ntx_sampler_sample(s->smp, row);
 		ntx_sampler_accept(s->smp, t);
 		if (s->n_gen == s->cap_gen) {
 			int cap = s->cap_gen ? s->cap_gen * 2 : 64;
@@ -472,6 +474,7 @@ static void add_piece(struct batch *b, int i, int *n, int *nr)
 static int eval_step(struct batch *b, int n, int nr, struct ntx_err *err)
 {
 	struct ntx_batch nb;
+	int i;
 
 	memset(&nb, 0, sizeof nb);
 	nb.n_tok = n;
@@ -479,7 +482,12 @@ static int eval_step(struct batch *b, int n, int nr, struct ntx_err *err)
 	nb.pos = b->pos;
 	nb.seq = b->seq;
 	nb.want = b->want;
-	if (ntx_engine_eval(b->c->engine, &nb, NULL, b->logits, err))
+	/* greedy rows only: the engine hands back argmax ids, no logits */
+	b->top1 = 1;
+	for (i = 0; i < nr; i++)
+		b->top1 &= ntx_sampler_is_argmax(b->slots[b->row_slot[i]].smp);
+	nb.ids = b->top1 ? b->ids : NULL;
+	if (ntx_engine_eval(b->c->engine, &nb, NULL, b->top1 ? NULL : b->logits, err))
 		return -1;
 	return take_rows(b, nr, err);
 }
@@ -613,7 +621,8 @@ int mode_batch(struct run_ctx *c)
 	b.want = malloc((size_t)b.n_ub);
 	b.row_slot = malloc((size_t)b.n_ub * sizeof *b.row_slot);
 	b.logits = malloc((size_t)b.n_slots * (size_t)b.V * sizeof(float));
-	if (!b.slots || !b.tok || !b.pos || !b.seq || !b.want || !b.row_slot || !b.logits) {
+	b.ids = malloc((size_t)b.n_slots * sizeof *b.ids);
+	if (!b.slots || !b.tok || !b.pos || !b.seq || !b.want || !b.row_slot || !b.logits || !b.ids) {
 		ntx_err_set(&err, NTX_ENOMEM, "out of memory");
 		rc = run_fail(&err);
 		goto out;
@@ -683,6 +692,7 @@ out:
 	free(b.want);
 	free(b.row_slot);
 	free(b.logits);
+	free(b.ids);
 	free(b.buf);
 	return rc;
 }

@@ -1,7 +1,8 @@
 /* bench.c - llama-bench-style throughput test: pp (prompt processing of N
  * tokens in one batch) and tg (N tokens generated one at a time), repeated,
  * as JSON on stdout with mean and standard deviation, plus the share of the
- * memory-bandwidth roofline for tg. */
+ * memory-bandwidth roofline for tg. tg decodes greedily: each token's
+ * argmax (computed where the head runs) is the next input. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -56,7 +57,9 @@ static int bench_once(struct run_ctx *c, int pp, int tg, double *t, struct ntx_e
 		t0 = now_s(); /* tg alone: the first token is not timed */
 	}
 	if (tg > 0) {
-		int32_t cur = ntx_argmax(logits, V), p = pp > 0 ? pp : 1;
+		/* greedy: each token's argmax is the next input, and only the
+		 * ids leave the device (b.ids) */
+		int32_t cur = ntx_argmax(logits, V), next = 0, p = pp > 0 ? pp : 1;
 
 		if (pp > 0)
 			*t = now_s() - t0, t0 = now_s();
@@ -64,9 +67,10 @@ static int bench_once(struct run_ctx *c, int pp, int tg, double *t, struct ntx_e
 			b.n_tok = 1;
 			b.tok = &cur;
 			b.pos = &p;
-			if (ntx_engine_eval(c->engine, &b, NULL, logits, err))
+			b.ids = &next;
+			if (ntx_engine_eval(c->engine, &b, NULL, NULL, err))
 				goto out;
-			cur = ntx_argmax(logits, V);
+			cur = next;
 			p++;
 		}
 	}
