@@ -63,6 +63,7 @@ struct at_args {
 	float2 *xds;     /* its (d, d*sum) [n_tok][n_head * hd / 32] */
 	int fmt;         /* its format (NTX_Q8F_*) */
 	float scale;
+	int prefetch;    /* decode: the first tile into L2 before the PDL wait */
 };
 
 /* Splits of n_pos positions that hold any (a prefix of the n_split). */
@@ -160,6 +161,36 @@ __device__ __forceinline__ bool at_valid(const at_args &a, int t, int *n_pos, in
 	*sq = a.seq[t];
 	*n_pos = p + 1;
 	return p >= 0 && p < a.n_ctx && *sq >= 0 && *sq < a.n_seq;
+}
+
+/* Before the PDL wait (decode kernel): the K and V rows of this CTA's first
+ * tile into L2, so that its loads after the wait hit there while the kernel
+ * before (rope_store) still runs. A hint only: L2 is coherent with that
+ * kernel's writes, and pos / seq (copied from the host before any kernel of
+ * the step) are range-checked, so the addresses stay inside the cache. */
+template <bool F16>
+__device__ __forceinline__ void at_prefetch(const at_args &a, int t, int kvh, int split)
+{
+	int n_pos, sq, beg, end;
+
+	if (!at_valid(a, t, &n_pos, &sq))
+		return;
+	const int n_eff = at_n_eff(n_pos, a.n_split, a.min_chunk);
+
+	if (split >= (n_eff > 1 ? n_eff : 1))
+		return;
+	at_range(n_pos, a.n_split, a.min_chunk, split, &beg, &end);
+
+	const int rowb = a.hd * (F16 ? 2 : 4), lpr = (rowb + 127) / 128;
+	const int np = min(AT_TILE, end - beg);
+
+	for (int i = threadIdx.x; i < np * lpr; i += AT_THREADS) {
+		const int64_t off = (((int64_t)sq * a.n_ctx + beg + i / lpr) * a.n_kv + kvh) * rowb +
+				    (int64_t)(i % lpr) * 128;
+
+		asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)a.kc + off));
+		asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)a.vc + off));
+	}
 }
 
 /* 8 consecutive cache elements, raw (F16: r[0]; F32: r[0], r[1]), and as
@@ -411,6 +442,8 @@ static size_t at_tail_floats(int GMAX, int G, int hd)
 template <int GMAX, bool F16, int HDM>
 __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_kernel(at_args a)
 {
+	if (a.prefetch)
+		at_prefetch<F16>(a, a.n_tok - 1 - (int)blockIdx.x, blockIdx.y, blockIdx.z);
 	ntx_pdl_wait();
 	ntx_pdl_trigger();
 
@@ -697,6 +730,19 @@ static int at_min_chunk(void)
 	return v;
 }
 
+/* NTX_ATTN_PREFETCH=0: no L2 prefetch before the PDL wait (for measuring). */
+static int at_prefetch_on(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("NTX_ATTN_PREFETCH");
+
+		v = !(e && !strcmp(e, "0"));
+	}
+	return v;
+}
+
 /* Splits: enough CTAs to fill the GPU at decode (about 2048 / n_head per
  * token), at most one per AT_MIN_CHUNK positions of the context. Up to
  * NTX_CUDA_GEMV_MAX_TOK tokens get the single-token count (batch
@@ -826,6 +872,7 @@ static int at_run(const char *fn, float *out, void *xq, int fmt, const float *q,
 	a.n_ctx = kv->n_ctx, a.n_seq = kv->n_seq;
 	a.n_split = at_splits(n_tok, n_head, kv->n_ctx);
 	a.min_chunk = at_min_chunk();
+	a.prefetch = at_prefetch_on();
 	a.kc = kv->k, a.vc = kv->v, a.seq = seq, a.pos = pos;
 	a.scale = 1.0f / sqrtf((float)kv->head_dim);
 	a.part_acc = NULL, a.part_ml = NULL, a.cnt = NULL;

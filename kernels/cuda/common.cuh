@@ -174,10 +174,13 @@ template <typename K> static inline int ntx_cu_smem(K kernel, size_t bytes, cons
  * may be scheduled on the SMs as soon as every CTA of the kernel before it
  * in the stream has passed its trigger, and its CTAs then wait in
  * ntx_pdl_wait until that kernel has completed and its memory is visible.
- * One exception: the direct-load GEMV (gemv_dl.cu) issues its first
+ * Two exceptions: the direct-load GEMV (gemv_dl.cu) issues its first
  * weight loads before the wait, so that they overlap the kernel before.
  * Weights are written only by uploads and copies (ordered as usual, see
- * below) and by ntx_repack_kernel, which never triggers early.
+ * below) and by ntx_repack_kernel, which never triggers early. And the
+ * decode attention (attention.cu) prefetches its first K/V tile into L2
+ * before the wait: a hint, which L2 keeps coherent with the writes of the
+ * kernel before, at addresses from range-checked pos / seq.
  * Since every kernel waits before touching memory, and its own trigger
  * comes only after that wait, the order of all memory accesses is that of
  * plain stream order (read-after-write, write-after-read on shared
