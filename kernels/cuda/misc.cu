@@ -258,6 +258,7 @@ __global__ void __launch_bounds__(AM_THREADS) ntx_argmax_kernel(const float *x, 
 	am_warp(bv, bi);
 	if (lane == 0) {
 		out[r] = bi == INT32_MAX ? 0 : bi;
+		__threadfence_system(); /* out may be mapped host memory */
 		ticket[r] = 0;
 	}
 }

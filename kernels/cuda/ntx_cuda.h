@@ -314,13 +314,14 @@ void ntx_cuda_pdl_set(int on);
 /* ---- misc ---- */
 
 /* Index of the maximum of each of n_rows rows of n floats (lowest index on
- * ties, NaN counts as -inf) into out (device int32): ntx_argmax of the CPU
- * wherever row[0] is not NaN. Each row is cut into
- * slices, one CTA each, merged by the last CTA of the row. ws:
- * at least ntx_cuda_argmax_ws_bytes(n_rows) bytes, 16-byte aligned, zeroed
- * once before the first call (its counters return to zero after every
- * call); every call on one workspace must pass the same ws_bytes (the
- * layout follows it) and none may run concurrently with another. */
+ * ties, NaN counts as -inf) into out (int32 in device memory, or mapped
+ * pinned host memory): ntx_argmax of the CPU wherever row[0] is not NaN.
+ * Each row is cut into slices, one CTA each, merged by the last CTA of the
+ * row. ws: at least ntx_cuda_argmax_ws_bytes(n_rows) bytes, 16-byte
+ * aligned, zeroed once before the first call (its counters return to zero
+ * after every call); every call on one workspace must pass the same
+ * ws_bytes (the layout follows it) and none may run concurrently with
+ * another. */
 size_t ntx_cuda_argmax_ws_bytes(int n_rows);
 int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *out, void *ws,
 		    size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);

@@ -221,7 +221,8 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	e->layers = calloc((size_t)c->n_layer, sizeof *e->layers);
 	e->skip = calloc((size_t)c->n_layer, 1);
 	e->cos = calloc((size_t)c->n_layer, sizeof *e->cos);
-	e->x = ntx_host_alloc((size_t)e->n_ub * c->n_embd * sizeof(float), err);
+	e->x_blk = ntx_host_alloc(NTX_X_HDR(e->n_ub) + (size_t)e->n_ub * c->n_embd * sizeof(float), err);
+	e->x = e->x_blk ? (float *)((char *)e->x_blk + NTX_X_HDR(e->n_ub)) : NULL;
 	e->x_in = malloc((size_t)e->n_ub * c->n_embd * sizeof(float));
 	e->head_in = malloc((size_t)e->n_ub * c->n_embd * sizeof(float));
 	e->seq0 = calloc((size_t)e->n_ub, sizeof(int32_t));
@@ -293,7 +294,7 @@ void ntx_engine_free(struct ntx_engine *e)
 	free(e->layers);
 	free(e->skip);
 	free(e->cos);
-	ntx_host_free(e->x);
+	ntx_host_free(e->x_blk);
 	free(e->x_in);
 	free(e->head_in);
 	free(e->head_logits);

@@ -32,6 +32,8 @@ struct ntx_gpu {
 	int32_t *d_seq, *d_pos, *h_seq, *h_pos;
 	float *h_logits;                /* pinned [HEAD_ROWS][V] */
 	int32_t *d_ids, *h_ids;         /* argmax of each logits row [HEAD_ROWS] */
+	int32_t *m_ids;                 /* h_ids as the device sees it (written there by the
+					 * argmax kernel, no copy), or NULL: d_ids + a copy */
 	void *ws_am;                    /* argmax workspace (counters zeroed once) */
 	double *d_cos, *h_cos;          /* [n_layer][2] */
 	/* resident non-layer tensors */
@@ -271,7 +273,8 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 
 	/* activations */
 	mx = max_z(E, max_z(Q, F));
-	if (dalloc((void **)&g->x, U * E * 4, "activations", err) ||
+	/* [seq U][pos U] (padded to NTX_X_HDR) and x, as e->x_blk on the host */
+	if (dalloc((void **)&g->d_seq, NTX_X_HDR(U) + U * E * 4, "activations", err) ||
 	    dalloc((void **)&g->xb, U * E * 4, "activations", err) ||
 	    dalloc((void **)&g->xin, U * E * 4, "activations", err) ||
 	    dalloc((void **)&g->xh, HEAD_ROWS * E * 4, "activations", err) ||
@@ -287,15 +290,14 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	    dalloc(&g->ws_am, ntx_cuda_argmax_ws_bytes(HEAD_ROWS), "logits", err) ||
 	    dalloc(&g->xq, ntx_cuda_q8_bytes((int64_t)mx, NTX_CUDA_GEMV_MAX_TOK), "activations",
 		   err) ||
-	    dalloc((void **)&g->d_seq, 2 * U * 4, "positions", err) ||
 	    dalloc((void **)&g->d_cos, (size_t)c->n_layer * 2 * sizeof(double), "statistics", err))
 		return -1;
 	CK(cudaMemset(g->d_cos, 0, (size_t)c->n_layer * 2 * sizeof(double)), "cudaMemset");
 	CK(cudaMemset(g->ws_am, 0, ntx_cuda_argmax_ws_bytes(HEAD_ROWS)), "cudaMemset");
-	/* [seq U][pos U], on both sides: one copy carries both */
 	g->d_pos = g->d_seq + U;
-	g->h_seq = ntx_host_alloc(2 * U * 4, err);
-	g->h_pos = g->h_seq ? g->h_seq + U : NULL;
+	g->x = (float *)((char *)g->d_seq + NTX_X_HDR(U));
+	g->h_seq = (int32_t *)e->x_blk;
+	g->h_pos = g->h_seq + U;
 	g->h_logits = ntx_host_alloc(HEAD_ROWS * V * 4, err);
 	g->h_ids = ntx_host_alloc(HEAD_ROWS * 4, err);
 	g->h_cos = calloc((size_t)c->n_layer * 2, sizeof(double));
@@ -303,6 +305,10 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	g->cut.dc_k = malloc(U * sizeof(int));
 	g->cut.seg_off = malloc(U * sizeof(int));
 	g->cut.seg_len = malloc(U * sizeof(int));
+	if (g->h_ids && cudaHostGetDevicePointer((void **)&g->m_ids, g->h_ids, 0) != cudaSuccess) {
+		cudaGetLastError();
+		g->m_ids = NULL;
+	}
 	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_ids || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
 	    !g->cut.seg_off || !g->cut.seg_len)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
@@ -436,7 +442,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 			cudaEventDestroy(g->ev_stg[i]);
 	for (i = 0; i < g->n_graphs; i++)
 		cudaGraphExecDestroy(g->graphs[i].exec);
-	cudaFree(g->x);
 	cudaFree(g->xb);
 	cudaFree(g->xin);
 	cudaFree(g->xh);
@@ -458,7 +463,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 	cudaFree(g->out_w);
 	cudaFree(g->out_norm);
 	cudaFree(g->rope_freqs);
-	ntx_host_free(g->h_seq);
 	ntx_host_free(g->h_logits);
 	ntx_host_free(g->h_ids);
 	free(g->h_cos);
@@ -496,13 +500,15 @@ static void stage_chunk(struct ntx_gpu *g, const int32_t *seq, const int32_t *po
 	memcpy(g->h_pos, pos, (size_t)n * 4);
 }
 
-/* Enqueue the staged seq and pos: one copy of [seq U][pos n]. */
-static int seq_pos_to_device(struct ntx_engine *e, int n, struct ntx_err *err)
+/* Enqueue the staged seq and pos: one copy of [seq U][pos n], and with
+ * x_rows the first x_rows rows of x behind them (e->x_blk). */
+static int inputs_to_device(struct ntx_engine *e, int n, int x_rows, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
+	size_t b = x_rows ? NTX_X_HDR(e->n_ub) + (size_t)x_rows * e->cfg.n_embd * 4
+			  : ((size_t)e->n_ub + n) * 4;
 
-	CK(cudaMemcpyAsync(g->d_seq, g->h_seq, ((size_t)e->n_ub + n) * 4, cudaMemcpyHostToDevice,
-			   g->cs),
+	CK(cudaMemcpyAsync(g->d_seq, g->h_seq, b, cudaMemcpyHostToDevice, g->cs),
 	   "cudaMemcpyAsync (positions)");
 	return 0;
 }
@@ -511,7 +517,7 @@ int ntx_gpu_begin_chunk(struct ntx_engine *e, const int32_t *seq, const int32_t 
 			int verify, struct ntx_err *err)
 {
 	stage_chunk(e->gpu, seq, pos, n, verify);
-	return seq_pos_to_device(e, n, err);
+	return inputs_to_device(e, n, 0, err);
 }
 
 int ntx_gpu_x_to_device(struct ntx_engine *e, int n, struct ntx_err *err)
@@ -789,8 +795,9 @@ static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i
 		   gemv_rows(e, t, g->out_w, g->xh, g->logits, k, 0, err)) {
 		return -1;
 	}
-	if ((out & OUT_IDS) && ntx_cuda_argmax(g->logits, e->cfg.n_vocab, k, g->d_ids, g->ws_am,
-					       ntx_cuda_argmax_ws_bytes(HEAD_ROWS), st, err))
+	if ((out & OUT_IDS) &&
+	    ntx_cuda_argmax(g->logits, e->cfg.n_vocab, k, g->m_ids ? g->m_ids : g->d_ids, g->ws_am,
+			    ntx_cuda_argmax_ws_bytes(HEAD_ROWS), st, err))
 		return -1;
 	return k;
 }
@@ -805,7 +812,7 @@ static int head_fetch(struct ntx_engine *e, int k, int out, struct ntx_err *err)
 		CK(cudaMemcpyAsync(g->h_logits, g->logits, (size_t)k * V * 4, cudaMemcpyDeviceToHost,
 				   g->cs),
 		   "cudaMemcpyAsync (logits)");
-	if (out & OUT_IDS)
+	if ((out & OUT_IDS) && !g->m_ids)
 		CK(cudaMemcpyAsync(g->h_ids, g->d_ids, (size_t)k * 4, cudaMemcpyDeviceToHost, g->cs),
 		   "cudaMemcpyAsync (token ids)");
 	return 0;
@@ -1064,7 +1071,7 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_
 		/* the whole step: inputs from pinned memory, layers, head,
 		 * outputs to pinned memory */
 		CK(cudaStreamBeginCapture(g->cs, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
-		if (seq_pos_to_device(e, n, err) || ntx_gpu_x_to_device(e, n, err))
+		if (inputs_to_device(e, n, n, err))
 			ok = 0;
 		for (l = 0; l < e->cfg.n_layer && ok; l++) {
 			if (mask ? mask[l] : e->skip[l])

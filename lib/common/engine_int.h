@@ -76,6 +76,8 @@ struct eng_layer {
 struct ntx_gpu;      /* engine_gpu.c */
 struct ntx_streamer; /* engine_stream.c */
 
+#define NTX_X_HDR(n_ub) (((size_t)(n_ub) * 2 * sizeof(int32_t) + 255) & ~(size_t)255)
+
 struct ntx_engine {
 	const struct ntx_model *m;
 	struct ntx_llama_config cfg;
@@ -92,7 +94,11 @@ struct ntx_engine {
 	const float *out_norm;
 	int head_on_gpu;
 	struct ntx_cpu_scratch s;
-	float *x;                  /* [n_ub][n_embd] hidden state (host; pinned with CUDA) */
+	/* [n_ub][n_embd] hidden state (host; pinned with CUDA), at
+	 * NTX_X_HDR(n_ub) bytes into x_blk: the GPU stages a chunk's seq and
+	 * pos [n_ub] each in front of it, so that one copy carries all three */
+	float *x;
+	void *x_blk;
 	float *x_in;               /* copy of a layer's input (cos stats) */
 	float *head_in;            /* gathered normed rows for logits */
 	float *head_logits;        /* CPU head's logits when only ids are wanted */
