@@ -200,14 +200,51 @@ struct rope_args {
 	const int32_t *seq, *pos;
 	float base, freq_scale;
 	const float *freqs;
+	const double *inv;
 };
+
+/* The inverse frequency of pair r, in double precision as the CPU
+ * reference computes it. */
+__device__ __forceinline__ double rope_inv(int n_rot, float base, float freq_scale,
+					   const float *freqs, int r)
+{
+	double inv = (double)freq_scale * pow((double)base, -2.0 * r / n_rot);
+
+	if (freqs)
+		inv /= (double)freqs[r];
+	return inv;
+}
+
+__global__ void ntx_rope_table_kernel(int n_rot, float base, float freq_scale, const float *freqs,
+				      double *inv)
+{
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
+	for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < n_rot / 2; r += gridDim.x * blockDim.x)
+		inv[r] = rope_inv(n_rot, base, freq_scale, freqs, r);
+}
+
+extern "C" int ntx_cuda_rope_table(const struct ntx_cuda_rope *rope, double *inv, ntx_stream_t s,
+				   struct ntx_err *err)
+{
+	if (!rope || !inv || rope->n_rot < 2 || rope->n_rot % 2)
+		return ntx_err_set(err, NTX_EINVAL, "rope_table: n_rot = %d (even, >= 2), non-NULL table",
+				   rope ? rope->n_rot : 0);
+	return ntx_cu_launched("rope_table",
+			       ntx_launch(ntx_rope_table_kernel, 1, 128, 0, (cudaStream_t)s, rope->n_rot,
+					  rope->base, rope->freq_scale, rope->freqs, inv),
+			       err);
+}
 
 /* Grid (token, slice of pairs): every thread rotates one pair of q or k (and
  * stores that k pair and the v pair beside it), so no thread loops over
  * dependent loads and stores (one CTA per token did: ~8 us at n_tok 1 on
  * the H200, latency of 16 serialized iterations). Each CTA computes the
  * angles of its token once in double precision (as the CPU reference does:
- * large positions lose nothing), with the thread's pair already loading. k
+ * large positions lose nothing), with the thread's pair already loading,
+ * from the table of inverse frequencies when there is one (a pow per pair
+ * was the longest step of the kernel). k
  * and v are stored into the cache unless
  * (seq, pos) is out of range (then attention for that token yields NaN). */
 #define ROPE_THREADS 128
@@ -234,11 +271,9 @@ __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_store_kernel(rope_args 
 	if (act && j >= nq && store)
 		v = *(const float2 *)(a.v + (int64_t)t * row + o);
 	for (int r = threadIdx.x; r < half; r += blockDim.x) {
-		double inv = (double)a.freq_scale * pow((double)a.base, -2.0 * r / a.n_rot);
+		const double inv = a.inv ? a.inv[r] : rope_inv(a.n_rot, a.base, a.freq_scale, a.freqs, r);
 		double sv, cv;
 
-		if (a.freqs)
-			inv /= (double)a.freqs[r];
 		sincos((double)p * inv, &sv, &cv);
 		cs[r] = (float)cv;
 		sn[r] = (float)sv;
@@ -290,6 +325,7 @@ extern "C" int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok
 	a.n_ctx = kv->n_ctx, a.n_seq = kv->n_seq, a.n_rot = rope->n_rot, a.kv_f16 = kv->kv_f16;
 	a.kc = kv->k, a.vc = kv->v, a.seq = seq, a.pos = pos;
 	a.base = rope->base, a.freq_scale = rope->freq_scale, a.freqs = rope->freqs;
+	a.inv = rope->inv;
 	const int64_t pairs = (int64_t)(n_head + kv->n_head_kv) * (kv->head_dim / 2);
 
 	if (pairs > (int64_t)65535 * ROPE_THREADS)

@@ -247,7 +247,16 @@ struct ntx_cuda_rope {
 	float base;
 	float freq_scale;
 	const float *freqs;
+	/* optional: device table of the n_rot/2 inverse frequencies filled
+	 * by ntx_cuda_rope_table (the same bits as computed in place, without
+	 * a double-precision pow per pair in every launch); NULL: computed */
+	const double *inv;
 };
+
+/* Fill inv[0 .. n_rot/2) with freq_scale * base^(-2i/n_rot) / freqs[i] in
+ * double precision (rope->freqs and rope->inv are ignored). */
+int ntx_cuda_rope_table(const struct ntx_cuda_rope *rope, double *inv, ntx_stream_t s,
+			struct ntx_err *err);
 
 /* Apply RoPE in place to q (n_tok x n_head x head_dim) and k (n_tok x
  * n_head_kv x head_dim) at positions pos[t] (device), then store k and v

@@ -39,6 +39,7 @@ struct ntx_gpu {
 	/* resident non-layer tensors */
 	void *out_w;
 	float *out_norm, *rope_freqs;
+	double *rope_inv;               /* RoPE inverse frequencies [n_rot / 2] */
 	/* the tensors as the device holds them (dev_tensors): resident layers
 	 * and the head in split rows where that applies, the rest as in the
 	 * file; resident[l] says which layers have their own views */
@@ -356,6 +357,18 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 		   "cudaMemcpy");
 	}
 
+	/* the RoPE inverse frequencies, once (ntx_cuda_rope_table) */
+	if (c->n_rot >= 2) {
+		struct ntx_cuda_rope rp = { c->n_rot, (float)c->rope_base, (float)c->rope_freq_scale,
+					    g->rope_freqs, NULL };
+
+		if (dalloc((void **)&g->rope_inv, (size_t)c->n_rot / 2 * sizeof(double), "rope table",
+			   err) ||
+		    ntx_cuda_rope_table(&rp, g->rope_inv, (ntx_stream_t)g->cs, err))
+			return -1;
+		CK(cudaStreamSynchronize(g->cs), "rope table");
+	}
+
 	/* layers: resident weights, device KV */
 	g->dlt = calloc((size_t)c->n_layer, sizeof *g->dlt);
 	g->dtv = calloc((size_t)c->n_layer, sizeof *g->dtv);
@@ -463,6 +476,7 @@ void ntx_gpu_free(struct ntx_engine *e)
 	cudaFree(g->out_w);
 	cudaFree(g->out_norm);
 	cudaFree(g->rope_freqs);
+	cudaFree(g->rope_inv);
 	ntx_host_free(g->h_logits);
 	ntx_host_free(g->h_ids);
 	free(g->h_cos);
@@ -656,6 +670,7 @@ static void layer_setup(struct ntx_engine *e, int l, const void *base, const voi
 	rope->base = (float)c->rope_base;
 	rope->freq_scale = (float)c->rope_freq_scale;
 	rope->freqs = e->gpu->rope_freqs;
+	rope->inv = e->gpu->rope_inv;
 }
 
 /* The decode path for n <= NTX_CUDA_GEMV_MAX_TOK tokens, with fused q8

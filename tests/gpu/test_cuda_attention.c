@@ -24,19 +24,21 @@ static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale)
 	const size_t nq = (size_t)n_tok * n_head * hd, nk = (size_t)n_tok * n_kv * hd;
 	const size_t cache_el = (size_t)n_seq * n_ctx * n_kv * hd, esz = f16 ? 2 : 4;
 	float *q = rnd_gauss_vec(nq, 1.0f), *k = rnd_gauss_vec(nk, 1.0f), *v = rnd_gauss_vec(nk, 1.0f);
-	float *gq = malloc(nq * 4), *gk = malloc(nk * 4), freqs[32];
+	float *gq = malloc(nq * 4), *gk = malloc(nk * 4), freqs[32], *q0, *k0;
 	unsigned char *gc_k = malloc(cache_el * esz), *gc_v = malloc(cache_el * esz);
 	unsigned char *ec_k = malloc(cache_el * esz), *ec_v = malloc(cache_el * esz);
 	float *dq, *dk, *dv, *dfreqs = NULL;
 	int32_t *dpos, *dseq;
 	struct ntx_cuda_kv kv = { 0 };
-	struct ntx_cuda_rope rp = { n_rot, 500000.0f, freq_scale, NULL };
+	struct ntx_cuda_rope rp = { n_rot, 500000.0f, freq_scale, NULL, NULL };
 	struct ntx_rope cr = { n_rot, 500000.0, freq_scale, NULL };
 	struct ntx_kv_layer ckv = { ec_k, ec_v, f16, n_ctx, n_seq, n_kv, hd };
 	double e1, e2;
 
 	for (int i = 0; i < 32; i++)
 		freqs[i] = (float)(1.0 + 7.0 * rnd_unif());
+	q0 = malloc(nq * 4), k0 = malloc(nk * 4);
+	memcpy(q0, q, nq * 4), memcpy(k0, k, nk * 4);
 	dq = dev_up(q, nq * 4), dk = dev_up(k, nk * 4), dv = dev_up(v, nk * 4);
 	dpos = dev_up(pos, sizeof pos), dseq = dev_up(seq, sizeof seq);
 	if (with_freqs) {
@@ -62,8 +64,31 @@ static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale)
 	ntx_op_kv_store(&ckv, gk, v, n_tok, seq, pos);
 	t_ok(!memcmp(gc_k, ec_k, cache_el * esz) && !memcmp(gc_v, ec_v, cache_el * esz),
 	     "rope_store %s: cache rows written at (seq, pos), nothing else", f16 ? "F16" : "F32");
+	/* again from the table of inverse frequencies: the same bits */
+	{
+		double *tab = dev_alloc((size_t)n_rot / 2 * sizeof(double));
+		float *tq = malloc(nq * 4);
+		unsigned char *tc = malloc(cache_el * esz);
+		int same;
+
+		T_CUDA(ntx_cuda_rope_table(&rp, tab, NULL, &g_err));
+		rp.inv = tab;
+		dev_put(dq, q0, nq * 4), dev_put(dk, k0, nk * 4);
+		dev_poison(kv.k, cache_el * esz), dev_poison(kv.v, cache_el * esz);
+		T_CUDA(ntx_cuda_rope_store(dq, dk, dv, n_tok, n_head, &kv, dseq, dpos, &rp, NULL, &g_err));
+		dev_get(tq, dq, nq * 4);
+		same = !memcmp(tq, gq, nq * 4);
+		dev_get(tc, kv.k, cache_el * esz);
+		same &= !memcmp(tc, gc_k, cache_el * esz);
+		dev_get(tc, kv.v, cache_el * esz);
+		same &= !memcmp(tc, gc_v, cache_el * esz);
+		t_ok(same, "rope_store %s n_rot %d%s: with ntx_cuda_rope_table's table bitwise the same",
+		     f16 ? "F16" : "F32", n_rot, with_freqs ? " rope_freqs" : "");
+		dev_free(tab), free(tq), free(tc);
+	}
 	dev_free(dq), dev_free(dk), dev_free(dv), dev_free(dpos), dev_free(dseq), dev_free(dfreqs);
 	dev_free(kv.k), dev_free(kv.v);
+	free(q0), free(k0);
 	free(q), free(k), free(v), free(gq), free(gk), free(gc_k), free(gc_v), free(ec_k), free(ec_v);
 }
 

@@ -604,6 +604,7 @@ struct layer_ctx {
 	size_t wsb;
 	int32_t *dseq, *dpos;
 	float *freqs;
+	double *rope_inv; /* the engine's table of inverse frequencies */
 	int fused;
 	int dl;       /* the direct-load GEMV and split rows (else staged, GGUF layout) */
 	unsigned ops; /* fused sequence: the kernels to enqueue (bit k: LAYER_OPS[k]), 0 = all */
@@ -629,7 +630,7 @@ static void *rand_dev(uint32_t t, int64_t n_in, int64_t n_out)
 static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStream_t st)
 {
 	const int E = 4096, KV = 1024, F = 14336, NH = 32;
-	struct ntx_cuda_rope rope = { 128, 500000.0f, 1.0f, NULL };
+	struct ntx_cuda_rope rope = { 128, 500000.0f, 1.0f, NULL, c->rope_inv };
 	const uint32_t q6 = c->dl ? SPLIT(NTX_TYPE_Q6_K) : NTX_TYPE_Q6_K;
 	const void *wv = c->dl ? L->wv_s : L->wv, *wd = c->dl ? L->wd_s : L->wd;
 	struct ntx_cuda_gemv_seg qkv[3] = {
@@ -788,6 +789,12 @@ static void run_layer(void)
 	CK(cudaMemset(c.ws, 0, c.wsb));
 	c.dseq = dev_up(&zero, 4);
 	c.dpos = dev_alloc(4);
+	{
+		struct ntx_cuda_rope rp = { 128, 500000.0f, 1.0f, NULL, NULL };
+
+		c.rope_inv = dev_alloc(64 * sizeof(double));
+		T_CUDA(ntx_cuda_rope_table(&rp, c.rope_inv, NULL, &g_err));
+	}
 	t_diag("bench layer: 8B Q4_K_M layer = %.1f MB of weights; head (rmsnorm + Q6_K 4096x128256 GEMV) %.1f us"
 	       " (staged), %.1f us (direct-load, split rows)",
 	       bytes / 1e6, head[0], head[1]);
