@@ -155,6 +155,21 @@ static void run_case(const struct tol *t, const char *pid, int kvf32)
 	cmp(logits, ref_l, nl, &mx, &mean);
 	t_ok(mx <= tol && (!t->mean || mean <= t->mean),
 	     "%s: prompt logits max %.2e (tol %.0e) mean %.2e", tag, mx, tol, mean);
+	/* the same batch with only b.ids out: each row's argmax */
+	{
+		int32_t ids[64];
+		int bad = 0;
+
+		b.ids = ids;
+		if (ntx_engine_eval(e, &b, NULL, NULL, &err) == 0)
+			for (i = 0; i < n_prompt; i++)
+				bad += ids[i] != ntx_argmax(logits + (size_t)i * V, V);
+		else
+			bad = -1;
+		b.ids = NULL;
+		t_ok(bad == 0, "%s: b.ids without logits == argmax of each prompt row (%d differ) %s",
+		     tag, bad, err.msg);
+	}
 
 	/* 2. teacher forcing: greedy ids one at a time */
 	for (i = 0; i < 16; i++) {
