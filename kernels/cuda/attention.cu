@@ -735,11 +735,8 @@ static int at_prefetch_on(void)
 {
 	static int v = -1;
 
-	if (v < 0) {
-		const char *e = getenv("NTX_ATTN_PREFETCH");
-
-		v = !(e && !strcmp(e, "0"));
-	}
+	if (v < 0)
+		v = ntx_cu_env_on("NTX_ATTN_PREFETCH");
 	return v;
 }
 

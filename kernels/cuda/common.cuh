@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -53,6 +55,15 @@ static inline int ntx_cu_call(cudaError_t e, const char *what, struct ntx_err *e
 		return ntx_err_set(err, NTX_EDEVICE, "cuda: %s: %s", what, cudaGetErrorString(e));
 	}
 	return 0;
+}
+
+/* A switch for comparisons: 0 when environment variable name is "0",
+ * else 1 (callers read it once). */
+static inline int ntx_cu_env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return !(v && !strcmp(v, "0"));
 }
 
 static inline int ntx_cu_aligned(const void *p, unsigned a)

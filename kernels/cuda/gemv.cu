@@ -231,11 +231,8 @@ extern "C" int ntx_cuda_gemv_dl_enabled(void)
 
 	if (g_dl_force >= 0)
 		return g_dl_force;
-	if (env < 0) {
-		const char *v = getenv("NTX_GEMV_DL");
-
-		env = !(v && !strcmp(v, "0"));
-	}
+	if (env < 0)
+		env = ntx_cu_env_on("NTX_GEMV_DL");
 	return env;
 }
 
@@ -245,11 +242,8 @@ static int gv_early(void)
 {
 	static int env = -1;
 
-	if (env < 0) {
-		const char *v = getenv("NTX_GEMV_EARLY");
-
-		env = !(v && !strcmp(v, "0"));
-	}
+	if (env < 0)
+		env = ntx_cu_env_on("NTX_GEMV_EARLY");
 	return env;
 }
 
