@@ -263,6 +263,13 @@ __global__ void __launch_bounds__(AM_THREADS) ntx_argmax_kernel(const float *x, 
 	}
 }
 
+/* Rows a workspace of ws_bytes holds: its counters, padded to 16 bytes,
+ * then the slices' partials (ntx_cuda_argmax_ws_bytes adds that padding). */
+static size_t am_cap(size_t ws_bytes)
+{
+	return ws_bytes < 16 ? 0 : (ws_bytes - 16) / (AM_CTAS * sizeof(am_part) + sizeof(unsigned));
+}
+
 extern "C" size_t ntx_cuda_argmax_ws_bytes(int n_rows)
 {
 	size_t b = (size_t)(n_rows > 0 ? n_rows : 0) * (AM_CTAS * sizeof(am_part) + sizeof(unsigned));
@@ -275,15 +282,14 @@ extern "C" int ntx_cuda_argmax(const float *x, int64_t n, int n_rows, int32_t *o
 {
 	if (n < 1 || n > INT32_MAX - 2 * AM_THREADS || n_rows < 1 || n_rows > 65535 || !x || !out)
 		return ntx_err_set(err, NTX_EINVAL, "argmax: n = %lld, n_rows = %d", (long long)n, n_rows);
-	if (!ws || ws_bytes < ntx_cuda_argmax_ws_bytes(n_rows) || !ntx_cu_aligned(ws, 16) ||
-	    (ws_bytes - 16) / (AM_CTAS * sizeof(am_part) + sizeof(unsigned)) < (size_t)n_rows)
+	if (!ws || !ntx_cu_aligned(ws, 16) || am_cap(ws_bytes) < (size_t)n_rows)
 		return ntx_err_set(err, NTX_EINVAL,
 				   "argmax: workspace of %zu bytes at %p (need %zu, 16-byte aligned)",
 				   ws_bytes, ws, ntx_cuda_argmax_ws_bytes(n_rows));
 	{
 		/* the layout follows ws_bytes alone (rows the workspace holds):
 		 * every row's counter stays where the last call left it zero */
-		const size_t cap = (ws_bytes - 16) / (AM_CTAS * sizeof(am_part) + sizeof(unsigned));
+		const size_t cap = am_cap(ws_bytes);
 		unsigned *ticket = (unsigned *)ws;
 		am_part *part = (am_part *)((char *)ws + ((cap * sizeof(unsigned) + 15) & ~(size_t)15));
 

@@ -287,8 +287,8 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	    dalloc((void **)&g->g, U * F * 4, "activations", err) ||
 	    dalloc((void **)&g->u, U * F * 4, "activations", err) ||
 	    dalloc((void **)&g->logits, HEAD_ROWS * V * 4, "logits", err) ||
-	    dalloc((void **)&g->d_ids, HEAD_ROWS * 4, "logits", err) ||
-	    dalloc(&g->ws_am, ntx_cuda_argmax_ws_bytes(HEAD_ROWS), "logits", err) ||
+	    dalloc((void **)&g->d_ids, HEAD_ROWS * 4, "token ids", err) ||
+	    dalloc(&g->ws_am, ntx_cuda_argmax_ws_bytes(HEAD_ROWS), "argmax workspace", err) ||
 	    dalloc(&g->xq, ntx_cuda_q8_bytes((int64_t)mx, NTX_CUDA_GEMV_MAX_TOK), "activations",
 		   err) ||
 	    dalloc((void **)&g->d_cos, (size_t)c->n_layer * 2 * sizeof(double), "statistics", err))
@@ -310,7 +310,7 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 		cudaGetLastError();
 		g->m_ids = NULL;
 	}
-	if (!g->h_seq || !g->h_pos || !g->h_logits || !g->h_ids || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
+	if (!g->h_logits || !g->h_ids || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
 	    !g->cut.seg_off || !g->cut.seg_len)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 
