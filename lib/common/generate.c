@@ -1,6 +1,7 @@
 /* generate.c - prompt processing, sampling loop, self-speculative decoding
  * and perplexity (see generate.h). */
 #include "generate.h"
+#include "spec.h"
 
 #include <errno.h>
 #include <math.h>
@@ -102,12 +103,19 @@ struct gen {
 	void *cb_ctx;
 	struct ntx_gen_stats *st;
 	int n_forced;
+	/* speculative decoding */
+	int32_t *hist;      /* [n_ctx + 1] the prompt and every emitted token */
+	int n_hist;
+	int d_past;         /* positions of hist in the draft model's cache */
+	struct ntx_spec_tuner tun[2]; /* K for lookup drafts, for model drafts */
 };
 
 /* Emit tok; returns 1 when generation must stop (sets st->stop). */
 static int emit(struct gen *g, int32_t tok)
 {
 	g->st->n_gen++;
+	if (g->hist && g->n_hist <= g->n_ctx)
+		g->hist[g->n_hist++] = tok;
 	ntx_sampler_accept(g->smp, tok);
 	if (g->cb && g->cb(g->cb_ctx, tok)) {
 		g->st->stop = NTX_STOP_CALLER;
@@ -187,42 +195,106 @@ static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
 	}
 }
 
-/* One self-speculative step from cur (sampled, not evaluated): draft up to k
- * tokens with the draft mask, verify all in one full pass, keep the longest
- * accepted prefix plus one token from the full model. *out_cur gets the next
- * un-evaluated token; returns 1 if generation stopped. */
-static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t *out_cur,
-		     struct ntx_err *err)
+/* ---- speculative decoding ----
+ *
+ * One step from cur (sampled, emitted, not yet evaluated, at position
+ * n_past): a draft of up to k tokens d_1..d_k comes from prompt lookup (an
+ * n-gram match in the history), from the draft model (its own engine and KV
+ * cache, kept in step with the accepted history), or from the target itself
+ * with the draft mask's layers skipped (self-speculation); one verification
+ * pass of the target evaluates cur, d_1..d_k, each row as if decoded alone;
+ * the longest accepted prefix is kept, plus one token of the target's. Greedy:
+ * a draft is accepted when it is the target's argmax, so the output is that
+ * of plain decoding. Sampling: d is accepted with probability min(1, p/q) and
+ * a rejection resamples from max(0, p - q) (q one-hot for lookup drafts), so
+ * the output is distributed as the target's. */
+
+enum { SRC_NONE, SRC_LOOKUP, SRC_MODEL, SRC_SELF };
+
+/* Bring the draft model's cache up to the history (cur included) in its
+ * prompt chunks; the last evaluation leaves the row after cur in g->logits
+ * (or its argmax in g->ids). */
+static int draft_sync(struct gen *g, struct ntx_err *err)
 {
-	int greedy = ntx_sampler_is_greedy(g->smp), i, j, n_acc;
-	int64_t V = g->V;
-	int32_t next;
+	int chunk = ntx_engine_prompt_chunk(g->o->draft);
 
-	g->draft[0] = cur;
-	/* draft: d_1..d_k (history grows tentatively) */
-	for (i = 0; i < k; i++) {
-		if (gen_eval(g, &g->draft[i], g->n_past + i, 1, SPAN_LAST, g->o->draft_mask, err))
-			return fail_or_interrupt(g, err) ? -1 : 1;
+	while (g->d_past < g->n_hist) {
+		int n = g->n_hist - g->d_past < chunk ? g->n_hist - g->d_past : chunk;
+
+		if (eval_span(g->o->draft, g->o->draft_seq, g->hist + g->d_past, g->d_past, n,
+			      SPAN_LAST, NULL, g->logits, g->top1 ? g->ids : NULL, err))
+			return -1;
+		g->d_past += n;
 		g->st->n_draft_passes++;
-		if (greedy) {
-			g->draft[i + 1] = gen_pick(g, 0);
-		} else {
-			float *q = g->q + (int64_t)i * V;
+	}
+	return 0;
+}
 
-			ntx_sampler_probs(g->smp, g->logits, q);
-			g->draft[i + 1] = ntx_sampler_draw(g->smp, q);
+/* d_{i+1} from the row the last draft evaluation left (row 0); q row i. */
+static void draft_take(struct gen *g, int i, int greedy)
+{
+	if (greedy) {
+		g->draft[i + 1] = gen_pick(g, 0);
+	} else {
+		float *q = g->q + (int64_t)i * g->V;
+
+		ntx_sampler_probs(g->smp, g->logits, q);
+		g->draft[i + 1] = ntx_sampler_draw(g->smp, q);
+	}
+	ntx_sampler_accept(g->smp, g->draft[i + 1]);
+}
+
+/* Draft up to k tokens after cur (g->draft[0]) with the model or the mask.
+ * Returns how many, or -1 (err). */
+static int draft_model(struct gen *g, int k, int src, int greedy, struct ntx_err *err)
+{
+	int i;
+
+	if (src == SRC_MODEL) {
+		/* the last position the draft evaluates is n_past + k - 1 */
+		int room = ntx_engine_n_ctx(g->o->draft) - g->n_past;
+
+		k = k < room ? k : room;
+		if (k < 1)
+			return 0;
+		g->d_past = g->d_past < g->n_past ? g->d_past : g->n_past;
+		ntx_engine_kv_truncate(g->o->draft, g->o->draft_seq, g->d_past);
+		if (draft_sync(g, err))
+			return -1;
+		draft_take(g, 0, greedy);
+		for (i = 1; i < k; i++) {
+			if (eval_span(g->o->draft, g->o->draft_seq, &g->draft[i], g->n_past + i, 1,
+				      SPAN_LAST, NULL, g->logits, g->top1 ? g->ids : NULL, err)) {
+				ntx_sampler_unaccept(g->smp, i);
+				return -1;
+			}
+			g->d_past++;
+			g->st->n_draft_passes++;
+			draft_take(g, i, greedy);
 		}
-		ntx_sampler_accept(g->smp, g->draft[i + 1]);
+	} else {
+		for (i = 0; i < k; i++) {
+			if (gen_eval(g, &g->draft[i], g->n_past + i, 1, SPAN_LAST, g->o->draft_mask,
+				     err)) {
+				ntx_sampler_unaccept(g->smp, i);
+				return -1;
+			}
+			g->st->n_draft_passes++;
+			draft_take(g, i, greedy);
+		}
 	}
 	ntx_sampler_unaccept(g->smp, k);
-	/* verify: cur, d_1..d_k at n_past.. -> k+1 rows */
-	if (gen_eval(g, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, err))
-		return fail_or_interrupt(g, err) ? -1 : 1;
-	g->st->n_full_passes++;
-	g->st->n_drafted += k;
-	/* accept */
-	n_acc = 0;
-	next = -1;
+	return k;
+}
+
+/* Verify d_1..d_k (point: one-hot drafts) and accept. Returns the number
+ * accepted and sets *next to the target's token after them. */
+static int verify_accept(struct gen *g, int k, int point, int greedy, int32_t *next)
+{
+	int64_t V = g->V, j;
+	int i, n_acc = 0;
+
+	*next = -1;
 	for (i = 0; i < k; i++) {
 		const float *row = g->logits + (int64_t)i * V;
 		int32_t d = g->draft[i + 1];
@@ -231,7 +303,7 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 			int32_t t = gen_pick(g, i);
 
 			if (t != d) {
-				next = t;
+				*next = t;
 				break;
 			}
 		} else {
@@ -239,18 +311,18 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 			double a;
 
 			ntx_sampler_probs(g->smp, row, g->p);
-			a = q[d] > 0 ? g->p[d] / q[d] : 0;
+			a = point ? g->p[d] : q[d] > 0 ? g->p[d] / q[d] : 0;
 			if (ntx_sampler_uniform(g->smp) >= a) {
 				/* resample from max(0, p - q) */
 				double s = 0;
 
 				for (j = 0; j < V; j++) {
-					float r = g->p[j] - q[j];
+					float r = g->p[j] - (point ? (j == d) : q[j]);
 
 					g->p[j] = r > 0 ? r : 0;
 					s += g->p[j];
 				}
-				next = s > 0 ? ntx_sampler_draw(g->smp, g->p) : ntx_argmax(row, V);
+				*next = s > 0 ? ntx_sampler_draw(g->smp, g->p) : ntx_argmax(row, V);
 				break;
 			}
 		}
@@ -260,30 +332,89 @@ static int spec_step(struct gen *g, int32_t cur, int k, int *n_acc_out, int32_t 
 	/* all accepted: a bonus token from the last row, sampled while the
 	 * history still holds d_1..d_k (the repetition penalty must see what
 	 * plain decoding would have seen) */
-	if (next < 0)
-		next = gen_pick(g, k);
+	if (*next < 0)
+		*next = gen_pick(g, k);
 	ntx_sampler_unaccept(g->smp, n_acc);
+	return n_acc;
+}
+
+/* A step without a draft: evaluate cur alone. */
+static int plain_step(struct gen *g, int32_t cur, int32_t *next, struct ntx_err *err)
+{
+	double t0 = now_s();
+
+	if (gen_eval(g, &cur, g->n_past, 1, SPAN_LAST, NULL, err))
+		return fail_or_interrupt(g, err) ? -1 : 1;
+	ntx_spec_tuner_observe_pass(&g->tun[0], 1, now_s() - t0);
+	ntx_spec_tuner_observe_pass(&g->tun[1], 1, now_s() - t0);
+	g->st->t_verify_s += now_s() - t0;
+	g->st->n_full_passes++;
+	g->n_past++;
+	*next = gen_pick(g, 0);
+	return 0;
+}
+
+/* One speculative step with a draft of up to k tokens. *out_cur gets the
+ * next un-evaluated token; returns 1 if generation stopped, -1 on error. */
+static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
+		     struct ntx_err *err)
+{
+	int greedy = ntx_sampler_is_greedy(g->smp), i, k = 0, n_acc, src = SRC_NONE;
+	int fixed = !g->o->adaptive_k;
+	double t0 = now_s(), t1;
+
+	g->draft[0] = cur;
+	if (g->o->lookup > 0) {
+		int kl = fixed ? g->o->draft_k : ntx_spec_tuner_pick(&g->tun[0], 0);
+
+		k = ntx_spec_lookup(g->hist, g->n_hist, g->o->lookup, kl < k_room ? kl : k_room,
+				    g->draft + 1);
+		if (k > 0)
+			src = SRC_LOOKUP;
+	}
+	if (!src && (g->o->draft || g->o->self_spec)) {
+		int km = fixed ? g->o->draft_k : ntx_spec_tuner_pick(&g->tun[1], 1);
+
+		src = g->o->draft ? SRC_MODEL : SRC_SELF;
+		k = draft_model(g, km < k_room ? km : k_room, src, greedy, err);
+		if (k < 0)
+			return fail_or_interrupt(g, err) ? -1 : 1;
+	}
+	if (k == 0)
+		return plain_step(g, cur, out_cur, err);
+	t1 = now_s();
+	/* verify: cur, d_1..d_k at n_past.. -> k+1 rows */
+	if (gen_eval(g, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, err))
+		return fail_or_interrupt(g, err) ? -1 : 1;
+	g->st->n_full_passes++;
+	n_acc = verify_accept(g, k, src == SRC_LOOKUP, greedy, out_cur);
+	ntx_spec_tuner_observe(&g->tun[src == SRC_LOOKUP ? 0 : 1], k, n_acc, t1 - t0,
+			       now_s() - t1, src != SRC_LOOKUP);
+	g->st->t_draft_s += t1 - t0;
+	g->st->t_verify_s += now_s() - t1;
+	g->st->n_drafted += k;
 	g->st->n_accepted += n_acc;
-	*n_acc_out = n_acc;
-	/* cur and the accepted drafts are now in the cache with full-model K/V */
+	if (src == SRC_LOOKUP) {
+		g->st->n_lookup_drafted += k;
+		g->st->n_lookup_accepted += n_acc;
+	}
+	/* cur and the accepted drafts are now in the cache with the target's
+	 * K/V; the draft model's cache is valid up to the accepted history */
 	g->n_past += 1 + n_acc;
 	ntx_engine_kv_truncate(g->e, g->seq, g->n_past);
+	if (g->d_past > g->n_past)
+		g->d_past = g->n_past;
 	for (i = 1; i <= n_acc; i++) {
 		if (emit(g, g->draft[i]))
 			return 1;
 	}
-	*out_cur = next;
 	return 0;
 }
 
 static int decode_spec(struct gen *g, int32_t cur, struct ntx_err *err)
 {
-	int k = g->o->draft_k > 0 ? g->o->draft_k : 4, kmax = k;
-
-	if (g->o->adaptive_k && kmax < 16)
-		kmax = 16;
 	for (;;) {
-		int n_acc = 0, kk = k, rc;
+		int kk = NTX_SPEC_KMAX, rc;
 		int32_t next;
 
 		if (emit(g, cur))
@@ -293,29 +424,15 @@ static int decode_spec(struct gen *g, int32_t cur, struct ntx_err *err)
 			kk = g->n_ctx - g->n_past - 1;
 		if (g->o->n_predict >= 0 && kk > g->o->n_predict - g->st->n_gen)
 			kk = g->o->n_predict - g->st->n_gen;
-		if (kk < 1) {
-			/* plain step */
-			if (g->n_past >= g->n_ctx) {
-				g->st->stop = NTX_STOP_CONTEXT;
-				return 0;
-			}
-			if (gen_eval(g, &cur, g->n_past, 1, SPAN_LAST, NULL, err))
-				return fail_or_interrupt(g, err);
-			g->n_past++;
-			cur = gen_pick(g, 0);
-			continue;
+		if (g->n_past >= g->n_ctx) {
+			g->st->stop = NTX_STOP_CONTEXT;
+			return 0;
 		}
-		rc = spec_step(g, cur, kk, &n_acc, &next, err);
+		rc = kk < 1 ? plain_step(g, cur, &next, err) : spec_step(g, cur, kk, &next, err);
 		if (rc < 0)
 			return -1;
 		if (rc > 0)
 			return 0;
-		if (g->o->adaptive_k) {
-			if (n_acc == kk && k < kmax)
-				k++;
-			else if (n_acc < kk / 2 && k > 1)
-				k--;
-		}
 		cur = next;
 	}
 }
@@ -325,15 +442,26 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		 struct ntx_gen_stats *st, struct ntx_err *err)
 {
 	struct gen g;
-	int kmax = o->self_spec ? (o->draft_k > 16 || !o->adaptive_k ? o->draft_k : 16) : 0;
+	int spec = o->self_spec || o->draft || o->lookup > 0;
+	int k_init = o->draft_k > 0 ? o->draft_k : 4;
+	int kmax = !spec ? 0 : o->adaptive_k ? NTX_SPEC_KMAX_ADAPTIVE : k_init;
 	int rc = -1;
 	double t0;
 	int32_t cur;
 
 	memset(st, 0, sizeof *st);
 	memset(&g, 0, sizeof g);
-	if (kmax < 4 && o->self_spec)
-		kmax = 4;
+	if (kmax > NTX_SPEC_KMAX)
+		return ntx_err_set(err, NTX_EINVAL, "draft length %d is more than %d", kmax,
+				   NTX_SPEC_KMAX);
+	if (o->self_spec && o->draft)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "self-speculation and a draft model exclude each other");
+	if (o->draft && ntx_engine_n_vocab(o->draft) != ntx_engine_n_vocab(e))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the draft has %lld tokens, the target %lld: a draft must share the target's vocabulary",
+				   (long long)ntx_engine_n_vocab(o->draft),
+				   (long long)ntx_engine_n_vocab(e));
 	if (n_prompt <= 0)
 		return ntx_err_set(err, NTX_EINVAL, "empty prompt");
 	g.e = e;
@@ -348,8 +476,9 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		return ntx_err_set(err, NTX_EINVAL,
 				   "the prompt has %d tokens, more than the context size %d (use -c)",
 				   n_prompt, g.n_ctx);
-	if (o->self_spec && o->dump_logits)
-		return ntx_err_set(err, NTX_EINVAL, "--dump-logits cannot be combined with --self-spec");
+	if (spec && o->dump_logits)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--dump-logits cannot be combined with speculative decoding");
 	g.smp = ntx_sampler_new(&o->sp, g.V, err);
 	if (!g.smp)
 		return -1;
@@ -358,14 +487,23 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 	g.q = malloc((size_t)(kmax + 1) * (size_t)g.V * sizeof(float));
 	g.draft = malloc((size_t)(kmax + 2) * sizeof(int32_t));
 	g.ids = malloc((size_t)(kmax + 1) * sizeof(int32_t));
+	g.hist = spec ? malloc(((size_t)g.n_ctx + 1) * sizeof(int32_t)) : NULL;
 	g.top1 = ntx_sampler_is_argmax(g.smp) && !o->force && !o->dump_logits;
-	if (!g.logits || !g.p || !g.q || !g.draft || !g.ids) {
+	ntx_spec_tuner_init(&g.tun[0], kmax, k_init);
+	ntx_spec_tuner_init(&g.tun[1], kmax, k_init);
+	if (!g.logits || !g.p || !g.q || !g.draft || !g.ids || (spec && !g.hist)) {
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto out;
 	}
 	ntx_engine_kv_truncate(e, seq, 0);
+	if (o->draft)
+		ntx_engine_kv_truncate(o->draft, o->draft_seq, 0);
 	for (int i = 0; i < n_prompt; i++)
 		ntx_sampler_accept(g.smp, prompt[i]);
+	if (g.hist) {
+		memcpy(g.hist, prompt, (size_t)n_prompt * sizeof *prompt);
+		g.n_hist = n_prompt;
+	}
 
 	/* prompt */
 	t0 = now_s();
@@ -429,7 +567,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 	/* generation */
 	t0 = now_s();
 	cur = next_token(&g, g.logits);
-	rc = o->self_spec && !o->force ? decode_spec(&g, cur, err) : decode_plain(&g, cur, err);
+	rc = spec && !o->force ? decode_spec(&g, cur, err) : decode_plain(&g, cur, err);
 	st->t_gen_s = now_s() - t0;
 out:
 	ntx_sampler_free(g.smp);
@@ -438,6 +576,7 @@ out:
 	free(g.q);
 	free(g.draft);
 	free(g.ids);
+	free(g.hist);
 	return rc;
 }
 

@@ -29,10 +29,21 @@ struct ntx_gen_opts {
 	int n_force;
 	FILE *dump_logits;             /* float32 rows: every prompt position, then
 					* every generated token (each is evaluated) */
-	/* self-speculative decoding */
+	/* speculative decoding: drafts from prompt lookup (lookup > 0: n-gram
+	 * matches of up to that many tokens in the prompt and the text so far,
+	 * tried first), else from a draft model (draft) or from the target
+	 * with draft_mask's layers skipped (self_spec); greedy output equals
+	 * plain decoding's, sampled output has the target's distribution */
 	int self_spec;
-	int draft_k;                   /* tokens drafted per step (default 4) */
-	int adaptive_k;                /* grow/shrink k from the acceptance */
+	struct ntx_engine *draft;      /* same vocabulary as the target (the
+					* caller checks ntx_spec_check_vocab) */
+	int draft_seq;                 /* the draft engine's sequence to use */
+	int lookup;
+	int draft_k;                   /* tokens drafted per step (default 4; at
+					* most NTX_SPEC_KMAX) */
+	int adaptive_k;                /* choose K every step from measured
+					* acceptance and costs (up to
+					* NTX_SPEC_KMAX_ADAPTIVE), starting at draft_k */
 	const uint8_t *draft_mask;     /* n_layer flags: layers the draft skips */
 };
 
@@ -45,8 +56,12 @@ struct ntx_gen_stats {
 	 * rate. */
 	double t_prompt_s, t_gen_s;
 	enum ntx_stop stop;
-	/* self-speculative */
+	/* speculative: tokens drafted and accepted (lookup's share of them
+	 * too), target passes during generation, draft model evaluations,
+	 * seconds spent drafting and verifying */
 	int64_t n_drafted, n_accepted, n_full_passes, n_draft_passes;
+	int64_t n_lookup_drafted, n_lookup_accepted;
+	double t_draft_s, t_verify_s;
 };
 
 /* Called with each generated token; return non-zero to stop. */

@@ -115,7 +115,7 @@ no_gpu() {
 	[ ! -e "$T/d.f32" ]
 	run --separate-stderr "$RUN" -m "$S" -p hi --draft-k 3
 	[ "$status" -eq 2 ]
-	[[ "$stderr" == "ntx-run: --draft-k and --draft-skip need --self-spec"* ]]
+	[[ "$stderr" == "ntx-run: --draft-k needs --draft, --lookup or --self-spec"* ]]
 	run --separate-stderr "$RUN" -m "$S" -p hi --system "be brief"
 	[ "$status" -eq 2 ]
 	run --separate-stderr "$RUN" -m "$S" --skip a.json --skip-layers 1
@@ -567,8 +567,8 @@ PY
 				--self-spec --draft-skip "$D/skip.json" --stats-json "$T/s.json"
 			[ "$status" -eq 0 ]
 			expect "$output" "$a"
-			[[ "$stderr" == *"ntx-run: self-speculation: "*" accepted"* ]]
-			[ "$(json "$T/s.json" 'd["self_spec"]["accepted"] > 0')" = true ]
+			[[ "$stderr" == *"ntx-run: speculative (self): "*" accepted"* ]]
+			[ "$(json "$T/s.json" 'd["speculative"]["accepted"] > 0')" = true ]
 		done
 	done
 	# a fixed draft length

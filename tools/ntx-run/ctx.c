@@ -9,6 +9,7 @@
 #include "parse.h"
 #include "run.h"
 #include "skipset.h"
+#include "spec.h"
 
 int run_exit_code(const struct ntx_err *err)
 {
@@ -159,6 +160,50 @@ static int build_draft_mask(struct run_ctx *c, struct ntx_err *err)
 	return 0;
 }
 
+/* --draft: the draft model and its vocabulary, refused before any work
+ * unless it shares the target's vocabulary. */
+static int open_draft_model(struct run_ctx *c, struct ntx_err *err)
+{
+	const char *path = c->o->draft_path;
+
+	c->dmodel = ntx_model_open(path, 0, err);
+	if (!c->dmodel) {
+		ntx_err_prefix(err, "--draft %s", path);
+		return -1;
+	}
+	c->dvocab = ntx_vocab_load(c->dmodel->gguf, err);
+	if (!c->dvocab || ntx_spec_check_vocab(c->vocab, c->dvocab, err)) {
+		ntx_err_prefix(err, "--draft %s", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* The draft's engine: every layer resident on the backend the target's
+ * engine runs on (ntx-plan --draft counted it in the VRAM budget), the same
+ * context and sequences. */
+static int open_draft_engine(struct run_ctx *c, const struct ntx_engine_opts *teo,
+			     struct ntx_err *err)
+{
+	struct ntx_engine_opts eo = *teo;
+
+	eo.backend = ntx_engine_backend(c->engine);
+	eo.n_ctx = ntx_engine_n_ctx(c->engine);
+	eo.plan = NULL;
+	eo.pack_path = NULL;
+	eo.skip = NULL;
+	eo.n_ubatch = 0;
+	c->draft = ntx_engine_new(c->dmodel, &eo, err);
+	if (!c->draft) {
+		ntx_err_prefix(err, "--draft %s", c->o->draft_path);
+		return -1;
+	}
+	if (c->o->verbose)
+		fprintf(stderr, PROG ": draft %s on %s\n", c->o->draft_path,
+			ntx_backend_name(ntx_engine_backend(c->draft)));
+	return 0;
+}
+
 /* Without --plan: choose the backend and, on the GPU, plan in memory from
  * the detected hardware (and --vram-budget/--ram-budget/--executor). */
 static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
@@ -297,6 +342,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	}
 	if (!need_engine)
 		return 0;
+	if (o->draft_path && open_draft_model(c, err))
+		return -1;
 	if (c->plan && ntx_plan_check_model(c->plan, c->model, err)) {
 		ntx_err_prefix(err, "%s", o->plan_path);
 		return -1;
@@ -352,6 +399,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	c->engine = ntx_engine_new(c->model, &eo, err);
 	if (!c->engine)
 		return -1;
+	if (c->dmodel && open_draft_engine(c, &eo, err))
+		return -1;
 	{
 		struct ntx_engine_stats es;
 
@@ -370,6 +419,9 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 
 void run_close(struct run_ctx *c)
 {
+	ntx_engine_free(c->draft);
+	ntx_vocab_free(c->dvocab);
+	ntx_model_close(c->dmodel);
 	ntx_engine_free(c->engine);
 	ntx_vocab_free(c->vocab);
 	ntx_plan_free(c->plan);

@@ -64,7 +64,12 @@ static void usage(FILE *f)
 "      --skip FILE         skip the layer set of an ntx-skip-calib JSON\n"
 "      --skip-layers LIST  skip these layers (\"20-39\", \"3,5\")\n"
 "      --self-spec         self-speculative decoding (lossless)\n"
-"      --draft-k N         tokens drafted per step (default 4; adaptive unless given)\n"
+"  -md, --draft FILE       speculative decoding with a draft model of the same\n"
+"                          vocabulary (alias --model-draft; lossless)\n"
+"      --lookup N          prompt lookup: draft from n-gram matches (up to N\n"
+"                          tokens) in the prompt and the text so far\n"
+"      --draft-k N         tokens drafted per step, 1..64 (default: chosen every\n"
+"                          step from the measured acceptance and costs)\n"
 "      --draft-skip FILE   draft = full model minus this skip set (default: the\n"
 "                          plan's VRAM-resident layers)\n"
 "other modes:\n"
@@ -91,7 +96,7 @@ enum {
 	O_PIDS, O_CHAT, O_SYSTEM, O_NOBOS, O_NOPS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN,
 	O_RLAST, O_IGNEOS, O_SKIP, O_SKIPL, O_SPEC, O_DRAFTK, O_DRAFTSKIP, O_TOKENIZE,
 	O_PPL, O_BATCH, O_PARALLEL, O_JSON, O_BENCH, O_BPP, O_BTG, O_BREPS, O_STATS, O_DUMP,
-	O_FORCE
+	O_FORCE, O_DRAFT, O_LOOKUP
 };
 
 static const struct option longopts[] = {
@@ -127,6 +132,9 @@ static const struct option longopts[] = {
 	{ "skip", required_argument, NULL, O_SKIP },
 	{ "skip-layers", required_argument, NULL, O_SKIPL },
 	{ "self-spec", no_argument, NULL, O_SPEC },
+	{ "draft", required_argument, NULL, O_DRAFT },
+	{ "model-draft", required_argument, NULL, O_DRAFT },
+	{ "lookup", required_argument, NULL, O_LOOKUP },
 	{ "draft-k", required_argument, NULL, O_DRAFTK },
 	{ "draft-skip", required_argument, NULL, O_DRAFTSKIP },
 	{ "tokenize", no_argument, NULL, O_TOKENIZE },
@@ -205,12 +213,18 @@ static int check_modes(const struct run_opts *o)
 		return bad_use("--dump-logits applies to generation only");
 	if (!generate && o->force_ids)
 		return bad_use("--force-ids applies to generation only");
-	if (!generate && (o->self_spec || o->draft_skip || o->draft_k))
-		return bad_use("--self-spec, --draft-k and --draft-skip apply to generation only");
-	if (!o->self_spec && (o->draft_skip || o->draft_k))
-		return bad_use("--draft-k and --draft-skip need --self-spec");
-	if (o->self_spec && o->dump_logits)
-		return bad_use("--dump-logits cannot be combined with --self-spec");
+	if (!generate && (o->self_spec || o->draft_skip || o->lookup))
+		return bad_use("--self-spec, --lookup and --draft-skip apply to generation only");
+	if (!generate && !o->bench && (o->draft_path || o->draft_k))
+		return bad_use("--draft and --draft-k apply to generation and --bench");
+	if (o->self_spec && o->draft_path)
+		return bad_use("--draft and --self-spec exclude each other: the draft is either another model or the target's own layers");
+	if (!o->self_spec && o->draft_skip)
+		return bad_use("--draft-skip needs --self-spec");
+	if (!o->self_spec && !o->draft_path && !o->lookup && o->draft_k)
+		return bad_use("--draft-k needs --draft, --lookup or --self-spec");
+	if ((o->self_spec || o->draft_path || o->lookup) && o->dump_logits)
+		return bad_use("--dump-logits cannot be combined with speculative decoding");
 	if ((o->perplexity || o->bench) && (o->chat || o->system))
 		return bad_use("--chat and --system do not apply to --perplexity and --bench");
 	if (o->system && !o->chat && !o->batch)
@@ -245,7 +259,24 @@ int main(int argc, char **argv)
 		const char *a = optarg;
 
 		switch (ch) {
-		case 'm': o.model_path = a; break;
+		case 'm':
+			/* llama.cpp's -md FILE (the draft model): getopt reads it
+			 * as -m with the argument "d" */
+			if (!strcmp(argv[optind - 1], "-md")) {
+				if (optind >= argc) {
+					fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
+					return usage_error();
+				}
+				o.draft_path = argv[optind++];
+				break;
+			}
+			o.model_path = a;
+			break;
+		case O_DRAFT: o.draft_path = a; break;
+		case O_LOOKUP:
+			if (ntx_parse_int(a, 1, 16, &o.lookup, &err))
+				return bad_arg("--lookup", &err);
+			break;
 		case O_PLAN: o.plan_path = a; break;
 		case O_BACKEND:
 			if (!strcmp(a, "cpu"))

@@ -177,6 +177,50 @@ int run_n_threads(const struct run_opts *o)
 	return n > 0 ? (int)n : 1;
 }
 
+static int spec_on(const struct run_opts *o)
+{
+	return o->self_spec || o->draft_path || o->lookup;
+}
+
+static const char *spec_source(const struct run_opts *o)
+{
+	if (o->self_spec)
+		return o->lookup ? "lookup + self" : "self";
+	if (o->draft_path)
+		return o->lookup ? "lookup + draft model" : "draft model";
+	return "lookup";
+}
+
+static double share(double part, double whole)
+{
+	return whole > 0 ? 100.0 * part / whole : 0;
+}
+
+/* Tokens produced per target pass during generation: the first token comes
+ * from the prompt pass. */
+static double tokens_per_pass(const struct ntx_gen_stats *st)
+{
+	return st->n_full_passes ? (double)(st->n_gen - 1) / (double)st->n_full_passes : 0;
+}
+
+static json_t *spec_json(const struct run_opts *o, const struct ntx_gen_stats *st)
+{
+	return json_pack("{s:s, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
+			 "source", spec_source(o),
+			 "drafted", (json_int_t)st->n_drafted,
+			 "accepted", (json_int_t)st->n_accepted,
+			 "acceptance_rate",
+			 st->n_drafted ? (double)st->n_accepted / st->n_drafted : 0.0,
+			 "lookup_drafted", (json_int_t)st->n_lookup_drafted,
+			 "lookup_accepted", (json_int_t)st->n_lookup_accepted,
+			 "target_passes", (json_int_t)st->n_full_passes,
+			 "draft_passes", (json_int_t)st->n_draft_passes,
+			 "tokens_per_target_pass", tokens_per_pass(st),
+			 "t_draft_ms", st->t_draft_s * 1e3, "t_verify_ms", st->t_verify_s * 1e3,
+			 "draft_time_share", share(st->t_draft_s, st->t_gen_s) / 100.0,
+			 "verify_time_share", share(st->t_verify_s, st->t_gen_s) / 100.0);
+}
+
 static json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 {
 	json_t *j;
@@ -195,17 +239,8 @@ static json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 		      "prompt_tok_per_s", rate(st->n_prompt, st->t_prompt_s),
 		      "gen_tok_per_s", rate(st->n_gen - 1, st->t_gen_s),
 		      "stop_reason", ntx_stop_name(st->stop));
-	if (j && c->o->self_spec)
-		json_object_set_new(j, "self_spec",
-				    json_pack("{s:I, s:I, s:I, s:I, s:f, s:f}",
-					      "drafted", (json_int_t)st->n_drafted,
-					      "accepted", (json_int_t)st->n_accepted,
-					      "full_passes", (json_int_t)st->n_full_passes,
-					      "draft_passes", (json_int_t)st->n_draft_passes,
-					      "acceptance_rate",
-					      st->n_drafted ? (double)st->n_accepted / st->n_drafted : 0.0,
-					      "tokens_per_full_pass",
-					      st->n_full_passes ? (double)st->n_gen / st->n_full_passes : 0.0));
+	if (j && spec_on(c->o))
+		json_object_set_new(j, "speculative", spec_json(c->o, st));
 	if (j)
 		run_add_streaming_json(c, j);
 	return j;
@@ -278,12 +313,13 @@ static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
 		"\n" PROG ": prompt %d tokens, %.2f s (%.2f tok/s); generated %d tokens, %.2f s (%.2f tok/s); stop: %s\n",
 		st->n_prompt, st->t_prompt_s, rate(st->n_prompt, st->t_prompt_s), st->n_gen,
 		st->t_gen_s, rate(st->n_gen - 1, st->t_gen_s), ntx_stop_name(st->stop));
-	if (c->o->self_spec && st->n_full_passes)
+	if (spec_on(c->o) && st->n_full_passes)
 		fprintf(stderr,
-			PROG ": self-speculation: %lld drafted, %lld accepted (%.1f%%), %.2f tokens per full pass\n",
-			(long long)st->n_drafted, (long long)st->n_accepted,
+			PROG ": speculative (%s): %lld drafted, %lld accepted (%.1f%%), %.2f tokens per target pass; draft %.2f s (%.0f%%), verify %.2f s (%.0f%%)\n",
+			spec_source(c->o), (long long)st->n_drafted, (long long)st->n_accepted,
 			st->n_drafted ? 100.0 * st->n_accepted / st->n_drafted : 0.0,
-			(double)st->n_gen / st->n_full_passes);
+			tokens_per_pass(st), st->t_draft_s, share(st->t_draft_s, st->t_gen_s),
+			st->t_verify_s, share(st->t_verify_s, st->t_gen_s));
 	run_print_streaming(c);
 }
 
@@ -336,6 +372,8 @@ int mode_generate(struct run_ctx *c)
 	go.force = force;
 	go.n_force = n_force;
 	go.self_spec = o->self_spec;
+	go.draft = c->draft;
+	go.lookup = o->lookup;
 	go.draft_k = o->draft_k > 0 ? o->draft_k : 4;
 	go.adaptive_k = o->draft_k == 0;
 	go.draft_mask = c->draft_mask;

@@ -42,6 +42,8 @@ struct run_opts {
 	const char *skip_file;
 	const char *skip_layers;
 	int self_spec;
+	const char *draft_path;      /* --draft: a draft model of the same vocabulary */
+	int lookup;                  /* --lookup N: prompt lookup n-gram size */
 	int draft_k;
 	const char *draft_skip;
 	int batch;
@@ -75,6 +77,11 @@ struct run_ctx {
 	uint8_t *skip;               /* n_layer flags or NULL */
 	uint8_t *draft_mask;         /* n_layer flags or NULL */
 	uint8_t *eog;                /* n_vocab flags */
+	/* --draft: the draft model, its vocabulary (checked against the
+	 * target's) and its engine (resident on the target's backend) */
+	struct ntx_model *dmodel;
+	struct ntx_vocab *dvocab;
+	struct ntx_engine *draft;
 };
 
 /* Print "ntx-run: message" and return exit status 1 (or 2/3 by code). */

@@ -1,0 +1,197 @@
+/* spec.c - vocabulary check, prompt lookup and the choice of the draft
+ * length for speculative decoding (see spec.h). */
+#include "spec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- vocabulary check ---- */
+
+static const char *show_id(int32_t id, char *buf, size_t n)
+{
+	if (id == NTX_TOKEN_NONE)
+		snprintf(buf, n, "none");
+	else
+		snprintf(buf, n, "%d", id);
+	return buf;
+}
+
+int ntx_spec_check_vocab(const struct ntx_vocab *t, const struct ntx_vocab *d,
+			 struct ntx_err *err)
+{
+	static const struct {
+		const char *name;
+		int32_t (*get)(const struct ntx_vocab *);
+	} specials[] = {
+		{ "BOS", ntx_vocab_bos }, { "EOS", ntx_vocab_eos }, { "EOT", ntx_vocab_eot },
+		{ "EOM", ntx_vocab_eom }, { "unknown-token", ntx_vocab_unk },
+	};
+	int32_t n = ntx_vocab_n_tokens(t), i;
+	char a[16], b[16];
+	size_t k;
+
+	if (ntx_vocab_type(t) != ntx_vocab_type(d))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the draft's tokenizer is of another kind than the target's (SPM vs BPE)");
+	if (ntx_vocab_n_tokens(d) != n)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the draft has %d tokens, the target %d: a draft must share the target's vocabulary",
+				   ntx_vocab_n_tokens(d), n);
+	for (k = 0; k < sizeof specials / sizeof specials[0]; k++) {
+		int32_t x = specials[k].get(t), y = specials[k].get(d);
+
+		if (x != y)
+			return ntx_err_set(err, NTX_EINVAL,
+					   "the draft's %s id is %s, the target's %s",
+					   specials[k].name, show_id(y, a, sizeof a),
+					   show_id(x, b, sizeof b));
+	}
+	if (ntx_vocab_add_bos(t) != ntx_vocab_add_bos(d))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the draft %s BOS to a prompt and the target %s",
+				   ntx_vocab_add_bos(d) ? "adds" : "does not add",
+				   ntx_vocab_add_bos(t) ? "does" : "does not");
+	for (i = 0; i < n; i++) {
+		size_t lt, ld;
+		const char *st = ntx_vocab_token_text(t, i, &lt), *sd = ntx_vocab_token_text(d, i, &ld);
+
+		if (lt != ld || memcmp(st, sd, lt))
+			return ntx_err_set(err, NTX_EINVAL,
+					   "token %d differs: '%.*s' in the draft, '%.*s' in the target",
+					   i, (int)(ld > 40 ? 40 : ld), sd, (int)(lt > 40 ? 40 : lt), st);
+		if (ntx_vocab_token_type(t, i) != ntx_vocab_token_type(d, i))
+			return ntx_err_set(err, NTX_EINVAL,
+					   "token %d ('%.*s') has another type in the draft (%d) than in the target (%d)",
+					   i, (int)(lt > 40 ? 40 : lt), st,
+					   (int)ntx_vocab_token_type(d, i), (int)ntx_vocab_token_type(t, i));
+	}
+	return 0;
+}
+
+/* ---- prompt lookup ---- */
+
+int ntx_spec_lookup(const int32_t *hist, int n_hist, int ngram_max, int k_max, int32_t *out)
+{
+	int n;
+
+	if (k_max <= 0)
+		return 0;
+	for (n = ngram_max < n_hist - 1 ? ngram_max : n_hist - 1; n >= 1; n--) {
+		const int32_t *tail = hist + n_hist - n;
+		int j;
+
+		/* the match hist[j..j+n) must be followed by at least one token
+		 * before the tail: j + n < n_hist - n + n, i.e. j < n_hist - n */
+		for (j = n_hist - n - 1; j >= 0; j--) {
+			int m;
+
+			if (hist[j] != tail[0] || memcmp(hist + j, tail, (size_t)n * sizeof *hist))
+				continue;
+			m = n_hist - (j + n);
+			if (m > k_max)
+				m = k_max;
+			memcpy(out, hist + j + n, (size_t)m * sizeof *out);
+			return m;
+		}
+	}
+	return 0;
+}
+
+/* ---- draft length ---- */
+
+double ntx_spec_expected_tokens(double a, int k)
+{
+	if (a >= 1.0)
+		return k + 1;
+	if (a <= 0)
+		return 1;
+	return (1.0 - pow(a, k + 1)) / (1.0 - a);
+}
+
+void ntx_spec_tuner_init(struct ntx_spec_tuner *t, int k_max, int k_init)
+{
+	memset(t, 0, sizeof *t);
+	if (k_max > NTX_SPEC_KMAX)
+		k_max = NTX_SPEC_KMAX;
+	t->k_max = k_max < 1 ? 1 : k_max;
+	t->k_init = k_init < 1 ? 1 : k_init > t->k_max ? t->k_max : k_init;
+	t->t_draft = -1;
+}
+
+static void ema(double *x, double v)
+{
+	*x = *x > 0 ? 0.7 * *x + 0.3 * v : v;
+}
+
+void ntx_spec_tuner_observe_pass(struct ntx_spec_tuner *t, int n, double t_pass_s)
+{
+	if (n >= 1 && n <= NTX_SPEC_KMAX + 1 && t_pass_s > 0)
+		ema(&t->t_pass[n], t_pass_s);
+}
+
+void ntx_spec_tuner_observe(struct ntx_spec_tuner *t, int k, int n_acc, double t_draft_s,
+			    double t_pass_s, int model_draft)
+{
+	if (k < 1)
+		return;
+	/* a rejection ends the examined drafts: n_acc + 1 of them, or k */
+	t->acc = 0.9 * t->acc + n_acc;
+	t->examined = 0.9 * t->examined + (n_acc < k ? n_acc + 1 : k);
+	if (model_draft && t_draft_s > 0) {
+		double per = t_draft_s / k;
+
+		t->t_draft = t->t_draft > 0 ? 0.7 * t->t_draft + 0.3 * per : per;
+	}
+	ntx_spec_tuner_observe_pass(t, k + 1, t_pass_s);
+	t->n_obs++;
+}
+
+double ntx_spec_tuner_acceptance(const struct ntx_spec_tuner *t)
+{
+	return (t->acc + 1.0) / (t->examined + 2.0);
+}
+
+double ntx_spec_tuner_pass_cost(const struct ntx_spec_tuner *t, int n)
+{
+	int lo, hi;
+
+	if (n < 1)
+		n = 1;
+	if (n > NTX_SPEC_KMAX + 1)
+		n = NTX_SPEC_KMAX + 1;
+	if (t->t_pass[n] > 0)
+		return t->t_pass[n];
+	for (lo = n - 1; lo >= 1 && !(t->t_pass[lo] > 0); lo--)
+		;
+	for (hi = n + 1; hi <= NTX_SPEC_KMAX + 1 && !(t->t_pass[hi] > 0); hi++)
+		;
+	if (lo >= 1 && hi <= NTX_SPEC_KMAX + 1)
+		return t->t_pass[lo] + (t->t_pass[hi] - t->t_pass[lo]) * (n - lo) / (double)(hi - lo);
+	if (lo >= 1)
+		return t->t_pass[lo];
+	if (hi <= NTX_SPEC_KMAX + 1)
+		return t->t_pass[hi];
+	return 0;
+}
+
+int ntx_spec_tuner_pick(const struct ntx_spec_tuner *t, int model_draft)
+{
+	double a = ntx_spec_tuner_acceptance(t), best = -1;
+	double td = model_draft ? (t->t_draft > 0 ? t->t_draft : 0) : 0;
+	int k, kbest = t->k_init;
+
+	if (t->n_obs == 0)
+		return t->k_init;
+	for (k = 1; k <= t->k_max; k++) {
+		double cost = k * td + ntx_spec_tuner_pass_cost(t, k + 1);
+		double rate = cost > 0 ? ntx_spec_expected_tokens(a, k) / cost : 0;
+
+		/* ties go to the shorter draft (the same speed for less work) */
+		if (rate > best * 1.0001) {
+			best = rate;
+			kbest = k;
+		}
+	}
+	return kbest;
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bats
+# ntx-run --draft / --lookup: speculative decoding with a draft model of the
+# same vocabulary and with prompt lookup. Greedy output must equal plain
+# decoding on every placement the CPU runs (all in RAM, layers read from the
+# pack on disk), in --json mode too; stats report what was drafted and
+# accepted; bad drafts and bad options are one-line errors with the right
+# exit status (a crash never passes). CPU only, the trained tiny pair.
+
+load gguf_helpers
+
+setup_file() {
+	export RUN="$NTX_BIN/ntx-run"
+	export F="$NTX_FIXTURES"
+	export Q="$F/tinymodel/tinymodel-q8_0.gguf"
+	export DQ="$F/tinymodel/tinydraft-q8_0.gguf"
+	export DF="$F/tinymodel/tinydraft-f16.gguf"
+	export S="$F/models/stories260K.gguf"
+	export D="$BATS_FILE_TMPDIR"
+	[ -x "$RUN" ] || { echo "no $RUN (make first)" >&2; return 1; }
+	[ -f "$Q" ] && [ -f "$DQ" ] || { echo "no fixtures at '$F'" >&2; return 1; }
+	# the target with most of its layers read from a pack on disk
+	"$NTX_BIN/ntx-plan" "$Q" --vram-budget 0 --ram-budget 14M -c 512 --pack "$D/q.ntxp" \
+		-o "$D/disk.json"
+	"$NTX_BIN/ntx-pack" -q "$Q" --plan "$D/disk.json" --compress none
+	printf 'And the LORD said unto Moses, Speak unto the children of Israel, and say unto them,' >"$D/p1.txt"
+	printf 'The committee reported that' >"$D/p2.txt"
+	for p in p1 p2; do
+		"$RUN" -m "$Q" -q -f "$D/$p.txt" -n 96 --temp 0 -c 512 >"$D/$p.plain"
+	done
+}
+
+# spec_same PROMPT ARGS...: greedy output with ARGS equals plain decoding's
+spec_same() {
+	local p=$1
+	shift
+	run --separate-stderr "$RUN" -m "$Q" -q -f "$D/$p.txt" -n 96 --temp 0 -c 512 "$@"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(cat "$D/$p.plain")" ] || { echo "differs with $*: $output" >&2; return 1; }
+}
+
+@test "--draft: greedy output equals plain decoding (K adaptive, 1, 4, 8; -md and --model-draft)" {
+	for p in p1 p2; do
+		spec_same $p --draft "$DQ"
+		spec_same $p -md "$DQ" --draft-k 1
+		spec_same $p --model-draft "$DF" --draft-k 4
+		spec_same $p --draft "$DQ" --draft-k 8
+	done
+}
+
+@test "--lookup alone and with --draft: greedy output equals plain decoding" {
+	for p in p1 p2; do
+		spec_same $p --lookup 3
+		spec_same $p --lookup 1 --draft-k 6
+		spec_same $p --lookup 2 --draft "$DQ"
+	done
+}
+
+@test "--draft with the target's layers on disk (pack) equals plain decoding" {
+	run --separate-stderr "$RUN" --plan "$D/disk.json" -q -f "$D/p1.txt" -n 96 --temp 0
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(cat "$D/p1.plain")" ]
+	run --separate-stderr "$RUN" --plan "$D/disk.json" -q -f "$D/p1.txt" -n 96 --temp 0 \
+		--draft "$DQ" --lookup 2
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(cat "$D/p1.plain")" ]
+}
+
+@test "--draft --stats-json: drafted, accepted, tokens per target pass, time shares" {
+	run --separate-stderr "$RUN" -m "$Q" -f "$D/p1.txt" -n 96 --temp 0 -c 512 \
+		--draft "$DQ" --stats-json "$D/s.json"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"ntx-run: speculative (draft model): "*" drafted, "*" accepted ("*"%), "*" tokens per target pass; draft "*" s ("*"%), verify "*" s ("*"%)"* ]]
+	[ "$(json "$D/s.json" 'd["speculative"]["source"]')" = "draft model" ]
+	[ "$(json "$D/s.json" 'd["speculative"]["accepted"] > 0')" = true ]
+	[ "$(json "$D/s.json" 'd["speculative"]["accepted"] <= d["speculative"]["drafted"]')" = true ]
+	[ "$(json "$D/s.json" 'd["speculative"]["tokens_per_target_pass"] > 1')" = true ]
+	[ "$(json "$D/s.json" '0 < d["speculative"]["draft_time_share"] < 1')" = true ]
+	[ "$(json "$D/s.json" 'abs(d["speculative"]["acceptance_rate"] * d["speculative"]["drafted"] - d["speculative"]["accepted"]) < 1e-6')" = true ]
+}
+
+@test "--json with --draft: the summary's text equals plain decoding" {
+	run --separate-stderr "$RUN" -m "$Q" -f "$D/p2.txt" -n 96 --temp 0 -c 512 --draft "$DQ" --json
+	[ "$status" -eq 0 ]
+	echo "$output" | tail -1 >"$D/last.json"
+	[ "$(json "$D/last.json" 'd["event"]')" = done ]
+	[ "$(json "$D/last.json" 'd["text"]')" = "$(cat "$D/p2.plain")" ]
+	[ "$(json "$D/last.json" '"speculative" in d')" = true ]
+}
+
+@test "--draft at temp 0.8: the same seed gives the same text" {
+	run --separate-stderr "$RUN" -m "$Q" -q -f "$D/p1.txt" -n 48 --temp 0.8 -s 7 -c 512 --draft "$DQ" --draft-k 3
+	[ "$status" -eq 0 ]
+	a=$output
+	run --separate-stderr "$RUN" -m "$Q" -q -f "$D/p1.txt" -n 48 --temp 0.8 -s 7 -c 512 --draft "$DQ" --draft-k 3
+	[ "$status" -eq 0 ]
+	[ "$output" = "$a" ]
+	[ -n "$a" ]
+}
+
+# ---- refused before any work ----
+
+@test "a draft with another vocabulary: one-line error naming the difference, exit 1" {
+	"$NTX_BIN/ntx-gguf-gen" -q --vocab 8192 -o "$D/other.gguf"
+	run --separate-stderr "$RUN" -m "$Q" -p hi -n 4 --draft "$D/other.gguf"
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	[[ "$stderr" == "ntx-run: --draft $D/other.gguf: "* ]]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	run --separate-stderr "$RUN" -m "$Q" -p hi -n 4 --draft "$S"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == "ntx-run: --draft $S: "*"tokenizer"* ]]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+}
+
+@test "a corrupt or missing draft file: one-line error, exit 1" {
+	head -c 100000 "$DQ" >"$D/cut.gguf"
+	run --separate-stderr "$RUN" -m "$Q" -p hi -n 4 --draft "$D/cut.gguf"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == "ntx-run: --draft $D/cut.gguf: "* ]]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	run --separate-stderr "$RUN" -m "$Q" -p hi -n 4 --draft "$D/missing.gguf"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == "ntx-run: --draft $D/missing.gguf: "* ]]
+}
+
+@test "--draft with --self-spec, --draft-k 0 or 65, -md without a file: usage errors (exit 2)" {
+	run --separate-stderr "$RUN" -m "$Q" -p hi --draft "$DQ" --self-spec
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --draft and --self-spec exclude each other"* ]]
+	for k in 0 65 x; do
+		run --separate-stderr "$RUN" -m "$Q" -p hi --draft "$DQ" --draft-k $k
+		[ "$status" -eq 2 ]
+		[[ "$stderr" == "ntx-run: --draft-k: "* ]]
+	done
+	run --separate-stderr "$RUN" -m "$Q" -p hi -md
+	[ "$status" -eq 2 ]
+	run --separate-stderr "$RUN" -m "$Q" -p hi --lookup 0
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --lookup: "* ]]
+	run --separate-stderr "$RUN" -m "$Q" --perplexity x --draft "$DQ"
+	[ "$status" -eq 2 ]
+	run --separate-stderr "$RUN" -m "$Q" -p hi --lookup 2 --dump-logits "$D/x.f32"
+	[ "$status" -eq 2 ]
+	[ ! -e "$D/x.f32" ]
+}

@@ -1,0 +1,365 @@
+/* test_spec.c - speculative decoding with a draft model and prompt lookup:
+ *   - the pure parts: n-gram lookup, expected tokens, the choice of K;
+ *   - the vocabulary check (the trained pair passes, other vocabularies are
+ *     refused with the first difference named);
+ *   - greedy output with a draft model, with lookup and with both equals
+ *     plain decoding, for fixed K (1, 3, 8) and adaptive K, with a
+ *     repetition penalty too, on the trained tiny pair and on stories260K
+ *     with an unrelated draft (nothing accepted);
+ *   - sampling: the distribution of the 2nd and 3rd generated tokens is
+ *     unchanged (two-sample chi-square, p >= 0.001 as test_selfspec), with a
+ *     draft model and with lookup drafts (one-hot q). Seeds are fixed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "generate.h"
+#include "model.h"
+#include "spec.h"
+#include "t.h"
+#include "tokenizer.h"
+
+/* ---- pure parts ---- */
+
+static void lookup_cases(void)
+{
+	static const int32_t h1[] = { 5, 6, 7, 8, 9, 5, 6, 7 };
+	static const int32_t h2[] = { 1, 2, 3, 9, 2, 3, 4, 2, 3 };
+	static const int32_t h3[] = { 1, 2, 3, 4 };
+	int32_t out[8];
+	int n;
+
+	n = ntx_spec_lookup(h1, 8, 3, 4, out);
+	t_ok(n == 4 && out[0] == 8 && out[1] == 9 && out[2] == 5 && out[3] == 6,
+	     "lookup: '5 6 7' again drafts what followed it (%d)", n);
+	n = ntx_spec_lookup(h1, 8, 3, 1, out);
+	t_ok(n == 1 && out[0] == 8, "lookup: at most k_max tokens");
+	/* "2 3" occurs twice before the tail: the most recent match wins */
+	n = ntx_spec_lookup(h2, 9, 2, 4, out);
+	t_ok(n == 3 && out[0] == 4 && out[1] == 2 && out[2] == 3,
+	     "lookup: the most recent match (%d: %d)", n,
+	     n ? out[0] : -1);
+	n = ntx_spec_lookup(h3, 4, 3, 4, out);
+	t_ok(n == 0, "lookup: no match, no draft");
+	n = ntx_spec_lookup(h1, 1, 3, 4, out);
+	t_ok(n == 0, "lookup: a one-token history has nothing to match");
+	n = ntx_spec_lookup(h1, 8, 3, 0, out);
+	t_ok(n == 0, "lookup: k_max 0 drafts nothing");
+}
+
+static void tuner_cases(void)
+{
+	struct ntx_spec_tuner t;
+	int i, k;
+
+	t_ok(fabs(ntx_spec_expected_tokens(0.5, 3) - 1.875) < 1e-12 &&
+		     ntx_spec_expected_tokens(1.0, 4) == 5 && ntx_spec_expected_tokens(0, 7) == 1,
+	     "expected tokens: (1 - a^(K+1)) / (1 - a)");
+	ntx_spec_tuner_init(&t, 16, 4);
+	t_ok(ntx_spec_tuner_pick(&t, 1) == 4, "tuner: K starts at its initial value");
+	/* a PCIe-bound target: a pass costs the same for 1..17 tokens, the
+	 * draft 1% of a pass, acceptance 0.8: long drafts pay */
+	for (i = 0; i < 20; i++) {
+		ntx_spec_tuner_observe(&t, 4, 3, 4 * 0.001, 0.1, 1);
+		ntx_spec_tuner_observe(&t, 8, 7, 8 * 0.001, 0.1, 1);
+	}
+	k = ntx_spec_tuner_pick(&t, 1);
+	t_ok(k >= 12, "tuner: flat pass cost, cheap draft, acceptance ~0.8: K = %d >= 12", k);
+	/* a CPU-bound target: a pass of n tokens costs n, acceptance ~0.3 */
+	ntx_spec_tuner_init(&t, 16, 4);
+	for (i = 0; i < 30; i++) {
+		ntx_spec_tuner_observe(&t, 4, i % 3 == 0, 4 * 0.05, 0.5, 1);
+		ntx_spec_tuner_observe(&t, 2, i % 2, 2 * 0.05, 0.3, 1);
+		ntx_spec_tuner_observe_pass(&t, 1, 0.1);
+	}
+	k = ntx_spec_tuner_pick(&t, 1);
+	t_ok(k <= 2, "tuner: pass cost grows per token, acceptance ~0.3: K = %d <= 2", k);
+	t_ok(fabs(ntx_spec_tuner_pass_cost(&t, 4) - (0.3 + 0.5) / 2) < 0.05,
+	     "tuner: an unseen width is interpolated (%.3f)", ntx_spec_tuner_pass_cost(&t, 4));
+}
+
+/* ---- engines ---- */
+
+struct cap {
+	int32_t tok[96];
+	int n;
+};
+
+static int on_tok(void *p, int32_t t)
+{
+	struct cap *c = p;
+
+	if (c->n < 96)
+		c->tok[c->n++] = t;
+	return 0;
+}
+
+struct src {
+	struct ntx_engine *draft;
+	int lookup, k; /* k 0: adaptive */
+};
+
+static int gen(struct ntx_engine *e, const int32_t *prompt, int np, int n, float temp,
+	       float penalty, uint64_t seed, const struct src *s, struct cap *c,
+	       struct ntx_gen_stats *st)
+{
+	struct ntx_gen_opts o;
+	struct ntx_gen_stats st0;
+	struct ntx_err err;
+
+	memset(&o, 0, sizeof o);
+	ntx_sampler_defaults(&o.sp);
+	o.sp.temp = temp;
+	o.sp.seed = seed;
+	o.sp.top_k = 12;
+	o.sp.top_p = 1.0f;
+	o.sp.min_p = 0;
+	o.sp.repeat_penalty = penalty;
+	o.n_predict = n;
+	if (s) {
+		o.draft = s->draft;
+		o.lookup = s->lookup;
+		o.draft_k = s->k ? s->k : 4;
+		o.adaptive_k = s->k == 0;
+	}
+	c->n = 0;
+	if (ntx_generate(e, 0, prompt, np, &o, on_tok, c, st ? st : &st0, &err)) {
+		t_diag("generate: %s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static struct ntx_engine *open_engine(const char *rel, struct ntx_model **m,
+				      struct ntx_vocab **v)
+{
+	char path[512];
+	struct ntx_err err;
+	struct ntx_engine_opts eo;
+
+	snprintf(path, sizeof path, "%s/%s", t_fixtures(), rel);
+	*m = ntx_model_open(path, 0, &err);
+	if (!*m)
+		return NULL;
+	if (v)
+		*v = ntx_vocab_load((*m)->gguf, &err);
+	memset(&eo, 0, sizeof eo);
+	eo.backend = NTX_BACKEND_CPU;
+	eo.n_ctx = 256;
+	eo.n_threads = 2;
+	return ntx_engine_new(*m, &eo, &err);
+}
+
+static void vocab_cases(void)
+{
+	static const char *same[] = { "tinymodel/tinymodel-q4_k_m.gguf", "tinymodel/tinydraft-f16.gguf" };
+	static const char *other[] = { "vocab/ggml-vocab-llama3.gguf", "models/stories260K.gguf" };
+	struct ntx_model *m[4] = { 0 };
+	struct ntx_vocab *v[4] = { 0 };
+	struct ntx_err err;
+	char path[512];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", t_fixtures(), i < 2 ? same[i] : other[i - 2]);
+		m[i] = ntx_model_open(path, NTX_MODEL_VOCAB_ONLY, &err);
+		v[i] = m[i] ? ntx_vocab_load(m[i]->gguf, &err) : NULL;
+	}
+	if (t_ok(v[0] && v[1] && v[2] && v[3], "vocab: four vocabularies load")) {
+		t_ok(ntx_spec_check_vocab(v[0], v[1], &err) == 0,
+		     "vocab: the trained draft shares the tiny model's vocabulary");
+		t_ok(ntx_spec_check_vocab(v[0], v[2], &err) == -1 && strstr(err.msg, "tokens"),
+		     "vocab: a vocabulary of another size is refused (%s)", err.msg);
+		t_ok(ntx_spec_check_vocab(v[0], v[3], &err) == -1 && strstr(err.msg, "SPM"),
+		     "vocab: an SPM vocabulary cannot draft for a BPE one (%s)", err.msg);
+		t_ok(ntx_spec_check_vocab(v[0], v[0], &err) == 0, "vocab: a vocabulary drafts for itself");
+	}
+	for (i = 0; i < 4; i++) {
+		ntx_vocab_free(v[i]);
+		ntx_model_close(m[i]);
+	}
+}
+
+static void greedy_pair(const char *target, const char *draft, const int32_t *prompt, int np,
+			const char *what)
+{
+	struct ntx_model *mt, *md;
+	struct ntx_engine *et = open_engine(target, &mt, NULL), *ed = open_engine(draft, &md, NULL);
+	static const int ks[] = { 1, 3, 8, 0 };
+	struct cap ref, c;
+	struct ntx_gen_stats st;
+	int i, n = 80, same;
+	int64_t acc = 0;
+
+	if (!t_ok(et && ed, "%s: engines", what))
+		goto out;
+	if (gen(et, prompt, np, n, 0, 1.0f, 1, NULL, &ref, NULL) || ref.n != n) {
+		t_ok(0, "%s: plain decoding", what);
+		goto out;
+	}
+	for (i = 0; i < 4; i++) {
+		struct src s = { ed, 0, ks[i] };
+
+		same = gen(et, prompt, np, n, 0, 1.0f, 1, &s, &c, &st) == 0 && c.n == n &&
+		       !memcmp(ref.tok, c.tok, (size_t)n * sizeof(int32_t));
+		acc += st.n_accepted;
+		t_ok(same, "%s: greedy with the draft model (k %s%d) equals plain decoding (%lld of %lld accepted)",
+		     what, ks[i] ? "" : "adaptive from ", ks[i] ? ks[i] : 4,
+		     (long long)st.n_accepted, (long long)st.n_drafted);
+	}
+	{
+		struct src s = { NULL, 3, 0 }, s2 = { ed, 2, 0 }, s3 = { NULL, 1, 5 };
+
+		t_ok(gen(et, prompt, np, n, 0, 1.0f, 1, &s, &c, &st) == 0 && c.n == n &&
+			     !memcmp(ref.tok, c.tok, (size_t)n * sizeof(int32_t)),
+		     "%s: greedy with --lookup 3 equals plain decoding (%lld of %lld accepted)", what,
+		     (long long)st.n_accepted, (long long)st.n_drafted);
+		t_ok(gen(et, prompt, np, n, 0, 1.0f, 1, &s2, &c, &st) == 0 && c.n == n &&
+			     !memcmp(ref.tok, c.tok, (size_t)n * sizeof(int32_t)),
+		     "%s: greedy with lookup and the draft model equals plain decoding (lookup %lld, all %lld drafted)",
+		     what, (long long)st.n_lookup_drafted, (long long)st.n_drafted);
+		t_ok(gen(et, prompt, np, n, 0, 1.0f, 1, &s3, &c, &st) == 0 && c.n == n &&
+			     !memcmp(ref.tok, c.tok, (size_t)n * sizeof(int32_t)),
+		     "%s: greedy with --lookup 1 --draft-k 5 equals plain decoding", what);
+	}
+	{
+		struct src s = { ed, 2, 4 };
+		struct cap pref;
+
+		same = gen(et, prompt, np, 64, 0, 1.3f, 1, NULL, &pref, NULL) == 0 &&
+		       gen(et, prompt, np, 64, 0, 1.3f, 1, &s, &c, NULL) == 0 && c.n == 64 &&
+		       !memcmp(pref.tok, c.tok, 64 * sizeof(int32_t));
+		t_ok(same, "%s: greedy with --repeat-penalty 1.3, draft and lookup equals plain decoding",
+		     what);
+	}
+	t_diag("%s: %lld drafts accepted over the four draft lengths", what, (long long)acc);
+out:
+	ntx_engine_free(et);
+	ntx_engine_free(ed);
+	ntx_model_close(mt);
+	ntx_model_close(md);
+}
+
+/* The same chi-square homogeneity test as test_selfspec.c. */
+static double chi2(const int *x, const int *y, int n, int *df)
+{
+	double sx = 0, sy = 0, stat = 0, px = 0, py = 0;
+	int i, cats = 0;
+
+	for (i = 0; i < n; i++) {
+		sx += x[i];
+		sy += y[i];
+	}
+	for (i = 0; i < n; i++) {
+		double tot = x[i] + y[i], ex = tot * sx / (sx + sy), ey = tot * sy / (sx + sy);
+
+		if (ex < 10 || ey < 10) {
+			px += x[i];
+			py += y[i];
+			continue;
+		}
+		stat += (x[i] - ex) * (x[i] - ex) / ex + (y[i] - ey) * (y[i] - ey) / ey;
+		cats++;
+	}
+	if (px + py > 0) {
+		double tot = px + py, ex = tot * sx / (sx + sy), ey = tot * sy / (sx + sy);
+
+		stat += (px - ex) * (px - ex) / ex + (py - ey) * (py - ey) / ey;
+		cats++;
+	}
+	*df = cats - 1;
+	return stat;
+}
+
+static double chi2_p(double x, int df)
+{
+	double k = df, z;
+
+	if (df < 1)
+		return 1;
+	z = (pow(x / k, 1.0 / 3) - (1 - 2 / (9 * k))) / sqrt(2 / (9 * k));
+	return 0.5 * erfc(z / sqrt(2));
+}
+
+/* Tokens 2 and 3 of N sampled generations, plain vs speculative with s. */
+static void sampling_case(struct ntx_engine *e, int V, const int32_t *prompt, int np,
+			  const struct src *s, const char *what)
+{
+	int *cnt[2][2], i, k, pos, df, N = 3000;
+	int64_t acc = 0, drafted = 0;
+	struct cap c;
+	struct ntx_gen_stats st;
+
+	for (k = 0; k < 2; k++)
+		for (pos = 0; pos < 2; pos++)
+			cnt[k][pos] = calloc((size_t)V, sizeof(int));
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < N; i++) {
+			if (gen(e, prompt, np, 3, 1.0f, 1.0f, (uint64_t)(1000003 * k + i), k ? s : NULL,
+				&c, &st) || c.n != 3)
+				break;
+			cnt[k][0][c.tok[1]]++;
+			cnt[k][1][c.tok[2]]++;
+			if (k) {
+				acc += st.n_accepted;
+				drafted += st.n_drafted;
+			}
+		}
+		t_ok(i == N, "%s: %d %s generations", what, N, k ? "speculative" : "plain");
+	}
+	t_ok(acc > 0 && acc < drafted, "%s: some drafts accepted, some rejected (%lld of %lld)", what,
+	     (long long)acc, (long long)drafted);
+	for (pos = 0; pos < 2; pos++) {
+		double x = chi2(cnt[0][pos], cnt[1][pos], V, &df), p = chi2_p(x, df);
+
+		t_ok(df >= 3 && p >= 1e-3,
+		     "%s: token %d distribution unchanged (chi2 %.1f, df %d, p %.3g >= 0.001)", what,
+		     pos + 2, x, df, p);
+	}
+	for (k = 0; k < 2; k++)
+		for (pos = 0; pos < 2; pos++)
+			free(cnt[k][pos]);
+}
+
+static void sampling_cases(void)
+{
+	struct ntx_model *mt, *md;
+	struct ntx_engine *et = open_engine("models/stories260K.gguf", &mt, NULL);
+	struct ntx_engine *ed = open_engine("models/ref-a-q8_0.gguf", &md, NULL);
+	static const int32_t prompt[] = { 1, 403, 407, 261, 378 };
+	/* a prompt that repeats itself, so that lookup drafts at once */
+	static const int32_t rep[] = { 1, 403, 407, 261, 378, 403, 407, 261, 378, 403 };
+
+	if (t_ok(et && ed, "stories260K + ref-a-q8_0: engines")) {
+		struct src s = { ed, 0, 2 }, l = { NULL, 2, 2 };
+
+		sampling_case(et, (int)mt->cfg.n_vocab, prompt, 5, &s, "stories260K, draft ref-a-q8_0");
+		sampling_case(et, (int)mt->cfg.n_vocab, rep, 10, &l, "stories260K, lookup");
+	}
+	ntx_engine_free(et);
+	ntx_engine_free(ed);
+	ntx_model_close(mt);
+	ntx_model_close(md);
+}
+
+int main(void)
+{
+	/* BOS "And the LORD said unto Moses," and BOS "A computer is" */
+	static const int32_t p0[] = { 8187, 697, 259, 481, 483, 430, 1323, 11 };
+	static const int32_t p1[] = { 8187, 32, 1823, 320 };
+	static const int32_t s0[] = { 1, 403, 407, 261 };
+
+	lookup_cases();
+	tuner_cases();
+	vocab_cases();
+	greedy_pair("tinymodel/tinymodel-q8_0.gguf", "tinymodel/tinydraft-q8_0.gguf", p0, 8,
+		    "tiny pair (bible prompt)");
+	greedy_pair("tinymodel/tinymodel-q4_k_m.gguf", "tinymodel/tinydraft-f16.gguf", p1, 4,
+		    "tiny pair q4_k_m (short prompt)");
+	greedy_pair("models/stories260K.gguf", "models/ref-a-q4_0.gguf", s0, 4,
+		    "stories260K, unrelated draft");
+	sampling_cases();
+	return t_done();
+}
