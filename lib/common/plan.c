@@ -298,8 +298,13 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 	uint64_t ram_gpu = 0, ram_cpu = 0, disk_gpu = 0, disk_cpu = 0, vram_gpu = 0;
 	int n_gpu = 0, n_cpu = 0, n_disk = 0, n_vram = 0, n_ram = 0, l;
 	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t, cpu_s_per_byte;
+	/* tokens per pass: the sequences of a batch, or a verification pass of
+	 * K + 1 tokens with a draft model */
 	int n_seq = p->n_seq > 0 ? p->n_seq : 1;
 	char a[32], b[32], c[32], d[32], e[32], g[32], h[32], k[32], x[32];
+
+	if (p->n_verify > n_seq)
+		n_seq = p->n_verify;
 
 	if (f)
 		memset(f, 0, sizeof *f);
@@ -389,6 +394,7 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 		v = ntx_plan_sat_add(v, p->kv_vram_bytes);
 		v = ntx_plan_sat_add(v, p->workspace_bytes);
 		v = ntx_plan_sat_add(v, p->ring_bytes);
+		v = ntx_plan_sat_add(v, p->draft_vram_bytes);
 		p->vram_used_bytes = ntx_plan_sat_add(v, p->margin_bytes);
 	}
 	{
@@ -460,6 +466,15 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 	p->t_overhead_ms = ntx_plan_round6(t_ovh * 1e3);
 	p->t_total_ms = ntx_plan_round6(t * 1e3);
 	p->predicted_tok_per_s = t > 0 ? ntx_plan_round6((p->n_seq > 0 ? p->n_seq : 1) / t) : 0;
+	p->predicted_spec_tok_per_s = 0;
+	if (p->draft_path && p->n_verify > 1 && t > 0) {
+		/* (1 - a^(K+1)) / (1 - a) tokens per K drafts and one pass */
+		int K = p->n_verify - 1;
+		double acc = p->draft_accept, toks = acc >= 1 ? K + 1 : (1 - pow(acc, K + 1)) / (1 - acc);
+
+		p->predicted_spec_tok_per_s =
+			ntx_plan_round6(toks / (t + K * p->draft_token_ms * 1e-3));
+	}
 	if (f) {
 		f->t = t;
 		f->t_nondisk = t_comp > t_link ? t_comp : t_link;
@@ -766,7 +781,7 @@ static int validate_inputs(const struct ntx_plan_model *pm, const struct ntx_pla
 	return 0;
 }
 
-int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
+static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
 		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
 {
 	struct ntx_plan *p;
@@ -865,6 +880,25 @@ int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *
 		goto fail;
 	}
 	p->kv_layer_bytes = ntx_plan_kv_layer_bytes(pm, p->n_ctx, p->kv_type, p->n_seq);
+	p->n_verify = 1;
+	if (o->draft_path) {
+		p->draft_path = strdup(o->draft_path);
+		if (!p->draft_path) {
+			ntx_err_set(err, NTX_ENOMEM, "out of memory");
+			goto fail;
+		}
+		if (!s.gpu) {
+			ntx_err_set(err, NTX_EINVAL,
+				    "--draft plans a draft resident in VRAM, but the VRAM budget is 0");
+			goto fail;
+		}
+		p->draft_vram_bytes = o->draft_vram_bytes;
+		p->n_verify = (o->draft_k > 0 ? o->draft_k : 8) + 1;
+		p->draft_accept = o->draft_accept > 0 ? o->draft_accept : 0.7;
+		p->draft_token_ms = ntx_plan_round6(
+			((double)o->draft_token_bytes / (hw->gpu_gbps > 0 ? hw->gpu_gbps * 1e9 : 2e12) +
+			 (o->draft_layers + 1) * NTX_PLAN_LAYER_OVERHEAD_S) * 1e3);
+	}
 
 	/* layers, skip set, priority */
 	for (l = 0; l < pm->n_layer; l++) {
@@ -898,6 +932,8 @@ int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *
 	if (s.gpu) {
 		uint64_t ws = ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq);
 		uint64_t res = ntx_plan_sat_add(ntx_plan_sat_add(ws, p->margin_bytes), pm->other_bytes);
+
+		res = ntx_plan_sat_add(res, p->draft_vram_bytes);
 		uint64_t kv = o->executor == NTX_POLICY_CPU ? 0 : kv_all;
 
 		fixed = ntx_plan_sat_add(kv, res);
@@ -1008,5 +1044,53 @@ void ntx_plan_free(struct ntx_plan *p)
 	ntx_plan_model_free(&p->model);
 	free(p->layers);
 	free(p->pack_path);
+	free(p->draft_path);
 	free(p);
+}
+
+void ntx_plan_draft_bytes(const struct ntx_plan_model *dm, int n_ctx, enum ntx_kv_type kv,
+			  int n_seq, uint64_t *vram, uint64_t *per_token)
+{
+	uint64_t w = ntx_plan_sat_add(dm->other_bytes, head_bytes(dm)), v;
+	int l;
+
+	if (!dm->output_tied)
+		w = ntx_plan_sat_add(w, dm->tok_embd_bytes);
+	for (l = 0; l < dm->n_layer; l++)
+		w = ntx_plan_sat_add(w, dm->layer_bytes[l]);
+	v = ntx_plan_sat_add(w, ntx_plan_sat_mul(ntx_plan_kv_layer_bytes(dm, n_ctx, kv, n_seq),
+						 (uint64_t)dm->n_layer));
+	v = ntx_plan_sat_add(v, ntx_plan_workspace_bytes(dm, n_ctx, 0, n_seq));
+	*vram = v;
+	*per_token = w - (dm->output_tied ? 0 : dm->tok_embd_bytes);
+}
+
+/* With a draft and no fixed K: the plan (and K) that predicts the most
+ * tokens per second; passes of K + 1 tokens cost more on CPU-executed
+ * layers, so each K gets its own placement. */
+int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
+		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
+{
+	static const int ks[] = { 1, 2, 3, 4, 6, 8, 12, 16 };
+	struct ntx_plan_opts oo = *o;
+	struct ntx_plan *best = NULL, *q;
+	size_t i;
+
+	if (!o->draft_path || o->draft_k > 0)
+		return plan_compute_one(pm, hw, o, out, err);
+	for (i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+		oo.draft_k = ks[i];
+		if (plan_compute_one(pm, hw, &oo, &q, err)) {
+			ntx_plan_free(best);
+			return -1;
+		}
+		if (!best || q->predicted_spec_tok_per_s > best->predicted_spec_tok_per_s) {
+			ntx_plan_free(best);
+			best = q;
+		} else {
+			ntx_plan_free(q);
+		}
+	}
+	*out = best;
+	return 0;
 }

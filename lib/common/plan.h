@@ -154,6 +154,16 @@ struct ntx_plan {
 	uint64_t pack_bytes;       /* pack file size estimate (disk budget use) */
 	/* predicted time per token, ms */
 	double t_resident_ms, t_link_ms, t_disk_ms, t_cpu_ms, t_overhead_ms, t_total_ms;
+	/* speculative decoding with a resident draft model (ntx-plan --draft):
+	 * the target is planned for passes of n_verify = K + 1 tokens (the
+	 * estimate above is then one such pass); the draft's weights, KV cache
+	 * and workspace are reserved in VRAM */
+	int n_verify;               /* 1 = no draft */
+	char *draft_path;           /* NULL: no draft */
+	uint64_t draft_vram_bytes;
+	double draft_token_ms;      /* predicted time of one drafted token */
+	double draft_accept;        /* the acceptance the prediction assumes */
+	double predicted_spec_tok_per_s;
 };
 
 /* Options of ntx-plan (overrides). Zero / negative values mean "detect". */
@@ -178,6 +188,14 @@ struct ntx_plan_opts {
 	int64_t disk_budget;  /* -1 = detect (free space at the pack path) */
 	int n_ubatch;         /* 0 = NTX_PLAN_DEFAULT_UBATCH */
 	int ring_slots;       /* 0 = NTX_PLAN_DEFAULT_RING_SLOTS; >= 2 */
+	/* a resident draft model: its VRAM (weights + KV + workspace), the
+	 * weight bytes it reads per drafted token and its layer count; K
+	 * (draft_k, 0 = the K whose plan predicts the most tok/s) and the
+	 * assumed acceptance (0 = 0.7) */
+	const char *draft_path;
+	uint64_t draft_vram_bytes, draft_token_bytes;
+	int draft_layers, draft_k;
+	double draft_accept;
 };
 
 /* Options with every override unset ("detect"/defaults). */
@@ -212,6 +230,11 @@ uint64_t ntx_plan_kv_layer_bytes(const struct ntx_plan_model *pm, int n_ctx,
  * or another code for bad input. The plan takes a copy of pm. */
 int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
 		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err);
+
+/* The VRAM a resident draft model needs (weights, KV cache for n_ctx and
+ * n_seq, workspace) and the weight bytes it reads per token. */
+void ntx_plan_draft_bytes(const struct ntx_plan_model *dm, int n_ctx, enum ntx_kv_type kv,
+			  int n_seq, uint64_t *vram, uint64_t *per_token);
 
 /* Recompute the reserves, the accounting and the estimate of a plan from its
  * layers' homes and executors (after a hand edit, say), with ring_slots ring

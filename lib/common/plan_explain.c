@@ -181,6 +181,10 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 	sb_printf(&b, "time per step: max(link %.4g ms, disk %.4g ms, resident %.4g + CPU %.4g + overhead %.4g ms) = %.4g ms (%s): %.4g tok/s predicted\n",
 		  p->t_link_ms, p->t_disk_ms, p->t_resident_ms, p->t_cpu_ms, p->t_overhead_ms,
 		  p->t_total_ms, bound, p->predicted_tok_per_s);
+	if (p->draft_path)
+		sb_printf(&b, "draft %s: %s VRAM, %.4g ms per drafted token; the target planned for passes of %d tokens (K = %d): %.4g tok/s predicted at acceptance %.2f\n",
+			  p->draft_path, sz(p->draft_vram_bytes, a), p->draft_token_ms, p->n_verify,
+			  p->n_verify - 1, p->predicted_spec_tok_per_s, p->draft_accept);
 	if (b.oom) {
 		free(b.s);
 		return NULL;

@@ -233,6 +233,18 @@ char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err)
 		put(&w, o, "total_ms", json_real(p->t_total_ms));
 		put(&w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
 	}
+	if (p->draft_path) {
+		o = json_object();
+		put(&w, root, "draft", o);
+		if (o) {
+			put(&w, o, "path", json_string(p->draft_path));
+			put(&w, o, "vram_bytes", jbytes(p->draft_vram_bytes));
+			put(&w, o, "k", json_integer(p->n_verify - 1));
+			put(&w, o, "accept", json_real(p->draft_accept));
+			put(&w, o, "token_ms", json_real(p->draft_token_ms));
+			put(&w, o, "predicted_tok_per_s", json_real(p->predicted_spec_tok_per_s));
+		}
+	}
 	if (!w.ok)
 		goto oom;
 	text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
@@ -665,6 +677,27 @@ struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *na
 		for (i = 0; i < sizeof tkeys / sizeof tkeys[0]; i++)
 			if (ntx_jrd_dbl(&r, o, "estimate", tkeys[i], 0, 1e30, 0, &d))
 				goto fail;
+	}
+	/* an optional draft (ntx-plan --draft): its VRAM and verification
+	 * width enter the accounting below */
+	p->n_verify = 1;
+	if (json_object_get(root, "draft")) {
+		const char *dp;
+		int k;
+
+		if (ntx_jrd_obj(&r, root, "", "draft", &o, kp) ||
+		    ntx_jrd_str(&r, o, "draft", "path", 0, &dp) ||
+		    ntx_jrd_bytes(&r, o, "draft", "vram_bytes", &p->draft_vram_bytes) ||
+		    ntx_jrd_int(&r, o, "draft", "k", 1, 64, &k) ||
+		    ntx_jrd_dbl(&r, o, "draft", "accept", 0, 1, 1, &p->draft_accept) ||
+		    ntx_jrd_dbl(&r, o, "draft", "token_ms", 0, 1e9, 0, &p->draft_token_ms))
+			goto fail;
+		p->draft_path = strdup(dp);
+		if (!p->draft_path) {
+			ntx_err_set(err, NTX_ENOMEM, "out of memory");
+			goto fail;
+		}
+		p->n_verify = k + 1;
 	}
 	if (p->vram_budget == 0) {
 		int l;

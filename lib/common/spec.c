@@ -175,23 +175,30 @@ double ntx_spec_tuner_pass_cost(const struct ntx_spec_tuner *t, int n)
 	return 0;
 }
 
-int ntx_spec_tuner_pick(const struct ntx_spec_tuner *t, int model_draft)
+int ntx_spec_best_k(const struct ntx_spec_tuner *t, double a, double t_draft, double *rate)
 {
-	double a = ntx_spec_tuner_acceptance(t), best = -1;
-	double td = model_draft ? (t->t_draft > 0 ? t->t_draft : 0) : 0;
-	int k, kbest = t->k_init;
+	double best = -1;
+	int k, kbest = 1;
 
-	if (t->n_obs == 0)
-		return t->k_init;
 	for (k = 1; k <= t->k_max; k++) {
-		double cost = k * td + ntx_spec_tuner_pass_cost(t, k + 1);
-		double rate = cost > 0 ? ntx_spec_expected_tokens(a, k) / cost : 0;
+		double cost = k * t_draft + ntx_spec_tuner_pass_cost(t, k + 1);
+		double r = cost > 0 ? ntx_spec_expected_tokens(a, k) / cost : 0;
 
 		/* ties go to the shorter draft (the same speed for less work) */
-		if (rate > best * 1.0001) {
-			best = rate;
+		if (r > best * 1.0001) {
+			best = r;
 			kbest = k;
 		}
 	}
+	if (rate)
+		*rate = best > 0 ? best : 0;
 	return kbest;
+}
+
+int ntx_spec_tuner_pick(const struct ntx_spec_tuner *t, int model_draft)
+{
+	if (t->n_obs == 0)
+		return t->k_init;
+	return ntx_spec_best_k(t, ntx_spec_tuner_acceptance(t),
+			       model_draft && t->t_draft > 0 ? t->t_draft : 0, NULL);
 }

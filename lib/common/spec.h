@@ -63,5 +63,9 @@ double ntx_spec_tuner_pass_cost(const struct ntx_spec_tuner *t, int n);
 /* K in [1, k_max] that maximizes expected tokens per second; k_init until
  * a step has been observed. With model_draft 0 drafting costs nothing. */
 int ntx_spec_tuner_pick(const struct ntx_spec_tuner *t, int model_draft);
+/* The same choice for a given acceptance a and drafting cost t_draft
+ * (seconds per token), from the pass costs t has seen; *rate (may be NULL)
+ * gets the expected tokens per second. */
+int ntx_spec_best_k(const struct ntx_spec_tuner *t, double a, double t_draft, double *rate);
 
 #endif

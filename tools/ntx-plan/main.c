@@ -63,6 +63,12 @@ static void usage(FILE *f)
 		"      --skip-set N        use set N of the skip file's \"sets\"\n"
 		"      --scores FILE       keep the most important layers (ntx.skip \"layers\"\n"
 		"                          cos_mean, lower = more important) in VRAM\n"
+		"Speculative decoding:\n"
+		"      --draft FILE        reserve VRAM for this draft model (resident) and\n"
+		"                          plan the target for verification passes of K+1\n"
+		"                          tokens (K: the best predicted, or --draft-k)\n"
+		"      --draft-k N         draft length to plan for (1..64)\n"
+		"      --accept P          acceptance the prediction assumes (default 0.7)\n"
 		"Output:\n"
 		"  -o, --output FILE       write the plan to FILE (default stdout)\n"
 		"      --explain           print a human summary on stderr\n"
@@ -93,7 +99,7 @@ static int exit_code(const struct ntx_err *err)
 enum {
 	O_VRAM = 256, O_RAM, O_DISK, O_RESERVE, O_GPU, O_PACK, O_KV, O_PARALLEL, O_UBATCH,
 	O_RING, O_H2D, O_DISKBW, O_CPU, O_CPUB, O_GPUBW, O_PROBE, O_EXECUTOR, O_SKIP, O_SKIPSET,
-	O_SCORES, O_EXPLAIN, O_CHECK
+	O_SCORES, O_EXPLAIN, O_CHECK, O_DRAFT, O_DRAFTK, O_ACCEPT
 };
 
 static const struct option longopts[] = {
@@ -118,6 +124,9 @@ static const struct option longopts[] = {
 	{ "skip", required_argument, NULL, O_SKIP },
 	{ "skip-set", required_argument, NULL, O_SKIPSET },
 	{ "scores", required_argument, NULL, O_SCORES },
+	{ "draft", required_argument, NULL, O_DRAFT },
+	{ "draft-k", required_argument, NULL, O_DRAFTK },
+	{ "accept", required_argument, NULL, O_ACCEPT },
 	{ "output", required_argument, NULL, 'o' },
 	{ "explain", no_argument, NULL, O_EXPLAIN },
 	{ "check", no_argument, NULL, O_CHECK },
@@ -153,6 +162,36 @@ static int is_gguf(const char *path)
 }
 
 /* Load the model description from a GGUF or ntx-inspect JSON. */
+/* --draft: the draft's VRAM and per-token bytes for the planner; its
+ * vocabulary size must be the target's. */
+static int draft_opts(struct ntx_plan_opts *o, const struct ntx_plan_model *pm,
+		      struct ntx_err *err)
+{
+	struct ntx_model *m = ntx_model_open(o->draft_path, 0, err);
+	struct ntx_plan_model dm;
+	int n_ctx = o->n_ctx > 0 ? o->n_ctx :
+		    pm->n_ctx_train > 0 && pm->n_ctx_train < 4096 ? pm->n_ctx_train : 4096;
+
+	if (!m || ntx_plan_model_from_model(m, &dm, err)) {
+		ntx_model_close(m);
+		ntx_err_prefix(err, "--draft %s", o->draft_path);
+		return -1;
+	}
+	ntx_model_close(m);
+	if (dm.n_vocab != pm->n_vocab) {
+		ntx_err_set(err, NTX_EINVAL,
+			    "--draft %s: the draft has %lld tokens, the target %lld: a draft must share the target's vocabulary",
+			    o->draft_path, (long long)dm.n_vocab, (long long)pm->n_vocab);
+		ntx_plan_model_free(&dm);
+		return -1;
+	}
+	ntx_plan_draft_bytes(&dm, n_ctx, o->kv_type, o->n_seq > 0 ? o->n_seq : 1,
+			     &o->draft_vram_bytes, &o->draft_token_bytes);
+	o->draft_layers = dm.n_layer;
+	ntx_plan_model_free(&dm);
+	return 0;
+}
+
 static int load_model(const char *in, struct ntx_plan_model *pm, struct ntx_model **mout,
 		      struct ntx_err *err)
 {
@@ -323,6 +362,17 @@ int main(int argc, char **argv)
 		case O_UBATCH:
 			if (ntx_parse_int(optarg, 1, 65536, &o.n_ubatch, &err))
 				return die_usage("--%s: %s", "ubatch", err.msg);
+			break;
+		case O_DRAFT:
+			o.draft_path = optarg;
+			break;
+		case O_DRAFTK:
+			if (ntx_parse_int(optarg, 1, 64, &o.draft_k, &err))
+				return die_usage("--%s: %s", "draft-k", err.msg);
+			break;
+		case O_ACCEPT:
+			if (ntx_parse_double(optarg, 0.01, 0.99, &o.draft_accept, &err))
+				return die_usage("--%s: %s", "accept", err.msg);
 			break;
 		case O_RING:
 			if (ntx_parse_int(optarg, 2, 64, &o.ring_slots, &err))
@@ -499,6 +549,8 @@ int main(int argc, char **argv)
 				hw.cpu_batch_gbps, ntx_src_name(hw.cpu_batch_src));
 	}
 	o.pack_path = pack;
+	if (o.draft_path && draft_opts(&o, &pm, &err))
+		goto fail;
 	if (ntx_plan_compute(&pm, &hw, &o, &p, &err))
 		goto fail;
 	if (emit(p, out, explain, &err))

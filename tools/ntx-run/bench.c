@@ -2,7 +2,14 @@
  * tokens in one batch) and tg (N tokens generated one at a time), repeated,
  * as JSON on stdout with mean and standard deviation, plus the share of the
  * memory-bandwidth roofline for tg. tg decodes greedily: each token's
- * argmax (computed where the head runs) is the next input. */
+ * argmax (computed where the head runs) is the next input.
+ *
+ * The verification curve ("verify"): the time of one target pass of 1, 2,
+ * 4, 8 and 16 tokens of one sequence evaluated as speculative verification
+ * does (every row as if decoded alone, argmax ids out), after a prompt of
+ * 64 tokens; with --draft, the time of one drafted token (resident draft);
+ * and from them the tok/s that speculative decoding would reach at
+ * acceptance 0.5 .. 0.8 with the best K, marked as a projection. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +17,7 @@
 #include <time.h>
 
 #include "run.h"
+#include "spec.h"
 
 static double now_s(void)
 {
@@ -135,6 +143,132 @@ fail:
 	return NULL;
 }
 
+/* Median seconds of reps single-sequence passes of n tokens at positions
+ * from.. (verification rows), the cache truncated back after each. */
+static int time_pass(struct ntx_engine *e, int from, int n, int reps, double *med,
+		     struct ntx_err *err)
+{
+	int32_t tok[32], pos[32], ids[32];
+	uint8_t want[32];
+	double ts[32], t0;
+	struct ntx_batch b;
+	int i, r;
+
+	for (i = 0; i < n; i++) {
+		tok[i] = (int32_t)((1000003u * (unsigned)(i + from)) % 1000u) + 1;
+		pos[i] = from + i;
+		want[i] = 1;
+	}
+	memset(&b, 0, sizeof b);
+	b.n_tok = n;
+	b.tok = tok;
+	b.pos = pos;
+	b.want = want;
+	b.verify = 1;
+	b.ids = ids;
+	for (r = 0; r < reps + 1; r++) {
+		t0 = now_s();
+		if (ntx_engine_eval(e, &b, NULL, NULL, err))
+			return -1;
+		ts[r > 0 ? r - 1 : 0] = now_s() - t0; /* the first is a warm-up */
+		ntx_engine_kv_truncate(e, 0, from);
+	}
+	for (i = 1; i < reps; i++) { /* insertion sort: reps is small */
+		double x = ts[i];
+		int j = i - 1;
+
+		for (; j >= 0 && ts[j] > x; j--)
+			ts[j + 1] = ts[j];
+		ts[j + 1] = x;
+	}
+	*med = ts[reps / 2];
+	return 0;
+}
+
+/* A prompt of n tokens into sequence 0 of e. */
+static int fill_prompt(struct ntx_engine *e, int n, struct ntx_err *err)
+{
+	int32_t tok[64], pos[64];
+	struct ntx_batch b;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		tok[i] = (int32_t)((7919u * (unsigned)i) % 1000u) + 1;
+		pos[i] = i;
+	}
+	memset(&b, 0, sizeof b);
+	b.n_tok = n;
+	b.tok = tok;
+	b.pos = pos;
+	ntx_engine_kv_truncate(e, 0, 0);
+	return ntx_engine_eval(e, &b, NULL, NULL, err);
+}
+
+static json_t *bench_verify(struct run_ctx *c, int reps, struct ntx_err *err)
+{
+	static const int widths[] = { 1, 2, 4, 8, 16 };
+	static const double accs[] = { 0.5, 0.6, 0.7, 0.8 };
+	const int from = 64;
+	struct ntx_spec_tuner t;
+	json_t *j, *passes = json_object(), *proj = json_array();
+	double t_draft = 0, t1 = 0, t8 = 0;
+	size_t i;
+	char key[8];
+
+	if (reps > 31)
+		reps = 31;
+	if (reps < 3)
+		reps = 3;
+	if (ntx_engine_n_ctx(c->engine) < from + 16) {
+		ntx_err_set(err, NTX_EINVAL, "the verification curve needs a context of %d (-c)",
+			    from + 16);
+		goto fail;
+	}
+	ntx_spec_tuner_init(&t, NTX_SPEC_KMAX_ADAPTIVE, 4);
+	if (fill_prompt(c->engine, from, err))
+		goto fail;
+	for (i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+		double med;
+
+		if (time_pass(c->engine, from, widths[i], reps, &med, err))
+			goto fail;
+		ntx_spec_tuner_observe_pass(&t, widths[i], med);
+		t.t_pass[widths[i]] = med; /* the median, not a running average */
+		snprintf(key, sizeof key, "%d", widths[i]);
+		json_object_set_new(passes, key, json_real(med * 1e3));
+		if (widths[i] == 1)
+			t1 = med;
+		if (widths[i] == 8)
+			t8 = med;
+	}
+	if (c->draft) {
+		/* one drafted token: a single-token pass of the draft */
+		if (fill_prompt(c->draft, from, err) || time_pass(c->draft, from, 1, reps, &t_draft, err))
+			goto fail;
+	}
+	for (i = 0; i < sizeof accs / sizeof accs[0]; i++) {
+		double rate;
+		int k = ntx_spec_best_k(&t, accs[i], t_draft, &rate);
+
+		json_array_append_new(proj, json_pack("{s:f, s:i, s:f, s:f}", "acceptance", accs[i],
+						      "k", k, "tok_per_s", rate,
+						      "speedup", t1 > 0 ? rate * t1 : 0.0));
+	}
+	ntx_engine_kv_truncate(c->engine, 0, 0);
+	j = json_pack("{s:s, s:s, s:s?, s:i, s:o, s:f, s:f, s:o?, s:b, s:o}", "test", "verify",
+		      "model_filename", c->model->gguf->path,
+		      "draft_filename", c->o->draft_path, "n_past", from,
+		      "pass_ms", passes, "plain_tok_per_s", t1 > 0 ? 1.0 / t1 : 0.0,
+		      "pass8_over_pass1", t1 > 0 ? t8 / t1 : 0.0,
+		      "draft_ms_per_token", c->draft ? json_real(t_draft * 1e3) : NULL,
+		      "projection", 1, "projected", proj);
+	return j;
+fail:
+	json_decref(passes);
+	json_decref(proj);
+	return NULL;
+}
+
 int mode_bench(struct run_ctx *c)
 {
 	const struct run_opts *o = c->o;
@@ -153,6 +287,12 @@ int mode_bench(struct run_ctx *c)
 	if (o->bench_tg > 0) {
 		snprintf(name, sizeof name, "tg%d", o->bench_tg);
 		j = bench_test(c, name, 0, o->bench_tg, o->bench_reps, &err);
+		if (!j)
+			goto fail;
+		json_array_append_new(arr, j);
+	}
+	{
+		j = bench_verify(c, o->bench_reps * 3, &err);
 		if (!j)
 			goto fail;
 		json_array_append_new(arr, j);
