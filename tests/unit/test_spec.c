@@ -18,6 +18,7 @@
 #include "generate.h"
 #include "model.h"
 #include "spec.h"
+#include "chi2.h"
 #include "t.h"
 #include "tokenizer.h"
 
@@ -240,47 +241,6 @@ out:
 	ntx_engine_free(ed);
 	ntx_model_close(mt);
 	ntx_model_close(md);
-}
-
-/* The same chi-square homogeneity test as test_selfspec.c. */
-static double chi2(const int *x, const int *y, int n, int *df)
-{
-	double sx = 0, sy = 0, stat = 0, px = 0, py = 0;
-	int i, cats = 0;
-
-	for (i = 0; i < n; i++) {
-		sx += x[i];
-		sy += y[i];
-	}
-	for (i = 0; i < n; i++) {
-		double tot = x[i] + y[i], ex = tot * sx / (sx + sy), ey = tot * sy / (sx + sy);
-
-		if (ex < 10 || ey < 10) {
-			px += x[i];
-			py += y[i];
-			continue;
-		}
-		stat += (x[i] - ex) * (x[i] - ex) / ex + (y[i] - ey) * (y[i] - ey) / ey;
-		cats++;
-	}
-	if (px + py > 0) {
-		double tot = px + py, ex = tot * sx / (sx + sy), ey = tot * sy / (sx + sy);
-
-		stat += (px - ex) * (px - ex) / ex + (py - ey) * (py - ey) / ey;
-		cats++;
-	}
-	*df = cats - 1;
-	return stat;
-}
-
-static double chi2_p(double x, int df)
-{
-	double k = df, z;
-
-	if (df < 1)
-		return 1;
-	z = (pow(x / k, 1.0 / 3) - (1 - 2 / (9 * k))) / sqrt(2 / (9 * k));
-	return 0.5 * erfc(z / sqrt(2));
 }
 
 /* Tokens 2 and 3 of N sampled generations, plain vs speculative with s. */
