@@ -19,13 +19,13 @@ setup_file() {
 	export R="$F/ref/stories260K"
 	export D="$BATS_FILE_TMPDIR"
 	[ -x "$RUN" ] || { echo "no $RUN (make first)" >&2; return 1; }
-	[ -f "$S" ] && [ -f "$Q" ] || { echo "no fixtures at '$F'" >&2; return 1; }
+	self_contained_models "$D" || return 1
 	# a plan with most layers on disk, and its pack (tiny q8_0: 14 of 16)
 	"$NTX_BIN/ntx-plan" "$Q" --vram-budget 0 --ram-budget 10M -c 256 --pack "$D/q.ntxp" \
 		-o "$D/plan.json"
 	"$NTX_BIN/ntx-pack" -q "$Q" --plan "$D/plan.json" --compress none
 	# a skip file for the q8_0 model (short calibration)
-	head -c 3000 "$F/tinymodel/eval.txt" >"$D/calib.txt"
+	english_text | head -c 3000 >"$D/calib.txt"
 	"$CALIB" -q -m "$Q" -c 128 --count 1 <"$D/calib.txt" >"$D/skip.json"
 }
 
@@ -138,6 +138,7 @@ no_gpu() {
 }
 
 @test "empty, truncated and corrupt GGUF files: exit 1, one line each" {
+	need_fixtures
 	: >"$T/empty.gguf"
 	run --separate-stderr "$RUN" -m "$T/empty.gguf" -p hi
 	[ "$status" -eq 1 ]
@@ -167,6 +168,7 @@ no_gpu() {
 }
 
 @test "a vocabulary-only GGUF: generation refused (exit 1), --tokenize works" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$V3" -p hi
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-run: $V3: file has no tensors (a vocabulary-only file?)"
@@ -193,6 +195,7 @@ no_gpu() {
 }
 
 @test "--backend auto without a GPU says on stderr that it uses the CPU" {
+	need_fixtures
 	no_gpu
 	run --separate-stderr "$RUN" -m "$S" --backend auto -p "Once upon a time" -n 3 --temp 0
 	[ "$status" -eq 0 ]
@@ -207,6 +210,7 @@ no_gpu() {
 # ---- generation against llama.cpp ----
 
 @test "stories260K greedy 'Once upon a time' -n 200 reproduces the reference text" {
+	need_fixtures
 	# fixtures README 1.2: llama-cli -p "Once upon a time" -n 200 --temp 0
 	want='Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high. Lily'"'"'s mom said, "Lily, let'"'"'s go to the park." Lily was sad and didn'"'"'t know what to do.'
 	readme=$(tr -s ' \n' '  ' <"$F/README.md")
@@ -222,6 +226,7 @@ no_gpu() {
 }
 
 @test "--prompt-ids and --dump-logits: rows match llama.cpp's logits (stories260K p0, F32 KV)" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q --prompt-ids "$(cat "$R/p0.prompt_ids.txt")" -n 16 \
 		--temp 0 --ignore-eos --kv-type f32 --dump-logits "$T/d.f32" --json
 	[ "$status" -eq 0 ]
@@ -242,6 +247,7 @@ PY
 }
 
 @test "--dump-logits row count: n_prompt + n_gen rows, exact size; -n 0: prompt rows only" {
+	need_fixtures
 	run "$RUN" -m "$S" -q -p "Once upon a time" -n 7 --temp 0 --dump-logits "$T/a.f32"
 	[ "$status" -eq 0 ]
 	expect "$(stat -c %s "$T/a.f32")" $(((5 + 7) * 512 * 4))
@@ -254,6 +260,7 @@ PY
 }
 
 @test "--prompt-ids equals the same prompt as text; a bad id is an error" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a time" -n 20 --temp 0
 	[ "$status" -eq 0 ]
 	text=$output
@@ -286,6 +293,7 @@ PY
 }
 
 @test "--perplexity: llama-perplexity's values at -c 128 and -c 256 (within 1%), its last line" {
+	need_fixtures
 	for c in "128 3.7977" "256 3.5569"; do
 		set -- $c
 		run --separate-stderr "$RUN" -m "$S" -c "$1" --perplexity "$R/perplexity/tinystory.txt"
@@ -307,6 +315,7 @@ PY
 # ---- tokenize and chat ----
 
 @test "--tokenize: stories260K prompts give llama.cpp's ids" {
+	need_fixtures
 	run "$RUN" -m "$S" --tokenize -p "Once upon a time, there was a little girl named Lily."
 	[ "$status" -eq 0 ]
 	expect "$output" "[$(sed 's/ /, /g' "$R/p0.prompt_ids.txt")]"
@@ -315,6 +324,7 @@ PY
 }
 
 @test "--tokenize on the Llama 3 vocabulary: special tokens parsed, --no-parse-special, --no-bos" {
+	need_fixtures
 	run bash -c 'echo "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize'
 	[ "$status" -eq 0 ]
 	expect "$output" "[128000, 9906, 220, 128009, 1917]"
@@ -329,6 +339,7 @@ PY
 }
 
 @test "--chat: the Llama 3 header format (with --system) on the tiny model" {
+	need_fixtures
 	# BOS, <|start_header_id|>user<|end_header_id|>\n\n Hello <|eot_id|>, then
 	# the open assistant header
 	run --separate-stderr "$RUN" -m "$Q" --tokenize --chat -p "Hello"
@@ -349,6 +360,7 @@ PY
 # ---- output modes ----
 
 @test "--stats-json: llama-bench-like fields" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -t 2 -c 64 -p "Once upon a time" -n 9 --temp 0 \
 		--stats-json "$T/s.json"
 	[ "$status" -eq 0 ]
@@ -382,6 +394,7 @@ PY
 }
 
 @test "a prompt longer than -c: a clear error, exit 1, no output" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -c 64 -f "$R/perplexity/tinystory.txt" -n 5
 	[ "$status" -eq 1 ]
 	[ -z "$output" ]
@@ -399,6 +412,7 @@ PY
 # ---- interruptions and broken outputs ----
 
 @test "a closed stdout (| head -c 10) ends a long generation quietly with exit 0" {
+	need_fixtures
 	# far more output than a pipe holds: the write must fail, not fit
 	run bash -c '"$RUN" -m "$S" -q -c 32768 -n 32000 --ignore-eos --temp 0 -p "Once upon a time" --stats-json "$1" 2>"$0" | head -c 10; exit ${PIPESTATUS[0]}' "$T/err" "$T/s.json"
 	[ "$status" -eq 0 ]
@@ -446,6 +460,7 @@ PY
 # ---- skip sets, plans, packs ----
 
 @test "--skip-layers out of range: exit 1; in range: runs" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a time" -n 3 --skip-layers 5
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-run: --skip-layers: layer range 5-5 is out of range [0, 4]"
@@ -472,6 +487,7 @@ PY
 }
 
 @test "--plan with a plan for another model: refused; truncated or bad plan: exit 1" {
+	need_fixtures
 	run --separate-stderr "$RUN" --plan "$D/plan.json" -m "$QF" -q -p hi -n 2
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == "ntx-run: $D/plan.json: the plan was made for another model: "* ]]
@@ -581,6 +597,7 @@ PY
 }
 
 @test "--self-spec on the repo's q4_k_m model with its own skip file: identical to greedy" {
+	need_fixtures
 	[ -f "$Q4" ] || skip "no $Q4"
 	"$CALIB" -q -m "$Q4" -c 128 --count 2 <"$D/calib.txt" >"$T/skip4.json"
 	run --separate-stderr "$RUN" -m "$Q4" -q -p "And the LORD said unto Moses," -n 48 --temp 0

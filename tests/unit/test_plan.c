@@ -970,6 +970,8 @@ static void test_fixture_model(void)
 	struct ntx_err err = { 0, "" };
 	char *json = NULL;
 
+	if (!t_need_fixtures("plans of the fixture models"))
+		return;
 	snprintf(path, sizeof path, "%s/models/ref-a-q4_k_m.gguf", t_fixtures());
 	m = ntx_model_open(path, 0, &err);
 	if (!t_ok(m != NULL, "open fixture %s", path)) {
