@@ -250,8 +250,11 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		if (L->exec == NTX_EXEC_CPU &&
 		    kv_alloc(&L->kv, c, e->n_ctx, e->n_seq, o->kv_type == NTX_KV_F16, err))
 			goto fail;
+		/* the same rule as ntx_stream_start(): with --io mmap, CPU layers
+		 * of every home are computed in place from the map */
 		if (L->home != NTX_TIER_VRAM &&
-		    (L->exec == NTX_EXEC_GPU || L->home == NTX_TIER_DISK))
+		    (L->exec == NTX_EXEC_GPU ||
+		     (L->home == NTX_TIER_DISK && o->io != NTX_IO_MMAP)))
 			any_job = 1;
 	}
 	e->out_w = ntx_wmat_from_tensor(m->output, m->output->data);

@@ -515,6 +515,19 @@ PY
 	expect "$output" "$a"
 }
 
+@test "--io mmap runs a plan with disk layers on the CPU (no SIGFPE); same text as resident" {
+	"$NTX_BIN/ntx-plan" "$Q4" --vram-budget 0 --ram-budget 8M -c 256 --pack "$T/m.ntxp" \
+		-o "$T/plan.json"
+	grep -q '"home": "disk"' "$T/plan.json"
+	run --separate-stderr "$RUN" --plan "$T/plan.json" --io mmap -q -p "In the beginning" \
+		-n 8 --temp 0
+	[ "$status" -eq 0 ]
+	a=$output
+	run --separate-stderr "$RUN" -m "$Q4" -q -p "In the beginning" -n 8 --temp 0
+	[ "$status" -eq 0 ]
+	expect "$output" "$a"
+}
+
 @test "a plan's context size and sequences are the defaults; larger ones are warned about" {
 	run --separate-stderr "$RUN" --plan "$D/plan.json" -p "In the beginning" -n 2 --temp 0 \
 		--stats-json "$T/s.json"
