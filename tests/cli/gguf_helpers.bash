@@ -50,3 +50,10 @@ interrupted() {
 	wait "$pid" || rc=$?
 	expect "$rc" 130
 }
+
+# limited CMD...: run CMD with a file size limit of 0, so that every write to
+# a file fails (EFBIG) as on a full disk; stdout and stderr (merged) go
+# through a pipe, which the limit does not touch. Returns CMD's status.
+limited() {
+	bash -c 'set -o pipefail; trap "" XFSZ; ulimit -f 0; "$@" 2>&1 | cat' limited "$@"
+}

@@ -106,6 +106,21 @@ usage: ntx-inspect [--full] [--format json|table] [-o FILE] FILE"
 	expect "$stderr" "ntx-inspect: /dev/full: No space left on device"
 }
 
+@test "-o FILE: a failed write leaves the existing file whole (temporary, then rename)" {
+	M="$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf"
+	echo '{"old": true}' >"$T/out.json"
+	# a file size limit makes every write past 1 KiB fail (EFBIG), as a full disk would
+	run limited "$INSPECT" -o "$T/out.json" "$M"
+	[ "$status" -eq 1 ]
+	expect "$output" "ntx-inspect: $T/out.json: File too large"
+	expect "$(cat "$T/out.json")" '{"old": true}'
+	[ -z "$(ls "$T" | grep -v '^out.json$')" ] # no temporary left
+	run "$INSPECT" -o "$T/out.json" "$M"
+	[ "$status" -eq 0 ]
+	expect "$(json "$T/out.json" 'd["format"]')" ntx.inspect
+	[ -z "$(ls "$T" | grep -v '^out.json$')" ]
+}
+
 # ---- the document on the fixtures ----
 
 @test "ref-a-q4_k_m: config, types, quant mix, layers" {

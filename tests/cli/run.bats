@@ -457,6 +457,29 @@ PY
 	[ -z "$output" ]
 }
 
+@test "--dump-logits and --stats-json: a failed write keeps the old file; a bad path fails first" {
+	echo old >"$T/d.f32"
+	echo old >"$T/s.json"
+	run limited "$RUN" -m "$Q4" -q -p hi -n 2 --temp 0 --dump-logits "$T/d.f32"
+	[ "$status" -eq 1 ]
+	expect "$(cat "$T/d.f32")" old
+	run limited "$RUN" -m "$Q4" -q -p hi -n 2 --temp 0 --stats-json "$T/s.json"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"ntx-run: $T/s.json: File too large" ]]
+	expect "$(cat "$T/s.json")" old
+	expect "$(ls "$T" | sort | tr '\n' ' ')" "d.f32 s.json " # no temporary left
+	# an unwritable --stats-json fails before anything is generated
+	run --separate-stderr "$RUN" -m "$Q4" -q -p hi -n 4 --temp 0 --stats-json "$T/no/s.json"
+	[ "$status" -eq 1 ]
+	expect "$stderr" "ntx-run: $T/no/s.json: No such file or directory"
+	[ -z "$output" ]
+	run --separate-stderr "$RUN" -m "$Q4" -q -p hi -n 2 --temp 0 --stats-json "$T/s.json" \
+		--dump-logits "$T/d.f32"
+	[ "$status" -eq 0 ]
+	expect "$(json "$T/s.json" 'd["n_gen"]')" 2
+	[ "$(stat -c %s "$T/d.f32")" -gt 4 ]
+}
+
 # ---- skip sets, plans, packs ----
 
 @test "--skip-layers out of range: exit 1; in range: runs" {

@@ -129,6 +129,19 @@ setup() {
 	expect "$stderr" "ntx-skip-calib: writing output: No space left on device"
 }
 
+@test "-o FILE: a failed write keeps the old file; an unwritable one fails before calibrating" {
+	echo old >"$T/s.json"
+	run limited "$CALIB" -m "$S" -q -c 64 --count 1 -o "$T/s.json" <"$D/calib.txt"
+	[ "$status" -eq 1 ]
+	expect "$output" "ntx-skip-calib: $T/s.json: File too large"
+	expect "$(cat "$T/s.json")" old
+	expect "$(ls "$T")" s.json
+	# a missing directory: refused at once (no calibration, no progress)
+	run --separate-stderr "$CALIB" -m "$S" -c 64 --count 1 -o "$T/no/s.json" <"$D/calib.txt"
+	[ "$status" -eq 1 ]
+	expect "$stderr" "ntx-skip-calib: $T/no/s.json: No such file or directory"
+}
+
 # ---- the document ----
 
 @test "JSON: format, model, calibration, cos_mean for every layer" {

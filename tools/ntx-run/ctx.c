@@ -377,4 +377,5 @@ void run_close(struct run_ctx *c)
 	free(c->skip);
 	free(c->draft_mask);
 	free(c->eog);
+	ntx_outfile_abort(&c->stats);
 }

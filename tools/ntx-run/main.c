@@ -421,6 +421,9 @@ int main(int argc, char **argv)
 
 	memset(&c, 0, sizeof c);
 	c.o = &o;
+	/* --stats-json first: an unwritable file fails before any work */
+	if (o.stats_json && ntx_outfile_open(&c.stats, o.stats_json, "w", stderr, &err))
+		return run_fail(&err);
 	if (run_open(&c, !o.tokenize, &err)) {
 		run_close(&c);
 		return run_fail(&err);
