@@ -323,15 +323,30 @@ PY
 	expect "$output" "[346, 306, 414]"
 }
 
+@test "--tokenize reads its input byte for byte: a trailing newline is kept (as llama-tokenize)" {
+	run --separate-stderr bash -c 'printf "Hello world\n" | "$RUN" -m "$Q4" --tokenize'
+	[ "$status" -eq 0 ]
+	a=$output
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -p $'Hello world\n'
+	expect "$output" "$a"
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -p 'Hello world'
+	[ "$output" != "$a" ]
+	printf 'Hello world\n\n' >"$T/p.txt"
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -p $'Hello world\n\n'
+	b=$output
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -f "$T/p.txt"
+	expect "$output" "$b"
+}
+
 @test "--tokenize on the Llama 3 vocabulary: special tokens parsed, --no-parse-special, --no-bos" {
 	need_fixtures
-	run bash -c 'echo "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize'
+	run bash -c 'printf %s "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize'
 	[ "$status" -eq 0 ]
 	expect "$output" "[128000, 9906, 220, 128009, 1917]"
-	run bash -c 'echo "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-parse-special'
+	run bash -c 'printf %s "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-parse-special'
 	[ "$status" -eq 0 ]
 	expect "$output" "[128000, 9906, 83739, 68, 354, 851, 91, 29, 1917]"
-	run bash -c 'echo "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-bos'
+	run bash -c 'printf %s "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-bos'
 	expect "$output" "[9906, 220, 128009, 1917]"
 	run bash -c 'printf "" | "$RUN" -m "$V3" --tokenize --no-bos'
 	[ "$status" -eq 0 ]

@@ -95,9 +95,10 @@ int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t
 		len = strlen(text);
 	} else if (run_read_text(o->prompt_file, &text, &len, err)) {
 		return -1;
-	} else if (len && text[len - 1] == '\n') {
-		/* one trailing newline of a file or a pipe is not part of the
-		 * prompt (as with the shell's $(cat file)) */
+	} else if (!o->tokenize && len && text[len - 1] == '\n') {
+		/* one trailing newline of a file or a pipe is not part of a
+		 * prompt (as with the shell's $(cat file)); --tokenize reads its
+		 * input byte for byte, as llama-tokenize does */
 		text[--len] = '\0';
 		if (len && text[len - 1] == '\r')
 			text[--len] = '\0';
