@@ -98,6 +98,25 @@ no_gpu() {
 	[[ "$stderr" == "ntx-run: no model: give -m MODEL.gguf or --plan plan.json"* ]]
 }
 
+@test "bad sizes and executors: exit 2 as ntx-plan, never ignored (CPU too)" {
+	run --separate-stderr "$RUN" -m "$Q4" --vram-budget 24X --ram-budget zzz -p hi -n 1
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	[[ "$stderr" == "ntx-run: --vram-budget: invalid size suffix in '24X' (use K, M, G or T)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --ram-budget zzz -p hi -n 1
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --ram-budget: invalid size 'zzz' (expected e.g. 24G, 512M)"$'\n'* ]]
+	run --separate-stderr "$NTX_BIN/ntx-plan" "$Q4" --ram-budget zzz
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-plan: --ram-budget: invalid size 'zzz' (expected e.g. 24G, 512M)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --ram-budget 2000T -p hi -n 1
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --ram-budget: size '2000T' is too large (at most 1P)"* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --executor npu -p hi -n 1
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --executor: expected auto, gpu or cpu, got 'npu'"* ]]
+}
+
 @test "options that do not fit the mode: exit 2, nothing run" {
 	run --separate-stderr "$RUN" -m "$S" --tokenize --batch
 	[ "$status" -eq 2 ]

@@ -276,7 +276,7 @@ int main(int argc, char **argv)
 	ntx_plan_opts_init(&o);
 	memset(&pm, 0, sizeof pm);
 	while ((c = getopt_long(argc, argv, "c:o:qvhV", longopts, NULL)) != -1) {
-		uint64_t sz;
+		int64_t sz;
 		double d;
 		int v;
 
@@ -285,17 +285,16 @@ int main(int argc, char **argv)
 		case O_RAM:
 		case O_DISK:
 		case O_RESERVE:
-			if (ntx_parse_size(optarg, &sz, &err) || sz > (1ull << 50))
-				return die_usage("--%s: %s", optname(c),
-						 err.code ? err.msg : "too large");
+			if (ntx_parse_budget(optarg, &sz, &err))
+				return die_usage("--%s: %s", optname(c), err.msg);
 			if (c == O_VRAM)
-				o.vram_budget = (int64_t)sz;
+				o.vram_budget = sz;
 			else if (c == O_RAM)
-				o.ram_budget = (int64_t)sz;
+				o.ram_budget = sz;
 			else if (c == O_DISK)
-				o.disk_budget = (int64_t)sz;
+				o.disk_budget = sz;
 			else
-				o.reserve = (int64_t)sz;
+				o.reserve = sz;
 			break;
 		case O_GPU:
 			if (ntx_parse_int(optarg, 0, 1023, &o.gpu_index, &err))

@@ -170,7 +170,6 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	struct ntx_plan_opts po;
 	char why[256] = "";
 	int *skip = NULL, n_skip = 0, l, rc;
-	uint64_t v;
 
 	if (o->backend == NTX_BACKEND_CPU)
 		return 0;
@@ -189,20 +188,8 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	po.n_seq = o->batch ? o->parallel : 1;
 	po.gpu_index = o->gpu_index;
 	po.pack_path = o->pack_path;
-	if (o->vram_budget) {
-		if (ntx_parse_size(o->vram_budget, &v, err)) {
-			ntx_err_prefix(err, "--vram-budget");
-			return -1;
-		}
-		po.vram_budget = (int64_t)v;
-	}
-	if (o->ram_budget) {
-		if (ntx_parse_size(o->ram_budget, &v, err)) {
-			ntx_err_prefix(err, "--ram-budget");
-			return -1;
-		}
-		po.ram_budget = (int64_t)v;
-	}
+	po.vram_budget = o->vram_budget;
+	po.ram_budget = o->ram_budget;
 	po.executor = NTX_POLICY_AUTO;
 	if (o->executor) {
 		if (!strcmp(o->executor, "gpu"))

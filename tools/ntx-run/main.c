@@ -238,6 +238,7 @@ int main(int argc, char **argv)
 	o.bench_pp = 512;
 	o.bench_tg = 128;
 	o.backend = NTX_BACKEND_AUTO;
+	o.vram_budget = o.ram_budget = -1;
 	o.kv_type = NTX_KV_F16;
 
 	opterr = 0; /* our own messages, with the program's name */
@@ -259,9 +260,21 @@ int main(int argc, char **argv)
 				return bad_arg("--backend", &err);
 			}
 			break;
-		case O_VRAM: o.vram_budget = a; break;
-		case O_RAM: o.ram_budget = a; break;
-		case O_EXECUTOR: o.executor = a; break;
+		case O_VRAM:
+			if (ntx_parse_budget(a, &o.vram_budget, &err))
+				return bad_arg("--vram-budget", &err);
+			break;
+		case O_RAM:
+			if (ntx_parse_budget(a, &o.ram_budget, &err))
+				return bad_arg("--ram-budget", &err);
+			break;
+		case O_EXECUTOR:
+			if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu")) {
+				ntx_err_set(&err, NTX_EINVAL, "expected auto, gpu or cpu, got '%s'", a);
+				return bad_arg("--executor", &err);
+			}
+			o.executor = a;
+			break;
 		case O_PACK: o.pack_path = a; break;
 		case O_IO:
 			if (!strcmp(a, "mmap"))

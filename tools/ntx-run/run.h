@@ -58,7 +58,7 @@ struct run_opts {
 	int verbose;
 	int gpu_index;
 	/* in-memory planning when no --plan is given */
-	const char *vram_budget, *ram_budget;
+	int64_t vram_budget, ram_budget; /* bytes, -1: not given */
 	const char *pack_path;
 	const char *executor;
 };
