@@ -256,6 +256,11 @@ void ntx_plan_free(struct ntx_plan *p);
 int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
 			int **layers, int *n, struct ntx_err *err);
 
+/* The same from the text of an "ntx.skip" document (name: for messages). */
+int ntx_plan_skip_from_json(const char *text, size_t len, const char *name, int n_layer,
+			    int set_index, const char *fingerprint, int **layers, int *n,
+			    struct ntx_err *err);
+
 /* Per-layer importance from an "ntx.skip" document's "layers":
  * [{"index": i, "cos_mean": x}, ...] into a new array of n_layer doubles
  * (caller frees); unlisted layers get NAN (least important). */
