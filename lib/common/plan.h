@@ -233,7 +233,18 @@ char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err);
  * ("plan.json:12:5: expected integer for \"bytes\""). */
 struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *name,
 				    struct ntx_err *err);
+/* Read a plan file ("-" = stdin). Relative model and pack paths in the file
+ * are relative to its directory; they come back resolved against it. */
 struct ntx_plan *ntx_plan_load(const char *path, struct ntx_err *err);
+
+/* Before writing p to out_path: paths as given (relative to the current
+ * directory) stay valid when out_path is in the current directory or
+ * stdout; else the relative ones become absolute. Returns 0 or -1. */
+int ntx_plan_rebase(struct ntx_plan *p, const char *out_path, struct ntx_err *err);
+
+/* The model file a plan names, or NULL with err set when it names none that
+ * can be opened again ("-": the GGUF was read from stdin). Borrowed. */
+const char *ntx_plan_model_file(const struct ntx_plan *p, struct ntx_err *err);
 
 /* Read a whole text file ("-" = stdin) into a NUL-terminated buffer (caller
  * frees); *len excludes the NUL. For plans, inspect and skip JSON. */

@@ -415,7 +415,7 @@ int main(int argc, char **argv)
 				goto fail;
 			}
 		}
-		if (emit(p, out, explain, &err))
+		if (ntx_plan_rebase(p, out, &err) || emit(p, out, explain, &err))
 			goto fail;
 		rc = 0;
 		goto done;
@@ -500,7 +500,7 @@ int main(int argc, char **argv)
 	o.pack_path = pack;
 	if (ntx_plan_compute(&pm, &hw, &o, &p, &err))
 		goto fail;
-	if (emit(p, out, explain, &err))
+	if (ntx_plan_rebase(p, out, &err) || emit(p, out, explain, &err))
 		goto fail;
 	rc = 0;
 	goto done;

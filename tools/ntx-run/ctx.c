@@ -269,8 +269,13 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 		c->plan = ntx_plan_load(o->plan_path, err);
 		if (!c->plan)
 			return -1;
-		if (!mpath)
-			mpath = c->plan->model.path;
+		if (!mpath) {
+			mpath = ntx_plan_model_file(c->plan, err);
+			if (!mpath) {
+				ntx_err_prefix(err, "%s", o->plan_path);
+				return -1;
+			}
+		}
 		plan_run_params(c);
 	}
 	c->model = ntx_model_open(mpath, need_engine ? 0 : NTX_MODEL_VOCAB_ONLY, err);

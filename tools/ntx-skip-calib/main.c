@@ -373,8 +373,13 @@ int main(int argc, char **argv)
 		plan = ntx_plan_load(o.plan_path, &err);
 		if (!plan)
 			goto out;
-		if (!o.model)
-			o.model = plan->model.path;
+		if (!o.model) {
+			o.model = ntx_plan_model_file(plan, &err);
+			if (!o.model) {
+				ntx_err_prefix(&err, "%s", o.plan_path);
+				goto out;
+			}
+		}
 	}
 	m = ntx_model_open(o.model, 0, &err);
 	if (!m) {
