@@ -349,3 +349,14 @@ bad_plan() {
 	run --separate-stderr "$NTX_BIN/ntx-run" --plan stdin.json -m m.gguf -q -p hi -n 1
 	[ "$status" -eq 0 ]
 }
+
+@test "infeasible because of the --reserve margin: the message names --reserve, not --ctx" {
+	M="$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf"
+	run --separate-stderr "$PLAN" "$M" --vram-budget 100M
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	[[ "$stderr" == "ntx-plan: does not fit: reserves (margin 512.00 MiB (the --reserve default) + "*"; lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" ]]
+	[[ "$stderr" != *"--executor cpu"* ]]
+	run --separate-stderr "$PLAN" "$M" --vram-budget 100M --reserve 16M -c 256
+	[ "$status" -eq 0 ]
+}
