@@ -360,3 +360,18 @@ bad_plan() {
 	run --separate-stderr "$PLAN" "$M" --vram-budget 100M --reserve 16M -c 256
 	[ "$status" -eq 0 ]
 }
+
+@test "neither GGUF nor inspect JSON (random bytes, an empty file): one line saying so, exit 1" {
+	T="$BATS_TEST_TMPDIR"
+	printf '\273\001\002\003random' >"$T/random.bin"
+	: >"$T/empty.bin"
+	run --separate-stderr "$PLAN" "$T/random.bin"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "ntx-plan: $T/random.bin: not a GGUF file or inspect JSON (starts with bb 01 02 03)" ]
+	run --separate-stderr "$PLAN" "$T/empty.bin"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "ntx-plan: $T/empty.bin: not a GGUF file or inspect JSON (empty)" ]
+	run --separate-stderr "$PLAN" - <"$T/empty.bin"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "ntx-plan: <stdin>: not a GGUF file or inspect JSON (empty)" ]
+}

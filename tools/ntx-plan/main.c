@@ -182,6 +182,26 @@ static int load_model(const char *in, struct ntx_plan_model *pm, struct ntx_mode
 	text = ntx_plan_read_file(in, &len, err);
 	if (!text)
 		return -1;
+	{ /* neither GGUF nor JSON: say so, as the other tools do */
+		size_t i = 0;
+
+		while (i < len && strchr(" \t\r\n", text[i]))
+			i++;
+		if (i == len || text[i] != '{') {
+			const unsigned char *u = (const unsigned char *)text;
+
+			if (len == 0)
+				ntx_err_set(err, NTX_EINVAL, "%s: not a GGUF file or inspect JSON (empty)",
+					    strcmp(in, "-") == 0 ? "<stdin>" : in);
+			else
+				ntx_err_set(err, NTX_EINVAL,
+					    "%s: not a GGUF file or inspect JSON (starts with %02x %02x %02x %02x)",
+					    strcmp(in, "-") == 0 ? "<stdin>" : in, u[0],
+					    len > 1 ? u[1] : 0, len > 2 ? u[2] : 0, len > 3 ? u[3] : 0);
+			free(text);
+			return -1;
+		}
+	}
 	rc = ntx_plan_model_from_inspect(text, len, strcmp(in, "-") == 0 ? "<stdin>" : in, pm, err);
 	free(text);
 	return rc;
