@@ -280,6 +280,15 @@ int ntx_plan_scores_load(const char *path, int n_layer, const char *fingerprint,
 
 /* ---- hardware detection (hw.c) ---- */
 
+/* Is an NVIDIA kernel driver loaded or its user library (libcuda.so.1)
+ * installed? */
+int ntx_nvidia_driver_present(void);
+
+/* Why no CUDA device can be used, for messages: "no NVIDIA driver found"
+ * when there is none (whatever the runtime's cuda_msg), else "no usable
+ * CUDA device (cuda_msg)". */
+void ntx_gpu_unusable_why(char *why, size_t n, const char *cuda_msg, int driver_present);
+
 /* Detect GPU (through the CUDA runtime when built with CUDA), RAM, cores and
  * free disk at pack_dir (NULL: current directory). Never fails hard: what it
  * cannot detect is left 0. Default bandwidths are filled in when not probed. */

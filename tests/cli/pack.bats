@@ -290,3 +290,9 @@ no_temps() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == "ntx-inspect: $T/i.ntxp: pack directory checksum mismatch"* ]]
 }
+
+@test "--verify of a missing pack names the file (not --plan): exit 1" {
+	run "$BIN/ntx-pack" --verify "$T/missing.ntxp"
+	[ "$status" -eq 1 ]
+	[ "$output" = "ntx-pack: $T/missing.ntxp: No such file or directory" ]
+}

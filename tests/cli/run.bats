@@ -117,6 +117,22 @@ no_gpu() {
 	[[ "$stderr" == "ntx-run: --executor: expected auto, gpu or cpu, got 'npu'"* ]]
 }
 
+@test "llama.cpp habits: -ngl refused by name; an option taken for a file name refused" {
+	run --separate-stderr "$RUN" -m "$Q4" -ngl 99 -p hi
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	[[ "$stderr" == "ntx-run: unknown option -ngl (ntx places layers with --vram-budget or a plan)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --n-gpu-layers=99 -p hi
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: unknown option --n-gpu-layers ("* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --perplexity -c 256
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --perplexity: '-c' looks like an option, not a file (a file of that name: ./-c)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m -q -p hi
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: -m: '-q' looks like an option, not a file"* ]]
+}
+
 @test "options that do not fit the mode: exit 2, nothing run" {
 	run --separate-stderr "$RUN" -m "$S" --tokenize --batch
 	[ "$status" -eq 2 ]

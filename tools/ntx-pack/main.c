@@ -285,6 +285,11 @@ int main(int argc, char **argv)
 		arg = argv[optind];
 
 	/* ---- verify an existing pack ---- */
+	if (do_verify && arg && !all && !model_path && access(arg, F_OK) != 0) {
+		/* a missing PACK is named, not taken for a model without --plan */
+		fprintf(stderr, "%s: %s: %s\n", prog, arg, strerror(errno));
+		return ntx_close_stdout(prog, 1);
+	}
 	if (do_verify && arg && !all && (model_path || ntx_pack_file_is_pack(arg))) {
 		if (!model_path || out_path) {
 			fprintf(stderr, "%s: %s\n", prog,

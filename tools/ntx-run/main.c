@@ -160,6 +160,38 @@ static int bad_arg(const char *opt, const struct ntx_err *err)
 	return usage_error();
 }
 
+/* Options of llama.cpp that getopt would misread ("-ngl 99" is "-n gl"):
+ * refused by name, with what ntx does instead. Returns 0 or the exit status. */
+static int foreign_options(int argc, char **argv)
+{
+	static const struct {
+		const char *opt, *hint;
+	} tab[] = {
+		{ "-ngl", "ntx places layers with --vram-budget or a plan" },
+		{ "--n-gpu-layers", "ntx places layers with --vram-budget or a plan" },
+		{ "--gpu-layers", "ntx places layers with --vram-budget or a plan" },
+		{ "-fa", "attention needs no switch" },
+		{ "-ctk", "use --kv-type" },
+		{ "-ctv", "use --kv-type" },
+		{ "-cnv", "use --chat" },
+		{ "-np", "use --parallel with --batch" },
+	};
+	int i;
+	size_t k;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		for (k = 0; k < sizeof tab / sizeof tab[0]; k++) {
+			size_t n = strlen(tab[k].opt);
+
+			if (!strncmp(argv[i], tab[k].opt, n) && (!argv[i][n] || argv[i][n] == '=')) {
+				fprintf(stderr, PROG ": unknown option %s (%s)\n", tab[k].opt, tab[k].hint);
+				return usage_error();
+			}
+		}
+	}
+	return 0;
+}
+
 /* A usage error that is not about one option's value. */
 static int bad_use(const char *msg)
 {
@@ -242,9 +274,20 @@ int main(int argc, char **argv)
 	o.kv_type = NTX_KV_F16;
 
 	opterr = 0; /* our own messages, with the program's name */
+	if ((rc = foreign_options(argc, argv)) != 0)
+		return rc;
 	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhV", longopts, NULL)) != -1) {
 		const char *a = optarg;
 
+		/* a file name that looks like an option is the option forgotten
+		 * its value before it (--perplexity -c 256) */
+		if (a && a[0] == '-' && a[1] &&
+		    (ch == 'm' || ch == 'f' || ch == O_PLAN || ch == O_PACK || ch == O_PPL ||
+		     ch == O_STATS || ch == O_DUMP || ch == O_SKIP || ch == O_DRAFTSKIP)) {
+			fprintf(stderr, PROG ": %s: '%s' looks like an option, not a file (a file of that name: ./%s)\n",
+				argv[optind - 1] == a ? argv[optind - 2] : argv[optind - 1], a, a);
+			return usage_error();
+		}
 		switch (ch) {
 		case 'm': o.model_path = a; break;
 		case O_PLAN: o.plan_path = a; break;
