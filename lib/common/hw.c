@@ -88,23 +88,34 @@ static void detect_gpu(struct ntx_plan_hw *hw, int gpu_index)
 #endif
 }
 
-static void detect_ram(struct ntx_plan_hw *hw)
+uint64_t ntx_mem_available(void)
 {
 	FILE *f = fopen("/proc/meminfo", "r");
 	char line[256];
+	uint64_t b = 0;
 
 	if (!f)
-		return;
+		return 0;
 	while (fgets(line, sizeof line, f)) {
 		unsigned long long kb;
 
 		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-			hw->ram_available = (uint64_t)kb * 1024;
-			hw->detected |= NTX_HW_RAM;
+			b = (uint64_t)kb * 1024;
 			break;
 		}
 	}
 	fclose(f);
+	return b;
+}
+
+static void detect_ram(struct ntx_plan_hw *hw)
+{
+	uint64_t b = ntx_mem_available();
+
+	if (b) {
+		hw->ram_available = b;
+		hw->detected |= NTX_HW_RAM;
+	}
 }
 
 static void detect_cpu(struct ntx_plan_hw *hw)

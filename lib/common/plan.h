@@ -280,6 +280,9 @@ int ntx_plan_scores_load(const char *path, int n_layer, const char *fingerprint,
 
 /* ---- hardware detection (hw.c) ---- */
 
+/* MemAvailable from /proc/meminfo in bytes; 0 when unknown. */
+uint64_t ntx_mem_available(void);
+
 /* Is an NVIDIA kernel driver loaded or its user library (libcuda.so.1)
  * installed? */
 int ntx_nvidia_driver_present(void);

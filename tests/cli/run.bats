@@ -601,6 +601,47 @@ PY
 	expect "$output" "$a"
 }
 
+# peak_rss_kb CMD...: the command's peak resident set (KiB), its output dropped
+peak_rss_kb() {
+	python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+
+@test "no GPU, a model larger than RAM: exit 3 at once with the plan and pack commands" {
+	"$NTX_BIN/ntx-gguf-gen" --shape 70b --mix q4_k_m --sparse -q -o "$T/q70.gguf"
+	run --separate-stderr timeout 60 "$RUN" -m "$T/q70.gguf" --backend cpu --ram-budget 16G -p hi -n 1
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	expect "$stderr" "ntx-run: the model does not fit in RAM; make a plan and a pack: ntx-plan $T/q70.gguf --vram-budget 0 --ram-budget 16G -o plan.json && ntx-pack $T/q70.gguf --plan plan.json, then ntx-run --plan plan.json"
+	avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+	if [ "$avail" -lt $((40 * 1024 * 1024)) ]; then # the detected RAM is too small too
+		run --separate-stderr timeout 60 "$RUN" -m "$T/q70.gguf" --backend cpu -p hi -n 1
+		[ "$status" -eq 3 ]
+		[[ "$stderr" == "ntx-run: the model does not fit in RAM; make a plan and a pack: "* ]]
+	fi
+}
+
+@test "the CPU reads weights in place: one copy resident, none with --ram-budget; a pack streams the rest" {
+	inplace=$(NTX_NO_HUGEPAGES=1 peak_rss_kb "$RUN" -m "$Q4" -p "In the beginning" -n 4 --temp 0)
+	budget=$(peak_rss_kb "$RUN" -m "$Q4" --ram-budget 64M -p "In the beginning" -n 4 --temp 0)
+	copies=$(peak_rss_kb "$RUN" -m "$Q4" -p "In the beginning" -n 4 --temp 0)
+	size=$(( $(stat -c %s "$Q4") / 1024 ))
+	echo "in place $inplace KiB, --ram-budget $budget KiB, copies $copies KiB, file $size KiB" >&2
+	[ "$budget" -lt $(( inplace + size / 4 )) ] # no second copy of the weights
+	[ "$copies" -lt $(( inplace + size / 2 )) ] # the copies replace the map's pages
+	# a RAM budget smaller than the model: refused without a pack, streamed with one
+	run --separate-stderr "$RUN" -m "$Q4" --ram-budget 14M -p hi -n 1
+	[ "$status" -eq 3 ]
+	"$NTX_BIN/ntx-plan" "$Q4" --vram-budget 0 --ram-budget 14M --pack "$T/m.ntxp" -o "$T/p.json"
+	"$NTX_BIN/ntx-pack" -q "$Q4" --plan "$T/p.json"
+	run --separate-stderr "$RUN" -m "$Q4" --pack "$T/m.ntxp" --ram-budget 14M -q -p "In the beginning" -n 6 --temp 0
+	[ "$status" -eq 0 ]
+	a=$output
+	run --separate-stderr "$RUN" -m "$Q4" -q -p "In the beginning" -n 6 --temp 0
+	expect "$output" "$a"
+}
+
 @test "a plan's context size and sequences are the defaults; larger ones are warned about" {
 	run --separate-stderr "$RUN" --plan "$D/plan.json" -p "In the beginning" -n 2 --temp 0 \
 		--stats-json "$T/s.json"

@@ -160,8 +160,13 @@ static int build_draft_mask(struct run_ctx *c, struct ntx_err *err)
 	return 0;
 }
 
-/* Without --plan: choose the backend and, on the GPU, plan in memory from
- * the detected hardware (and --vram-budget/--ram-budget/--executor). */
+/* Without --plan: choose the backend and plan in memory from the detected
+ * hardware (and --vram-budget/--ram-budget/--executor). On the CPU the plan
+ * (no VRAM, every layer on the CPU) checks that the model fits in RAM: a
+ * model larger than RAM (or --ram-budget) is refused with exit 3 and the
+ * commands that make a plan and a pack, never read until the kernel kills
+ * the process; with --pack its disk layers stream from the pack, else the
+ * plan is dropped and the whole model runs from the GGUF map. */
 static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 {
 	struct run_opts *o = c->o;
@@ -169,17 +174,15 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	struct ntx_plan_hw hw;
 	struct ntx_plan_opts po;
 	char why[256] = "";
-	int *skip = NULL, n_skip = 0, l, rc;
+	int *skip = NULL, n_skip = 0, l, rc, cpu = o->backend == NTX_BACKEND_CPU, n_disk = 0;
 
-	if (o->backend == NTX_BACKEND_CPU)
-		return 0;
-	if (!ntx_engine_gpu_usable(o->gpu_index, why, sizeof why)) {
+	if (!cpu && !ntx_engine_gpu_usable(o->gpu_index, why, sizeof why)) {
 		if (o->backend == NTX_BACKEND_CUDA)
 			return ntx_err_set(err, NTX_EDEVICE, "cuda: %s", why);
 		if (!o->quiet)
 			fprintf(stderr, PROG ": %s: using the CPU\n", why);
 		o->backend = NTX_BACKEND_CPU;
-		return 0;
+		cpu = 1;
 	}
 	memset(&po, 0, sizeof po);
 	po.vram_budget = po.ram_budget = po.reserve = po.disk_budget = -1;
@@ -198,6 +201,10 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 			po.executor = NTX_POLICY_CPU;
 		else if (strcmp(o->executor, "auto"))
 			return ntx_err_set(err, NTX_EINVAL, "--executor: expected auto, gpu or cpu");
+	}
+	if (cpu) {
+		po.vram_budget = 0;
+		po.executor = NTX_POLICY_CPU;
 	}
 	if (c->skip) {
 		skip = calloc((size_t)c->model->cfg.n_layer, sizeof *skip);
@@ -219,16 +226,21 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	free(skip);
 	if (rc)
 		return -1;
-	for (l = 0; l < c->model->cfg.n_layer; l++) {
-		if (!c->plan->layers[l].skip && c->plan->layers[l].home == NTX_TIER_DISK &&
-		    !o->pack_path)
-			return ntx_err_set(err, NTX_ENOFIT,
-					   "the model does not fit in VRAM and RAM; make a plan and a pack: ntx-plan %s > plan.json && ntx-pack %s --plan plan.json -o model.ntxp, then ntx-run --plan plan.json",
-					   c->model->gguf->path, c->model->gguf->path);
-	}
+	for (l = 0; l < c->model->cfg.n_layer; l++)
+		n_disk += !c->plan->layers[l].skip && c->plan->layers[l].home == NTX_TIER_DISK;
+	if (n_disk && !o->pack_path)
+		return ntx_err_set(err, NTX_ENOFIT,
+				   "the model does not fit in %s; make a plan and a pack: ntx-plan %s%s%s%s -o plan.json && ntx-pack %s --plan plan.json, then ntx-run --plan plan.json",
+				   cpu ? "RAM" : "VRAM and RAM", c->model->gguf->path,
+				   cpu ? " --vram-budget 0" : "", o->ram_budget_arg ? " --ram-budget " : "",
+				   o->ram_budget_arg ? o->ram_budget_arg : "", c->model->gguf->path);
 	if (o->verbose)
-		fprintf(stderr, PROG ": planned in memory: predicted %.2f tok/s\n",
-			c->plan->predicted_tok_per_s);
+		fprintf(stderr, PROG ": planned in memory%s: predicted %.2f tok/s\n",
+			cpu ? " (CPU)" : "", c->plan->predicted_tok_per_s);
+	if (cpu && !n_disk) { /* everything in RAM: the plain CPU engine */
+		ntx_plan_free(c->plan);
+		c->plan = NULL;
+	}
 	return 0;
 }
 
@@ -340,6 +352,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	eo.plan = c->plan;
 	eo.pack_path = o->pack_path;
 	eo.io = o->io;
+	/* --ram-budget: no anonymous copies, the page cache is the only copy */
+	eo.copy_limit = o->ram_budget >= 0 ? -1 : 0;
 	eo.skip = c->skip;
 	eo.interrupt = &run_interrupted;
 	c->engine = ntx_engine_new(c->model, &eo, err);

@@ -310,6 +310,7 @@ int main(int argc, char **argv)
 		case O_RAM:
 			if (ntx_parse_budget(a, &o.ram_budget, &err))
 				return bad_arg("--ram-budget", &err);
+			o.ram_budget_arg = a;
 			break;
 		case O_EXECUTOR:
 			if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu")) {

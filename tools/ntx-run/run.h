@@ -59,6 +59,7 @@ struct run_opts {
 	int gpu_index;
 	/* in-memory planning when no --plan is given */
 	int64_t vram_budget, ram_budget; /* bytes, -1: not given */
+	const char *ram_budget_arg;      /* as given, for messages */
 	const char *pack_path;
 	const char *executor;
 };
