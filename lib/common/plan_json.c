@@ -754,8 +754,12 @@ static int is_relative(const char *s)
 	return s && s[0] && s[0] != '/' && strcmp(s, "-") != 0;
 }
 
-/* *s = dir/(*s) for a relative *s. Returns 0 or -1 (out of memory). */
-static int prepend_dir(char **s, const char *dir, size_t dlen, struct ntx_err *err)
+/* *s = dir/(*s) for a relative *s. With keep_existing, a path that exists
+ * as given while dir/(*s) does not stays as given (a plan written to
+ * another directory through stdout, by an older ntx-plan or a script).
+ * Returns 0 or -1 (out of memory). */
+static int prepend_dir(char **s, const char *dir, size_t dlen, int keep_existing,
+		       struct ntx_err *err)
 {
 	char *r;
 
@@ -767,6 +771,10 @@ static int prepend_dir(char **s, const char *dir, size_t dlen, struct ntx_err *e
 	memcpy(r, dir, dlen);
 	r[dlen] = '/';
 	strcpy(r + dlen + 1, *s);
+	if (keep_existing && access(r, F_OK) != 0 && access(*s, F_OK) == 0) {
+		free(r);
+		return 0;
+	}
 	free(*s);
 	*s = r;
 	return 0;
@@ -787,8 +795,8 @@ struct ntx_plan *ntx_plan_load(const char *path, struct ntx_err *err)
 	 * a plan works from anywhere */
 	sl = strrchr(path, '/');
 	if (p && sl &&
-	    (prepend_dir(&p->model.path, path, sl > path ? (size_t)(sl - path) : 1, err) ||
-	     prepend_dir(&p->pack_path, path, sl > path ? (size_t)(sl - path) : 1, err))) {
+	    (prepend_dir(&p->model.path, path, sl > path ? (size_t)(sl - path) : 1, 1, err) ||
+	     prepend_dir(&p->pack_path, path, sl > path ? (size_t)(sl - path) : 1, 1, err))) {
 		ntx_plan_free(p);
 		return NULL;
 	}
@@ -805,8 +813,8 @@ int ntx_plan_rebase(struct ntx_plan *p, const char *out_path, struct ntx_err *er
 		return 0;
 	if (!getcwd(cwd, sizeof cwd))
 		return ntx_err_errno(err, errno, "current directory");
-	if (prepend_dir(&p->model.path, cwd, strlen(cwd), err) ||
-	    prepend_dir(&p->pack_path, cwd, strlen(cwd), err))
+	if (prepend_dir(&p->model.path, cwd, strlen(cwd), 0, err) ||
+	    prepend_dir(&p->pack_path, cwd, strlen(cwd), 0, err))
 		return -1;
 	return 0;
 }
