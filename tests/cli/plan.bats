@@ -375,3 +375,11 @@ bad_plan() {
 	[ "$status" -eq 1 ]
 	[ "$stderr" = "ntx-plan: <stdin>: not a GGUF file or inspect JSON (empty)" ]
 }
+
+@test "--probe -v: the two CPU rates are labelled apart (one token, a batch)" {
+	run --separate-stderr "$PLAN" "$D/q4.gguf" --probe -v --vram-budget 0 --ram-budget 64G \
+		--disk-budget 500G -o /dev/null
+	[ "$status" -eq 0 ]
+	line=$(printf '%s\n' "$stderr" | grep '^ntx-plan: rates: ')
+	[[ "$line" == *", CPU "*" GB/s for one token ("*"), CPU "*" GB/s x tokens for 16 tokens at once ("*")" ]]
+}

@@ -52,7 +52,7 @@ no_gpu() {
 	[ -z "$stderr" ]
 	run "$RUN" -V
 	[ "$status" -eq 0 ]
-	[[ "$output" == "ntx-run "[0-9]* ]]
+	[[ "$output" == "ntx-run (ntx) "[0-9]* ]]
 }
 
 @test "-h to a full disk: exit 1 with a message" {
@@ -433,6 +433,41 @@ PY
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-run: /dev/full: No space left on device"
 	[ -c /dev/full ]
+}
+
+@test "a prompt typed on a terminal ends with one Ctrl-D" {
+	run timeout 30 python3 - "$RUN" -m "$Q4" -n 3 --temp 0 <<'PY'
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+os.write(fd, b"In the beginning\n")
+time.sleep(0.3)
+os.write(fd, b"\x04")  # one end-of-file, on an empty line
+end = time.time() + 20
+while time.time() < end:  # drain the output until the program exits
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            eof = not os.read(fd, 4096)
+        except OSError:
+            eof = True
+        if eof:  # the terminal closed: the program has ended
+            sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    done, st = os.waitpid(pid, os.WNOHANG)
+    if done:
+        sys.exit(os.waitstatus_to_exitcode(st))
+os.kill(pid, 9)
+print("still waiting for input after one Ctrl-D")
+sys.exit(9)
+PY
+	[ "$status" -eq 0 ]
+}
+
+@test "-v on the CPU prints the in-memory plan's prediction" {
+	run --separate-stderr "$RUN" -m "$Q4" --backend cpu -v -p hi -n 1 --temp 0
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"ntx-run: planned in memory (CPU): predicted "*" tok/s"* ]]
 }
 
 @test "-n 0: nothing generated, exit 0" {

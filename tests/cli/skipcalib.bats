@@ -39,7 +39,7 @@ setup() {
 	[ -z "$stderr" ]
 	run "$CALIB" -V
 	[ "$status" -eq 0 ]
-	[[ "$output" == "ntx-skip-calib "[0-9]* ]]
+	[[ "$output" == "ntx-skip-calib (ntx) "[0-9]* ]]
 }
 
 @test "usage errors: exit 2 with one message and a short usage" {

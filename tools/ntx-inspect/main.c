@@ -14,10 +14,8 @@
 #include "inspect.h"
 #include "inspect_pack.h"
 #include "table.h"
+#include "version.h"
 
-#ifndef NTX_VERSION
-#define NTX_VERSION "0.1"
-#endif
 
 static const char *prog = "ntx-inspect";
 

@@ -16,10 +16,8 @@
 #include "pack.h"
 #include "parse.h"
 #include "plan.h"
+#include "version.h"
 
-#ifndef NTX_VERSION
-#define NTX_VERSION "0.1"
-#endif
 
 /* Default compression: see doc/pack-format.md, "Compression: the numbers".
  * auto = zstd level 1 on byte planes, a frame kept compressed only when it

@@ -17,10 +17,8 @@
 #include "model.h"
 #include "parse.h"
 #include "plan.h"
+#include "version.h"
 
-#ifndef NTX_VERSION
-#define NTX_VERSION "0.1.0"
-#endif
 
 static const char *prog = "ntx-plan";
 
@@ -409,7 +407,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return fclose(stdout) ? 1 : 0;
 		case 'V':
-			printf("%s %s\n", prog, NTX_VERSION);
+			printf("%s (ntx) %s\n", prog, NTX_VERSION);
 			return fclose(stdout) ? 1 : 0;
 		default:
 			fprintf(stderr, "Try '%s --help' for more information.\n", prog);
@@ -511,11 +509,15 @@ int main(int argc, char **argv)
 		if (hw.detected & NTX_HW_DISK)
 			fprintf(stderr, "%s: free at %s: %s\n", prog, pack_dir,
 				ntx_fmt_size(hw.disk_free, a, 32));
+		/* two CPU rates, each said for what: weight bytes per second of
+		 * one token's products, and weight bytes x tokens per second of
+		 * a batch's */
 		if (hw.probed)
-			fprintf(stderr, "%s: probed: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s (%s), CPU batched %g GB/s x tokens (%s)\n",
+			fprintf(stderr, "%s: rates: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s for one token (%s), CPU %g GB/s x tokens for %d tokens at once (%s)\n",
 				prog, hw.h2d_gbps, ntx_src_name(hw.h2d_src), hw.disk_gbps,
 				ntx_src_name(hw.disk_src), hw.cpu_gbps, ntx_src_name(hw.cpu_src),
-				hw.cpu_batch_gbps, ntx_src_name(hw.cpu_batch_src));
+				hw.cpu_batch_gbps, NTX_PLAN_CPU_BATCH_PROBE,
+				ntx_src_name(hw.cpu_batch_src));
 	}
 	o.pack_path = pack;
 	if (ntx_plan_compute(&pm, &hw, &o, &p, &err))

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat.h"
 #include "parse.h"
@@ -46,17 +47,27 @@ static int read_all(FILE *f, char **out, size_t *len, struct ntx_err *err)
 			buf = nb;
 			cap *= 2;
 		}
-		r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0) {
-			if (ferror(f)) {
+		/* read(2), not fread: on a terminal one Ctrl-D (a read of 0
+		 * bytes) ends the input, where fread would ask for another */
+		r = (size_t)0;
+		{
+			ssize_t k = read(fileno(f), buf + n, cap - n);
+
+			if (k < 0 && errno == EINTR && !run_interrupted)
+				continue;
+			if (k < 0) {
 				int e = errno;
 
 				free(buf);
+				if (e == EINTR)
+					return ntx_err_set(err, NTX_EINTR, "interrupted");
 				return ntx_err_errno(err, e, "reading input");
 			}
-			break;
+			r = (size_t)k;
 		}
+		n += r;
+		if (r == 0)
+			break;
 	}
 	buf[n] = '\0';
 	*out = buf;

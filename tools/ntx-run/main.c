@@ -9,8 +9,8 @@
 
 #include "parse.h"
 #include "run.h"
+#include "version.h"
 
-#define NTX_VERSION "0.1.0"
 
 volatile sig_atomic_t run_interrupted;
 
@@ -450,7 +450,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return close_stdout_info();
 		case 'V':
-			printf(PROG " " NTX_VERSION "\n");
+			printf(PROG " (ntx) " NTX_VERSION "\n");
 			return close_stdout_info();
 		default: /* ':' or '?' */
 			ntx_getopt_complaint(PROG, ch, argv);

@@ -30,6 +30,7 @@
 #include "parse.h"
 #include "plan.h"
 #include "tokenizer.h"
+#include "version.h"
 
 #define PROG "ntx-skip-calib"
 #define MAX_SETS 64
@@ -327,7 +328,7 @@ int main(int argc, char **argv)
 			}
 			return 0;
 		case 'V':
-			printf(PROG " 0.1.0\n");
+			printf(PROG " (ntx) " NTX_VERSION "\n");
 			if (fclose(stdout)) {
 				fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
 				return 1;
