@@ -131,6 +131,11 @@ no_gpu() {
 	run --separate-stderr "$RUN" -m -q -p hi
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == "ntx-run: -m: '-q' looks like an option, not a file"* ]]
+	# an option's value is not taken for a llama.cpp option
+	run --separate-stderr "$RUN" -m "$Q4" -q -p -fa -n 1 --temp 0
+	[ "$status" -eq 0 ]
+	run --separate-stderr "$RUN" -m "$Q4" -q --system -ngl --chat -p x -n 1 --temp 0
+	[ "$status" -eq 0 ]
 }
 
 @test "options that do not fit the mode: exit 2, nothing run" {

@@ -180,14 +180,26 @@ static int foreign_options(int argc, char **argv)
 	size_t k;
 
 	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *a = argv[i];
+		const struct option *lo;
+
 		for (k = 0; k < sizeof tab / sizeof tab[0]; k++) {
 			size_t n = strlen(tab[k].opt);
 
-			if (!strncmp(argv[i], tab[k].opt, n) && (!argv[i][n] || argv[i][n] == '=')) {
+			if (!strncmp(a, tab[k].opt, n) && (!a[n] || a[n] == '=')) {
 				fprintf(stderr, PROG ": unknown option %s (%s)\n", tab[k].opt, tab[k].hint);
 				return usage_error();
 			}
 		}
+		/* skip an option's value (-p -fa is a prompt) */
+		if (a[0] == '-' && a[1] && !a[2] && strchr("mtcpfns", a[1]))
+			i++;
+		else if (a[0] == '-' && a[1] == '-' && !strchr(a, '='))
+			for (lo = longopts; lo->name; lo++)
+				if (!strcmp(a + 2, lo->name) && lo->has_arg == required_argument) {
+					i++;
+					break;
+				}
 	}
 	return 0;
 }
