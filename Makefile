@@ -5,7 +5,7 @@
 #   make bench      benchmarks, JSON on stdout
 #   make demo       the README's main job: inspect -> plan -> pack -> run
 #   make asan       everything under AddressSanitizer + UBSan (in build-asan/)
-#   make install    PREFIX=/usr/local
+#   make install    PREFIX=/usr/local (tools, man pages, the specs in share/doc/ntx)
 #   make clean
 
 PREFIX  ?= /usr/local
@@ -26,7 +26,16 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc
 endif
 ifneq ($(strip $(NVCC)),)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-CUDA_ARCHS ?= 80 86 89 90
+# CUDA_ARCHS: the local GPUs' architectures when nvidia-smi answers (one
+# architecture builds four times faster), else all four. Packages and the
+# device machine build all four: make CUDA_ARCHS="80 86 89 90".
+ifeq ($(origin CUDA_ARCHS),undefined)
+CUDA_ARCHS := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+	tr -d '. ' | grep -E '^[0-9]+$$' | sort -u | tr '\n' ' ')
+ifeq ($(strip $(CUDA_ARCHS)),)
+CUDA_ARCHS := 80 86 89 90
+endif
+endif
 NVCCFLAGS  ?= -O3 -std=c++17 -Xcompiler -fPIC -lineinfo \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 CFLAGS_ALL += -DNTX_HAVE_CUDA=1 -I$(CUDA_HOME)/include
@@ -132,10 +141,15 @@ asan:
 fuzz:
 	@BUILD=$(BUILD) scripts/fuzz
 
+# The man pages cite the format specs (doc/*.md): they go to
+# PREFIX/share/doc/ntx/doc/, beside the README.
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/doc/ntx/doc
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
-	for m in doc/*.1; do [ -f "$$m" ] && install -m 644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/; done; true
+	install -m 644 doc/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/ntx/
+	install -m 644 doc/*.md $(DESTDIR)$(PREFIX)/share/doc/ntx/doc/
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Run every CUDA test program ($BUILD/tests-gpu/test_*) and print the totals
-# as the last line: "N passed, N failed" (as tests/run-tests.sh does). The
+# as the last line: "N passed, N failed, M skipped" (as tests/run-tests.sh does). The
 # CUDA parity test runs twice: as is (cuBLAS when it loads) and with
 # NTX_NO_CUBLAS=1 for its matmul part (our own tensor-core GEMM); the PDL
 # test runs again with NTX_NO_PDL=1 (the switch must turn PDL off).
@@ -12,12 +12,12 @@ BUILD=${BUILD:-build}
 set -- "$BUILD"/tests-gpu/test_*
 if [ ! -x "$1" ]; then
 	echo "not ok - no GPU test programs in $BUILD/tests-gpu (was nvcc found at build time?)"
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
 if ! "$1" --probe; then
 	echo "no CUDA device"
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
 
@@ -43,5 +43,5 @@ if [ -x "$BUILD/tests-gpu/test_cuda_pdl" ]; then
 	run "test_cuda_pdl (NTX_NO_PDL=1)" env NTX_NO_PDL=1 "$BUILD/tests-gpu/test_cuda_pdl"
 fi
 
-echo "$pass passed, $fail failed"
+totals
 [ "$fail" -eq 0 ]

@@ -111,7 +111,22 @@ static int choose_backend(struct ntx_engine *e, struct ntx_err *err)
  * Weights the CPU computes from RAM are copied out of the GGUF map into
  * anonymous memory with transparent huge pages: 2 MiB pages double a
  * core's streaming rate over 4 KiB file pages (measured by the CPU kernel
- * bench). NTX_NO_HUGEPAGES=1 and --io mmap keep reading the map. */
+ * bench). Only as many as fit in opts.copy_limit (by default what
+ * MemAvailable leaves after 2 GiB), and the map's pages of each copied
+ * weight are released at once: one copy is ever resident, never two, and
+ * a model larger than RAM is read in place (the page cache is the only
+ * copy). NTX_NO_HUGEPAGES=1 and --io mmap keep reading the map. */
+
+/* Drop this process's pages of [p, p + n) in the read-only GGUF map: they
+ * are read again (page cache or file) if ever touched. */
+static void map_release(const void *p, size_t n)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)p & ~(pg - 1), b = ((uintptr_t)p + n + pg - 1) & ~(pg - 1);
+
+	if (n)
+		madvise((void *)a, b - a, MADV_DONTNEED);
+}
 
 static void *hot_alloc(size_t bytes, size_t *out)
 {
@@ -134,37 +149,75 @@ struct hot_ctx {
 static void hot_worker(void *p, int ith, int nth)
 {
 	struct ntx_engine *e = ((struct hot_ctx *)p)->e;
-	int l;
+	int l, i;
 
 	for (l = ith; l < e->cfg.n_layer; l += nth) {
 		struct eng_layer *L = &e->layers[l];
 
 		if (!L->hot)
 			continue;
+		if (e->o.interrupt && *e->o.interrupt) { /* Ctrl-C: stop copying, eval says so */
+			L->hot = NULL;
+			continue;
+		}
 		ntx_layer_pack_copy(&e->m->layers[l], &L->lo, L->hot);
 		ntx_layer_w_from_layout(&L->w, &e->m->layers[l], &L->lo, L->hot);
+		for (i = 0; i < NTX_LAYER_NT; i++) {
+			const struct ntx_gguf_tensor *t = ntx_layer_tensor(&e->m->layers[l], i);
+
+			map_release(t->data, t->nbytes);
+		}
 	}
-	if (ith == nth - 1 && e->out_hot)
+	if (ith == nth - 1 && e->out_hot) {
 		memcpy(e->out_hot, e->m->output->data, e->m->output->nbytes);
+		/* token_embd may share the output's pages (tied): it stays */
+		if (e->m->output->data != e->m->tok_embd->data)
+			map_release(e->m->output->data, e->m->output->nbytes);
+	}
 }
 
 static void hot_copies(struct ntx_engine *e)
 {
 	const char *no = getenv("NTX_NO_HUGEPAGES");
 	struct hot_ctx c = { e };
+	uint64_t limit, used = 0, avail, *off, out_off = UINT64_MAX;
 	int l;
 
-	if (e->o.io == NTX_IO_MMAP || (no && *no && strcmp(no, "0")))
+	if (e->o.io == NTX_IO_MMAP || (no && *no && strcmp(no, "0")) || e->o.copy_limit < 0)
 		return;
+	off = malloc((size_t)e->cfg.n_layer * sizeof *off);
+	if (!off)
+		return; /* stay on the map */
+	avail = ntx_mem_available();
+	limit = e->o.copy_limit > 0 ? (uint64_t)e->o.copy_limit :
+		!avail ? UINT64_MAX : avail > (2ull << 30) ? avail - (2ull << 30) : 0;
+	/* one arena, each copy 4 KiB-aligned in it (a 2 MiB page per small
+	 * layer would waste more than the layer) */
+	if (!e->head_on_gpu && e->m->output->nbytes <= limit) {
+		out_off = 0;
+		used = (e->m->output->nbytes + 4095) & ~(uint64_t)4095;
+	}
 	for (l = 0; l < e->cfg.n_layer; l++) {
 		struct eng_layer *L = &e->layers[l];
+		uint64_t need = (L->lo.total + 4095) & ~(uint64_t)4095;
 
-		if (e->skip[l] || L->exec != NTX_EXEC_CPU || L->home != NTX_TIER_RAM)
-			continue;
-		L->hot = hot_alloc(L->lo.total, &L->hot_bytes); /* NULL: stay on the map */
+		off[l] = UINT64_MAX;
+		if (e->skip[l] || L->exec != NTX_EXEC_CPU || L->home != NTX_TIER_RAM ||
+		    used + need > limit)
+			continue; /* read in place */
+		off[l] = used;
+		used += need;
 	}
-	if (!e->head_on_gpu)
-		e->out_hot = hot_alloc(e->m->output->nbytes, &e->out_hot_bytes);
+	if (used)
+		e->hot_arena = hot_alloc(used, &e->hot_arena_bytes); /* NULL: stay on the map */
+	if (e->hot_arena) {
+		for (l = 0; l < e->cfg.n_layer; l++)
+			if (off[l] != UINT64_MAX)
+				e->layers[l].hot = (char *)e->hot_arena + off[l];
+		if (out_off != UINT64_MAX)
+			e->out_hot = (char *)e->hot_arena + out_off;
+	}
+	free(off);
 	ntx_pool_run(e->pool, hot_worker, &c);
 	if (e->out_hot)
 		e->out_w = ntx_wmat_from_tensor(e->m->output, e->out_hot);
@@ -250,8 +303,11 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		if (L->exec == NTX_EXEC_CPU &&
 		    kv_alloc(&L->kv, c, e->n_ctx, e->n_seq, o->kv_type == NTX_KV_F16, err))
 			goto fail;
+		/* the same rule as ntx_stream_start(): with --io mmap, CPU layers
+		 * of every home are computed in place from the map */
 		if (L->home != NTX_TIER_VRAM &&
-		    (L->exec == NTX_EXEC_GPU || L->home == NTX_TIER_DISK))
+		    (L->exec == NTX_EXEC_GPU ||
+		     (L->home == NTX_TIER_DISK && o->io != NTX_IO_MMAP)))
 			any_job = 1;
 	}
 	e->out_w = ntx_wmat_from_tensor(m->output, m->output->data);
@@ -283,12 +339,10 @@ void ntx_engine_free(struct ntx_engine *e)
 		for (l = 0; l < e->cfg.n_layer; l++) {
 			free(e->layers[l].kv.k);
 			free(e->layers[l].kv.v);
-			if (e->layers[l].hot)
-				munmap(e->layers[l].hot, e->layers[l].hot_bytes);
 		}
 	}
-	if (e->out_hot)
-		munmap(e->out_hot, e->out_hot_bytes);
+	if (e->hot_arena)
+		munmap(e->hot_arena, e->hot_arena_bytes);
 	ntx_cpu_scratch_free(&e->s);
 	ntx_pool_free(e->pool);
 	free(e->layers);

@@ -36,6 +36,12 @@ struct ntx_engine_opts {
 	const uint8_t *skip;       /* n_layer flags (1 = skip) or NULL */
 	volatile sig_atomic_t *interrupt; /* set asynchronously to stop eval */
 	int collect_cos;           /* record per-layer cosine(in, out) stats */
+	/* CPU-computed RAM-tier weights are copied into anonymous huge pages
+	 * (faster to stream) up to this many bytes, the rest read in place from
+	 * the GGUF map; the map's pages of a copied weight are released, so
+	 * one copy is resident. 0: up to MemAvailable less 2 GiB; < 0: no
+	 * copies (the page cache is the only copy, as --ram-budget wants). */
+	int64_t copy_limit;
 };
 
 struct ntx_engine;

@@ -87,7 +87,7 @@ int ntx_gpu_usable(int device, char *why, size_t why_len)
 	cudaError_t rc = cudaGetDeviceCount(&n);
 
 	if (rc != cudaSuccess) {
-		snprintf(why, why_len, "no usable CUDA device (%s)", cudaGetErrorString(rc));
+		ntx_gpu_unusable_why(why, why_len, cudaGetErrorString(rc), ntx_nvidia_driver_present());
 		cudaGetLastError();
 		return 0;
 	}

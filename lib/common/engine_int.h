@@ -68,7 +68,6 @@ struct eng_layer {
 	struct ntx_kv_layer kv;    /* host KV cache (CPU executor) */
 	void *pinned;              /* pinned layout copy (ram home, GPU executor) */
 	void *hot;                 /* huge-page layout copy (ram home, CPU executor) */
-	size_t hot_bytes;
 	void *dev;                 /* device layout copy (vram home) */
 	void *dkv_k, *dkv_v;       /* device KV cache (GPU executor) */
 };
@@ -90,7 +89,8 @@ struct ntx_engine {
 	uint8_t *skip;             /* engine's skip set */
 	struct ntx_wmat out_w;     /* output head (host) */
 	void *out_hot;             /* huge-page copy of the head (CPU head) */
-	size_t out_hot_bytes;
+	void *hot_arena;           /* one huge-page mapping for every copy */
+	size_t hot_arena_bytes;
 	const float *out_norm;
 	int head_on_gpu;
 	struct ntx_cpu_scratch s;

@@ -396,6 +396,11 @@ int ntx_stream_start(struct ntx_engine *e, struct ntx_err *err)
 		if (j->to_gpu && !disk && !s->mmap_mode)
 			pc.layers[pc.n++] = l;
 	}
+	if (!s->n_jobs) { /* nothing to move (every job number is taken mod n_jobs) */
+		free(pc.layers);
+		ntx_stream_stop(e);
+		return 0;
+	}
 	/* pinned copies of RAM-tier layers that stream to the GPU */
 	for (i = 0; i < pc.n; i++) {
 		struct eng_layer *L = &e->layers[pc.layers[i]];

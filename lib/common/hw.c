@@ -3,6 +3,7 @@
  * (pinned H2D bandwidth, O_DIRECT read rate, CPU GEMV rate). See plan.h. */
 #include "plan.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -32,6 +33,27 @@ static double now_s(void)
 }
 
 /* ---- detection ---- */
+
+int ntx_nvidia_driver_present(void)
+{
+	void *h;
+
+	if (access("/proc/driver/nvidia/version", F_OK) == 0)
+		return 1;
+	h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+	if (!h)
+		return 0;
+	dlclose(h);
+	return 1;
+}
+
+void ntx_gpu_unusable_why(char *why, size_t n, const char *cuda_msg, int driver_present)
+{
+	if (!driver_present) /* the runtime says "driver version is insufficient" */
+		snprintf(why, n, "no NVIDIA driver found");
+	else
+		snprintf(why, n, "no usable CUDA device (%s)", cuda_msg ? cuda_msg : "unknown error");
+}
 
 static void detect_gpu(struct ntx_plan_hw *hw, int gpu_index)
 {
@@ -66,23 +88,34 @@ static void detect_gpu(struct ntx_plan_hw *hw, int gpu_index)
 #endif
 }
 
-static void detect_ram(struct ntx_plan_hw *hw)
+uint64_t ntx_mem_available(void)
 {
 	FILE *f = fopen("/proc/meminfo", "r");
 	char line[256];
+	uint64_t b = 0;
 
 	if (!f)
-		return;
+		return 0;
 	while (fgets(line, sizeof line, f)) {
 		unsigned long long kb;
 
 		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-			hw->ram_available = (uint64_t)kb * 1024;
-			hw->detected |= NTX_HW_RAM;
+			b = (uint64_t)kb * 1024;
 			break;
 		}
 	}
 	fclose(f);
+	return b;
+}
+
+static void detect_ram(struct ntx_plan_hw *hw)
+{
+	uint64_t b = ntx_mem_available();
+
+	if (b) {
+		hw->ram_available = b;
+		hw->detected |= NTX_HW_RAM;
+	}
 }
 
 static void detect_cpu(struct ntx_plan_hw *hw)

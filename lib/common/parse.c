@@ -68,6 +68,18 @@ int ntx_parse_size(const char *s, uint64_t *out, struct ntx_err *err)
 	return 0;
 }
 
+int ntx_parse_budget(const char *s, int64_t *out, struct ntx_err *err)
+{
+	uint64_t v;
+
+	if (ntx_parse_size(s, &v, err))
+		return -1;
+	if (v > (1ull << 50))
+		return ntx_err_set(err, NTX_EINVAL, "size '%s' is too large (at most 1P)", s);
+	*out = (int64_t)v;
+	return 0;
+}
+
 int ntx_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
 		  struct ntx_err *err)
 {

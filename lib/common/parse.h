@@ -14,6 +14,11 @@
  * 25769803776. Returns 0, or -1 and fills *err. */
 int ntx_parse_size(const char *s, uint64_t *out, struct ntx_err *err);
 
+/* Parse a memory or disk budget (--vram-budget, --ram-budget, ...): a size
+ * as ntx_parse_size, at most 1 PiB. The one parser every tool uses for its
+ * budgets. Returns 0, or -1 and fills *err. */
+int ntx_parse_budget(const char *s, int64_t *out, struct ntx_err *err);
+
 /* Parse a decimal integer in [min, max]. Returns 0, or -1 and fills *err. */
 int ntx_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
 		  struct ntx_err *err);

@@ -792,7 +792,7 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 	int best_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
 	uint64_t kv_all, fixed;
 	int l, k, kmin, kmax, n_act = 0, *prio = NULL;
-	char a[32], b[32], c[32], d[32], e[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32];
 
 	*out = NULL;
 	if (validate_inputs(pm, o, err))
@@ -938,19 +938,25 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 
 		fixed = ntx_plan_sat_add(kv, res);
 		if (fixed > p->vram_budget) {
-			if (kv)
+			uint64_t mg = p->margin_bytes, ot = pm->other_bytes;
+			int kv_big = kv >= ws && kv >= mg && kv >= ot;
+
+			if (kv_big)
 				ntx_err_set(err, NTX_ENOFIT,
 					    "does not fit: KV cache (%s for %d layers, ctx %d, %s, %d seq) + reserves (%s) exceed the VRAM budget (%s) by %s; lower --ctx%s or use --executor cpu",
 					    sz(kv, a), n_act, p->n_ctx, p->kv_type == NTX_KV_F32 ? "f32" : "f16",
 					    p->n_seq, sz(res, b), sz(p->vram_budget, c),
 					    sz(fixed - p->vram_budget, d),
 					    p->kv_type == NTX_KV_F32 ? ", use --kv-type f16" : "");
-			else
+			else /* name the largest part and what changes it */
 				ntx_err_set(err, NTX_ENOFIT,
-					    "does not fit: reserves (workspace %s + margin %s) exceed the VRAM budget (%s) by %s; lower --ubatch or --reserve",
-					    sz(ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq), a),
-					    sz(p->margin_bytes, b), sz(p->vram_budget, c),
-					    sz(fixed - p->vram_budget, e));
+					    "does not fit: reserves (margin %s%s + workspace %s + other tensors %s)%s%s exceed the VRAM budget (%s) by %s; %s",
+					    sz(mg, a), o->reserve >= 0 ? " from --reserve" : " (the --reserve default)",
+					    sz(ws, b), sz(ot, c), kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
+					    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f),
+					    mg >= ws && mg >= ot ? "lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" :
+					    ws >= ot ? "lower --ubatch or --ctx" :
+					    "give a larger --vram-budget, or --vram-budget 0 to run on the CPU");
 			goto fail;
 		}
 	}

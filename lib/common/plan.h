@@ -256,7 +256,18 @@ char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err);
  * ("plan.json:12:5: expected integer for \"bytes\""). */
 struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *name,
 				    struct ntx_err *err);
+/* Read a plan file ("-" = stdin). Relative model and pack paths in the file
+ * are relative to its directory; they come back resolved against it. */
 struct ntx_plan *ntx_plan_load(const char *path, struct ntx_err *err);
+
+/* Before writing p to out_path: paths as given (relative to the current
+ * directory) stay valid when out_path is in the current directory or
+ * stdout; else the relative ones become absolute. Returns 0 or -1. */
+int ntx_plan_rebase(struct ntx_plan *p, const char *out_path, struct ntx_err *err);
+
+/* The model file a plan names, or NULL with err set when it names none that
+ * can be opened again ("-": the GGUF was read from stdin). Borrowed. */
+const char *ntx_plan_model_file(const struct ntx_plan *p, struct ntx_err *err);
 
 /* Read a whole text file ("-" = stdin) into a NUL-terminated buffer (caller
  * frees); *len excludes the NUL. For plans, inspect and skip JSON. */
@@ -279,6 +290,11 @@ void ntx_plan_free(struct ntx_plan *p);
 int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
 			int **layers, int *n, struct ntx_err *err);
 
+/* The same from the text of an "ntx.skip" document (name: for messages). */
+int ntx_plan_skip_from_json(const char *text, size_t len, const char *name, int n_layer,
+			    int set_index, const char *fingerprint, int **layers, int *n,
+			    struct ntx_err *err);
+
 /* Per-layer importance from an "ntx.skip" document's "layers":
  * [{"index": i, "cos_mean": x}, ...] into a new array of n_layer doubles
  * (caller frees); unlisted layers get NAN (least important). */
@@ -286,6 +302,18 @@ int ntx_plan_scores_load(const char *path, int n_layer, const char *fingerprint,
 			 double **scores, struct ntx_err *err);
 
 /* ---- hardware detection (hw.c) ---- */
+
+/* MemAvailable from /proc/meminfo in bytes; 0 when unknown. */
+uint64_t ntx_mem_available(void);
+
+/* Is an NVIDIA kernel driver loaded or its user library (libcuda.so.1)
+ * installed? */
+int ntx_nvidia_driver_present(void);
+
+/* Why no CUDA device can be used, for messages: "no NVIDIA driver found"
+ * when there is none (whatever the runtime's cuda_msg), else "no usable
+ * CUDA device (cuda_msg)". */
+void ntx_gpu_unusable_why(char *why, size_t n, const char *cuda_msg, int driver_present);
 
 /* Detect GPU (through the CUDA runtime when built with CUDA), RAM, cores and
  * free disk at pack_dir (NULL: current directory). Never fails hard: what it

@@ -177,17 +177,14 @@ static int is_layer_list(const char *s)
 }
 
 /* Parse a skip/scores document: format, version, optional fingerprint. */
-static json_t *load_skip_doc(struct ntx_jrd *r, const char *path, char **text, size_t *len,
-			     const char *fingerprint)
+static json_t *parse_skip_doc(struct ntx_jrd *r, const char *text, size_t len,
+			      const char *fingerprint)
 {
 	json_t *root, *m, *fp;
 
-	*text = ntx_plan_read_file(path, len, r->err);
-	if (!*text)
-		return NULL;
-	r->text = *text;
-	r->len = *len;
-	root = ntx_jrd_parse(*text, *len, r->name, r->err);
+	r->text = text;
+	r->len = len;
+	root = ntx_jrd_parse(text, len, r->name, r->err);
 	if (!root)
 		return NULL;
 	if (ntx_jrd_format(r, root, "ntx.skip")) {
@@ -215,6 +212,15 @@ static json_t *load_skip_doc(struct ntx_jrd *r, const char *path, char **text, s
 	return root;
 }
 
+static json_t *load_skip_doc(struct ntx_jrd *r, const char *path, char **text, size_t *len,
+			     const char *fingerprint)
+{
+	*text = ntx_plan_read_file(path, len, r->err);
+	if (!*text)
+		return NULL;
+	return parse_skip_doc(r, *text, *len, fingerprint);
+}
+
 static int cmp_int(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
@@ -225,11 +231,9 @@ static int cmp_int(const void *a, const void *b)
 int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
 			int **layers, int *n, struct ntx_err *err)
 {
-	struct ntx_jrd r = { NULL, 0, arg, err };
-	char *text = NULL, path[NTX_JRD_PATH];
-	json_t *root, *arr, *e;
-	size_t len, i;
-	int *out = NULL, k = 0;
+	char *text;
+	size_t len;
+	int rc;
 
 	*layers = NULL;
 	*n = 0;
@@ -239,11 +243,30 @@ int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char 
 					   "--skip-set needs a skip file, not a layer list");
 		return ntx_parse_range_list(arg, n_layer, layers, n, err);
 	}
-	root = load_skip_doc(&r, arg, &text, &len, fingerprint);
-	if (!root) {
-		free(text);
+	text = ntx_plan_read_file(arg, &len, err);
+	if (!text)
 		return -1;
-	}
+	rc = ntx_plan_skip_from_json(text, len, arg, n_layer, set_index, fingerprint, layers, n,
+				     err);
+	free(text);
+	return rc;
+}
+
+int ntx_plan_skip_from_json(const char *text, size_t len, const char *name, int n_layer,
+			    int set_index, const char *fingerprint, int **layers, int *n,
+			    struct ntx_err *err)
+{
+	struct ntx_jrd r = { NULL, 0, name, err };
+	char path[NTX_JRD_PATH];
+	json_t *root, *arr, *e;
+	size_t i;
+	int *out = NULL, k = 0;
+
+	*layers = NULL;
+	*n = 0;
+	root = parse_skip_doc(&r, text, len, fingerprint);
+	if (!root)
+		return -1;
 	if (set_index >= 0) {
 		json_t *sets = json_object_get(root, "sets"), *set;
 
@@ -313,14 +336,12 @@ int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char 
 		k = u;
 	}
 	json_decref(root);
-	free(text);
 	*layers = out;
 	*n = k;
 	return 0;
 fail:
 	free(out);
 	json_decref(root);
-	free(text);
 	return -1;
 }
 

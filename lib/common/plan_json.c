@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "jsonpos.h"
 #include "plan_int.h"
@@ -779,17 +780,89 @@ char *ntx_plan_read_file(const char *path, size_t *len, struct ntx_err *err)
 	return read_all(path, len, err);
 }
 
+/* ---- paths in a plan file ---- */
+
+static int is_relative(const char *s)
+{
+	return s && s[0] && s[0] != '/' && strcmp(s, "-") != 0;
+}
+
+/* *s = dir/(*s) for a relative *s. With keep_existing, a path that exists
+ * as given while dir/(*s) does not stays as given (a plan written to
+ * another directory through stdout, by an older ntx-plan or a script).
+ * Returns 0 or -1 (out of memory). */
+static int prepend_dir(char **s, const char *dir, size_t dlen, int keep_existing,
+		       struct ntx_err *err)
+{
+	char *r;
+
+	if (!is_relative(*s))
+		return 0;
+	r = malloc(dlen + strlen(*s) + 2);
+	if (!r)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	memcpy(r, dir, dlen);
+	r[dlen] = '/';
+	strcpy(r + dlen + 1, *s);
+	if (keep_existing && access(r, F_OK) != 0 && access(*s, F_OK) == 0) {
+		free(r);
+		return 0;
+	}
+	free(*s);
+	*s = r;
+	return 0;
+}
+
 struct ntx_plan *ntx_plan_load(const char *path, struct ntx_err *err)
 {
 	size_t len;
 	char *text = read_all(path, &len, err);
 	struct ntx_plan *p;
+	const char *sl;
 
 	if (!text)
 		return NULL;
 	p = ntx_plan_from_json(text, len, strcmp(path, "-") == 0 ? "<stdin>" : path, err);
 	free(text);
+	/* relative paths are relative to the plan file's directory, so that
+	 * a plan works from anywhere */
+	sl = strrchr(path, '/');
+	if (p && sl &&
+	    (prepend_dir(&p->model.path, path, sl > path ? (size_t)(sl - path) : 1, 1, err) ||
+	     prepend_dir(&p->pack_path, path, sl > path ? (size_t)(sl - path) : 1, 1, err))) {
+		ntx_plan_free(p);
+		return NULL;
+	}
 	return p;
+}
+
+int ntx_plan_rebase(struct ntx_plan *p, const char *out_path, struct ntx_err *err)
+{
+	char cwd[4096];
+
+	if (!out_path || !strcmp(out_path, "-") || !strchr(out_path, '/'))
+		return 0; /* stdout or the current directory: paths stay as given */
+	if (!is_relative(p->model.path) && !is_relative(p->pack_path))
+		return 0;
+	if (!getcwd(cwd, sizeof cwd))
+		return ntx_err_errno(err, errno, "current directory");
+	if (prepend_dir(&p->model.path, cwd, strlen(cwd), 0, err) ||
+	    prepend_dir(&p->pack_path, cwd, strlen(cwd), 0, err))
+		return -1;
+	return 0;
+}
+
+const char *ntx_plan_model_file(const struct ntx_plan *p, struct ntx_err *err)
+{
+	const char *s = p->model.path;
+
+	if (!s || !s[0] || !strcmp(s, "-")) {
+		ntx_err_set(err, NTX_EINVAL,
+			    "the plan names no model file (%s): give the model with -m MODEL.gguf",
+			    s && s[0] ? "it was planned from a GGUF on standard input" : "empty path");
+		return NULL;
+	}
+	return s;
 }
 
 int ntx_plan_check_model(const struct ntx_plan *p, const struct ntx_model *m,

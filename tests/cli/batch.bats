@@ -13,7 +13,7 @@ setup_file() {
 	export Q="$F/tinymodel/tinymodel-q8_0.gguf"
 	export D="$BATS_FILE_TMPDIR"
 	[ -x "$RUN" ] || { echo "no $RUN (make first)" >&2; return 1; }
-	[ -f "$Q" ] || { echo "no fixtures at '$F'" >&2; return 1; }
+	self_contained_models "$D" || return 1
 	# six greedy requests of different lengths, and their texts run alone
 	python3 - "$D/req.jsonl" <<'PY'
 import json, sys
@@ -185,6 +185,7 @@ PY
 }
 
 @test "a request larger than the context: an error record; the others complete" {
+	need_fixtures
 	long=$(head -c 2000 "$F/tinymodel/eval.txt" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
 	{
 		echo '{"id": "a", "prompt": "In the beginning", "n_predict": 5, "temp": 0}'
@@ -275,6 +276,7 @@ PY
 }
 
 @test "SentencePiece text keeps its leading space (stories260K), as the plain output" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a" -n 3 --temp 0
 	expect "$output" " time, there"
 	run --separate-stderr "$RUN" -m "$S" -q --batch <<<'{"id": 1, "prompt": "Once upon a", "n_predict": 3, "temp": 0}'
@@ -303,6 +305,7 @@ PY
 }
 
 @test "a text that is not valid UTF-8 gets U+FFFD; the other requests are unaffected" {
+	need_fixtures
 	# stories260K at temperature 20, seed 1: byte tokens that form no character
 	"$RUN" -m "$S" -q -p Once -n 4 --temp 20 --top-k 0 --top-p 1 --min-p 0 --seed 1 >"$T/plain.bin"
 	! python3 -c 'import sys; open(sys.argv[1], "rb").read().decode("utf-8")' "$T/plain.bin" 2>/dev/null

@@ -52,6 +52,7 @@ usage: ntx-gguf-gen [--shape tiny|1b|8b|70b] [--mix MIX] [options] -o FILE"
 }
 
 @test "every mix of the set-A shape has the fixture's per-tensor types" {
+	need_fixtures
 	for m in f32 f16 q8_0 q6_k q5_k_m q4_k_m q4_0; do
 		"$GEN" -q $SET_A --mix "$m" -o "$T/$m.gguf"
 		"$INSPECT" "$T/$m.gguf" >"$T/$m.json"
@@ -68,6 +69,7 @@ PY
 }
 
 @test "rope_freqs holds the Llama 3.1 factors bit for bit" {
+	need_fixtures
 	"$GEN" -q $SET_A --mix f32 -o "$T/a.gguf"
 	"$INSPECT" "$T/a.gguf" >"$T/a.json"
 	"$INSPECT" "$F/models/ref-a-f32.gguf" >"$T/r.json"
@@ -83,6 +85,7 @@ PY
 }
 
 @test "16 layers of Q4_K_M: llama.cpp's use_more_bits layers, like tinymodel" {
+	need_fixtures
 	"$GEN" -q --layers 16 --mix q4_k_m -o "$T/a.gguf"
 	"$INSPECT" "$T/a.gguf" >"$T/a.json"
 	"$INSPECT" "$F/tinymodel/tinymodel-q4_k_m.gguf" >"$T/t.json"
@@ -165,6 +168,7 @@ PY
 }
 
 @test "--vocab-from copies the tokenizer; --no-vocab leaves it out" {
+	need_fixtures
 	"$GEN" -q --vocab-from "$F/tinymodel/tinymodel-f16.gguf" -o "$T/a.gguf"
 	"$INSPECT" "$T/a.gguf" >"$T/a.json"
 	"$INSPECT" "$F/tinymodel/tinymodel-f16.gguf" >"$T/t.json"

@@ -2,6 +2,7 @@
 # Tests use $NTX_BIN and $NTX_FIXTURES (exported by tests/run-tests.sh).
 
 bats_require_minimum_version 1.5.0
+load fixtures
 
 gguf_setup() {
 	INSPECT="$NTX_BIN/ntx-inspect"
@@ -9,7 +10,6 @@ gguf_setup() {
 	F="$NTX_FIXTURES"
 	T="$BATS_TEST_TMPDIR"
 	[ -x "$INSPECT" ] || { echo "no $INSPECT (make first)" >&2; return 1; }
-	[ -d "$F/models" ] || { echo "no fixtures at '$F' (set NTX_FIXTURES)" >&2; return 1; }
 	command -v python3 >/dev/null || { echo "python3 is needed to read JSON" >&2; return 1; }
 }
 
@@ -49,4 +49,11 @@ interrupted() {
 	fi
 	wait "$pid" || rc=$?
 	expect "$rc" 130
+}
+
+# limited CMD...: run CMD with a file size limit of 0, so that every write to
+# a file fails (EFBIG) as on a full disk; stdout and stderr (merged) go
+# through a pipe, which the limit does not touch. Returns CMD's status.
+limited() {
+	bash -c 'set -o pipefail; trap "" XFSZ; ulimit -f 0; "$@" 2>&1 | cat' limited "$@"
 }

@@ -51,6 +51,7 @@ setup() {
 }
 
 @test "truncated files: exit 1 with a message, never a crash" {
+	need_fixtures
 	for n in 3 8 24 100 1000 20000 1185375; do
 		head -c "$n" "$F/models/stories260K.gguf" >"$T/cut.gguf"
 		run --separate-stderr "$INSPECT" "$T/cut.gguf"
@@ -91,6 +92,7 @@ usage: ntx-inspect [--full] [--format json|table] [-o FILE] FILE"
 }
 
 @test "a full disk is an error: exit 1" {
+	need_fixtures
 	[ -w /dev/full ] || skip "no /dev/full"
 	run --separate-stderr "$INSPECT" "$F/models/stories260K.gguf"
 	[ "$status" -eq 0 ]
@@ -104,9 +106,25 @@ usage: ntx-inspect [--full] [--format json|table] [-o FILE] FILE"
 	expect "$stderr" "ntx-inspect: /dev/full: No space left on device"
 }
 
+@test "-o FILE: a failed write leaves the existing file whole (temporary, then rename)" {
+	M="$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf"
+	echo '{"old": true}' >"$T/out.json"
+	# a file size limit makes every write past 1 KiB fail (EFBIG), as a full disk would
+	run limited "$INSPECT" -o "$T/out.json" "$M"
+	[ "$status" -eq 1 ]
+	expect "$output" "ntx-inspect: $T/out.json: File too large"
+	expect "$(cat "$T/out.json")" '{"old": true}'
+	[ -z "$(ls "$T" | grep -v '^out.json$')" ] # no temporary left
+	run "$INSPECT" -o "$T/out.json" "$M"
+	[ "$status" -eq 0 ]
+	expect "$(json "$T/out.json" 'd["format"]')" ntx.inspect
+	[ -z "$(ls "$T" | grep -v '^out.json$')" ]
+}
+
 # ---- the document on the fixtures ----
 
 @test "ref-a-q4_k_m: config, types, quant mix, layers" {
+	need_fixtures
 	"$INSPECT" "$F/models/ref-a-q4_k_m.gguf" >"$T/d.json"
 	expect "$(json "$T/d.json" 'd["format"], d["version"], d["kind"], d["gguf_version"], d["alignment"]')" \
 		"('ntx.inspect', 1, 'gguf', 3, 32)"
@@ -128,6 +146,7 @@ usage: ntx-inspect [--full] [--format json|table] [-o FILE] FILE"
 }
 
 @test "every set-A file: types per the fixture README, offsets per tensor_types.json" {
+	need_fixtures
 	for m in f32 f16 q8_0 q6_k q5_k_m q4_k_m q4_0; do
 		"$INSPECT" "$F/models/ref-a-$m.gguf" >"$T/$m.json"
 		python3 - "$T/$m.json" "$F/models/tensor_types.json" "ref-a-$m.gguf" <<'PY'
@@ -144,6 +163,7 @@ PY
 }
 
 @test "stories260K: llama.cpp defaults for absent keys, all F32" {
+	need_fixtures
 	"$INSPECT" "$F/models/stories260K.gguf" >"$T/d.json"
 	expect "$(json "$T/d.json" '[d["model"][k] for k in ("n_layer","n_embd","n_ff","n_head","n_head_kv","head_dim","n_ctx_train","n_vocab","rope_base","file_type","has_rope_freqs","output_tied")]')" \
 		"[5, 64, 172, 8, 4, 8, 128, 512, 10000.0, null, false, false]"
@@ -154,6 +174,7 @@ PY
 }
 
 @test "tinymodel-q4_k_m: Q6_K in llama.cpp's use_more_bits layers" {
+	need_fixtures
 	"$INSPECT" "$F/tinymodel/tinymodel-q4_k_m.gguf" >"$T/d.json"
 	expect "$(json "$T/d.json" '[l["index"] for l in d["layers"] if "Q6_K" in l["types"]]')" \
 		"[0, 1, 4, 7, 10, 13, 14, 15]"
@@ -162,6 +183,7 @@ PY
 }
 
 @test "vocabulary-only files: model present, no tensors, no layers" {
+	need_fixtures
 	"$INSPECT" "$F/vocab/ggml-vocab-llama3.gguf" >"$T/d.json"
 	expect "$(json "$T/d.json" 'd["n_tensors"], d["tensors"], d["layers"], d["nonlayer"], d["quant_mix"], d["layer_bytes"]')" \
 		"(0, [], [], [], {}, 0)"
@@ -175,6 +197,7 @@ PY
 }
 
 @test "--full prints whole arrays" {
+	need_fixtures
 	"$INSPECT" --full "$F/models/stories260K.gguf" >"$T/d.json"
 	expect "$(json "$T/d.json" 'len(d["metadata"]["tokenizer.ggml.tokens"]), d["metadata"]["tokenizer.ggml.tokens"][:4], d["metadata"]["tokenizer.ggml.tokens"][258]')" \
 		"(512, ['<unk>', '<s>', '</s>', '<0x00>'], '<0xFF>')"
@@ -183,6 +206,7 @@ PY
 }
 
 @test "output is stable; -o FILE and stdin give the same document" {
+	need_fixtures
 	"$INSPECT" "$F/models/ref-a-q8_0.gguf" >"$T/a.json"
 	"$INSPECT" "$F/models/ref-a-q8_0.gguf" >"$T/b.json"
 	cmp "$T/a.json" "$T/b.json"
@@ -196,6 +220,7 @@ PY
 }
 
 @test "--format table: a summary with the quant mix in percent" {
+	need_fixtures
 	run --separate-stderr "$INSPECT" --format table "$F/models/ref-a-q4_k_m.gguf"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"fingerprint  "* ]]

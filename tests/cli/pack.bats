@@ -2,19 +2,29 @@
 # ntx-pack: exit statuses and messages (doc/ntx-pack.1). Every test checks the
 # exact status: a crash (status >= 128) never passes as an expected failure.
 
+load fixtures
+
+# M: the model packed (the reference set's tiny F16 model, else the shipped
+# Q4_K_M one); OTHER: a different model.
 setup() {
 	BIN=${NTX_BIN:-$PWD/build/bin}
 	FIX=${NTX_FIXTURES:-$PWD/../shared/fixtures}
 	M=$FIX/tinymodel/tinymodel-f16.gguf
 	OTHER=$FIX/models/ref-a-f16.gguf
 	T=$BATS_TEST_TMPDIR
-	[ -x "$BIN/ntx-pack" ] || skip "ntx-pack not built"
-	[ -f "$M" ] || skip "fixtures not found"
+	RB=22M RB2=20M # RAM budgets: about 10, then 11 of 16 layers on disk
+	[ -x "$BIN/ntx-pack" ] || { echo "no $BIN/ntx-pack (make first)" >&2; return 1; }
+	if ! have_fixtures; then
+		M=$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf
+		OTHER=$T/other.gguf
+		RB=8M RB2=7M
+		"$BIN/ntx-gguf-gen" -q --mix f16 -o "$OTHER"
+	fi
 }
 
 # A plan with the last layers (about 10 of 16) on disk.
 plan() {
-	"$BIN/ntx-plan" "$M" --vram-budget 0 --ram-budget 22M -c 256 --pack "$T/m.ntxp" -o "$T/plan.json"
+	"$BIN/ntx-plan" "$M" --vram-budget 0 --ram-budget $RB -c 256 --pack "$T/m.ntxp" -o "$T/plan.json"
 }
 
 no_temps() {
@@ -172,7 +182,7 @@ no_temps() {
 @test "--verify against a plan with a layer the pack lacks: exit 1" {
 	plan
 	run "$BIN/ntx-pack" -q "$M" --plan "$T/plan.json" -o "$T/p.ntxp"
-	"$BIN/ntx-plan" "$M" --vram-budget 0 --ram-budget 20M -c 256 --pack "$T/p.ntxp" -o "$T/plan2.json"
+	"$BIN/ntx-plan" "$M" --vram-budget 0 --ram-budget $RB2 -c 256 --pack "$T/p.ntxp" -o "$T/plan2.json"
 	run "$BIN/ntx-pack" --verify "$T/p.ntxp" -m "$M" --plan "$T/plan2.json"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"is on disk in the plan but not in the pack"* ]]
@@ -246,6 +256,7 @@ no_temps() {
 }
 
 @test "ntx-inspect on a pack: an ntx.inspect document of kind pack" {
+	need_fixtures # the zstd extents of the F16 model
 	[ -x "$BIN/ntx-inspect" ] || skip "ntx-inspect not built"
 	plan
 	run "$BIN/ntx-pack" -q "$M" --plan "$T/plan.json"
@@ -278,4 +289,10 @@ no_temps() {
 	run "$BIN/ntx-inspect" "$T/i.ntxp"
 	[ "$status" -eq 1 ]
 	[[ "$output" == "ntx-inspect: $T/i.ntxp: pack directory checksum mismatch"* ]]
+}
+
+@test "--verify of a missing pack names the file (not --plan): exit 1" {
+	run "$BIN/ntx-pack" --verify "$T/missing.ntxp"
+	[ "$status" -eq 1 ]
+	[ "$output" = "ntx-pack: $T/missing.ntxp: No such file or directory" ]
 }

@@ -3,6 +3,7 @@
 # sparse GGUFs from ntx-gguf-gen and on the small fixture models.
 
 bats_require_minimum_version 1.5.0
+load fixtures
 
 setup_file() {
 	export PLAN="$NTX_BIN/ntx-plan"
@@ -294,6 +295,7 @@ bad_plan() {
 }
 
 @test "fixture models plan; a tied output head is placed like a layer" {
+	need_fixtures
 	for m in ref-a-q4_k_m ref-a-f16 stories260K; do
 		run --separate-stderr "$PLAN" --vram-budget 1G --ram-budget 1G --disk-budget 1G \
 			--cpu-gbps 10 "$NTX_FIXTURES/models/$m.gguf"
@@ -313,6 +315,7 @@ bad_plan() {
 }
 
 @test "-o writes the plan to a file; a full stdout fails" {
+	need_fixtures
 	run "$PLAN" $FIX --vram-budget 0 --ram-budget 1G "$NTX_FIXTURES/models/ref-a-q8_0.gguf" -o "$D/out.json"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
@@ -320,4 +323,63 @@ bad_plan() {
 	[ -e /dev/full ] || skip "no /dev/full"
 	run bash -c "'$PLAN' $FIX --vram-budget 0 --ram-budget 1G '$NTX_FIXTURES/models/ref-a-q8_0.gguf' > /dev/full"
 	[ "$status" -eq 1 ]
+}
+
+@test "relative model and pack paths resolve against the plan file's directory; '-' is refused clearly" {
+	cd "$BATS_TEST_TMPDIR"
+	mkdir sub
+	cp "$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf" m.gguf
+	"$PLAN" m.gguf --vram-budget 0 --ram-budget 8M -c 256 --pack m.ntxp >plan.json
+	grep -q '"path": "m.gguf"' plan.json # stored as given
+	grep -q '"pack_path": "m.ntxp"' plan.json
+	"$NTX_BIN/ntx-pack" -q m.gguf --plan plan.json
+	cd sub
+	run --separate-stderr "$NTX_BIN/ntx-run" --plan ../plan.json -q -p hi -n 3 --temp 0
+	[ "$status" -eq 0 ]
+	[ -n "$output" ]
+	cd ..
+	# -o into another directory: the relative paths given here become absolute
+	"$PLAN" m.gguf --vram-budget 0 -o sub/p.json
+	grep -q "\"path\": \"$PWD/m.gguf\"" sub/p.json
+	# a plan of a GGUF read from stdin has no model file to reopen
+	"$NTX_BIN/ntx-inspect" - <m.gguf | "$PLAN" - --vram-budget 0 >stdin.json
+	run --separate-stderr "$NTX_BIN/ntx-run" --plan stdin.json -p hi -n 1
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "ntx-run: stdin.json: the plan names no model file (it was planned from a GGUF on standard input): give the model with -m MODEL.gguf" ]
+	run --separate-stderr "$NTX_BIN/ntx-run" --plan stdin.json -m m.gguf -q -p hi -n 1
+	[ "$status" -eq 0 ]
+}
+
+@test "infeasible because of the --reserve margin: the message names --reserve, not --ctx" {
+	M="$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf"
+	run --separate-stderr "$PLAN" "$M" --vram-budget 100M
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	[[ "$stderr" == "ntx-plan: does not fit: reserves (margin 512.00 MiB (the --reserve default) + "*"; lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" ]]
+	[[ "$stderr" != *"--executor cpu"* ]]
+	run --separate-stderr "$PLAN" "$M" --vram-budget 100M --reserve 16M -c 256
+	[ "$status" -eq 0 ]
+}
+
+@test "neither GGUF nor inspect JSON (random bytes, an empty file): one line saying so, exit 1" {
+	T="$BATS_TEST_TMPDIR"
+	printf '\273\001\002\003random' >"$T/random.bin"
+	: >"$T/empty.bin"
+	run --separate-stderr "$PLAN" "$T/random.bin"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "ntx-plan: $T/random.bin: not a GGUF file or inspect JSON (starts with bb 01 02 03)" ]
+	run --separate-stderr "$PLAN" "$T/empty.bin"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "ntx-plan: $T/empty.bin: not a GGUF file or inspect JSON (empty)" ]
+	run --separate-stderr "$PLAN" - <"$T/empty.bin"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "ntx-plan: <stdin>: not a GGUF file or inspect JSON (empty)" ]
+}
+
+@test "--probe -v: the two CPU rates are labelled apart (one token, a batch)" {
+	run --separate-stderr "$PLAN" "$D/q4.gguf" --probe -v --vram-budget 0 --ram-budget 64G \
+		--disk-budget 500G -o /dev/null
+	[ "$status" -eq 0 ]
+	line=$(printf '%s\n' "$stderr" | grep '^ntx-plan: rates: ')
+	[[ "$line" == *", CPU "*" GB/s for one token ("*"), CPU "*" GB/s x tokens for 16 tokens at once ("*")" ]]
 }

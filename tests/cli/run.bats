@@ -19,13 +19,13 @@ setup_file() {
 	export R="$F/ref/stories260K"
 	export D="$BATS_FILE_TMPDIR"
 	[ -x "$RUN" ] || { echo "no $RUN (make first)" >&2; return 1; }
-	[ -f "$S" ] && [ -f "$Q" ] || { echo "no fixtures at '$F'" >&2; return 1; }
+	self_contained_models "$D" || return 1
 	# a plan with most layers on disk, and its pack (tiny q8_0: 14 of 16)
 	"$NTX_BIN/ntx-plan" "$Q" --vram-budget 0 --ram-budget 10M -c 256 --pack "$D/q.ntxp" \
 		-o "$D/plan.json"
 	"$NTX_BIN/ntx-pack" -q "$Q" --plan "$D/plan.json" --compress none
 	# a skip file for the q8_0 model (short calibration)
-	head -c 3000 "$F/tinymodel/eval.txt" >"$D/calib.txt"
+	english_text | head -c 3000 >"$D/calib.txt"
 	"$CALIB" -q -m "$Q" -c 128 --count 1 <"$D/calib.txt" >"$D/skip.json"
 }
 
@@ -52,7 +52,7 @@ no_gpu() {
 	[ -z "$stderr" ]
 	run "$RUN" -V
 	[ "$status" -eq 0 ]
-	[[ "$output" == "ntx-run "[0-9]* ]]
+	[[ "$output" == "ntx-run (ntx) "[0-9]* ]]
 }
 
 @test "-h to a full disk: exit 1 with a message" {
@@ -98,6 +98,46 @@ no_gpu() {
 	[[ "$stderr" == "ntx-run: no model: give -m MODEL.gguf or --plan plan.json"* ]]
 }
 
+@test "bad sizes and executors: exit 2 as ntx-plan, never ignored (CPU too)" {
+	run --separate-stderr "$RUN" -m "$Q4" --vram-budget 24X --ram-budget zzz -p hi -n 1
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	[[ "$stderr" == "ntx-run: --vram-budget: invalid size suffix in '24X' (use K, M, G or T)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --ram-budget zzz -p hi -n 1
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --ram-budget: invalid size 'zzz' (expected e.g. 24G, 512M)"$'\n'* ]]
+	run --separate-stderr "$NTX_BIN/ntx-plan" "$Q4" --ram-budget zzz
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-plan: --ram-budget: invalid size 'zzz' (expected e.g. 24G, 512M)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --ram-budget 2000T -p hi -n 1
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --ram-budget: size '2000T' is too large (at most 1P)"* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --executor npu -p hi -n 1
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --executor: expected auto, gpu or cpu, got 'npu'"* ]]
+}
+
+@test "llama.cpp habits: -ngl refused by name; an option taken for a file name refused" {
+	run --separate-stderr "$RUN" -m "$Q4" -ngl 99 -p hi
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	[[ "$stderr" == "ntx-run: unknown option -ngl (ntx places layers with --vram-budget or a plan)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --n-gpu-layers=99 -p hi
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: unknown option --n-gpu-layers ("* ]]
+	run --separate-stderr "$RUN" -m "$Q4" --perplexity -c 256
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: --perplexity: '-c' looks like an option, not a file (a file of that name: ./-c)"$'\n'* ]]
+	run --separate-stderr "$RUN" -m -q -p hi
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-run: -m: '-q' looks like an option, not a file"* ]]
+	# an option's value is not taken for a llama.cpp option
+	run --separate-stderr "$RUN" -m "$Q4" -q -p -fa -n 1 --temp 0
+	[ "$status" -eq 0 ]
+	run --separate-stderr "$RUN" -m "$Q4" -q --system -ngl --chat -p x -n 1 --temp 0
+	[ "$status" -eq 0 ]
+}
+
 @test "options that do not fit the mode: exit 2, nothing run" {
 	run --separate-stderr "$RUN" -m "$S" --tokenize --batch
 	[ "$status" -eq 2 ]
@@ -138,6 +178,7 @@ no_gpu() {
 }
 
 @test "empty, truncated and corrupt GGUF files: exit 1, one line each" {
+	need_fixtures
 	: >"$T/empty.gguf"
 	run --separate-stderr "$RUN" -m "$T/empty.gguf" -p hi
 	[ "$status" -eq 1 ]
@@ -167,6 +208,7 @@ no_gpu() {
 }
 
 @test "a vocabulary-only GGUF: generation refused (exit 1), --tokenize works" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$V3" -p hi
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-run: $V3: file has no tensors (a vocabulary-only file?)"
@@ -193,6 +235,7 @@ no_gpu() {
 }
 
 @test "--backend auto without a GPU says on stderr that it uses the CPU" {
+	need_fixtures
 	no_gpu
 	run --separate-stderr "$RUN" -m "$S" --backend auto -p "Once upon a time" -n 3 --temp 0
 	[ "$status" -eq 0 ]
@@ -207,6 +250,7 @@ no_gpu() {
 # ---- generation against llama.cpp ----
 
 @test "stories260K greedy 'Once upon a time' -n 200 reproduces the reference text" {
+	need_fixtures
 	# fixtures README 1.2: llama-cli -p "Once upon a time" -n 200 --temp 0
 	want='Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high. Lily'"'"'s mom said, "Lily, let'"'"'s go to the park." Lily was sad and didn'"'"'t know what to do.'
 	readme=$(tr -s ' \n' '  ' <"$F/README.md")
@@ -222,6 +266,7 @@ no_gpu() {
 }
 
 @test "--prompt-ids and --dump-logits: rows match llama.cpp's logits (stories260K p0, F32 KV)" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q --prompt-ids "$(cat "$R/p0.prompt_ids.txt")" -n 16 \
 		--temp 0 --ignore-eos --kv-type f32 --dump-logits "$T/d.f32" --json
 	[ "$status" -eq 0 ]
@@ -242,6 +287,7 @@ PY
 }
 
 @test "--dump-logits row count: n_prompt + n_gen rows, exact size; -n 0: prompt rows only" {
+	need_fixtures
 	run "$RUN" -m "$S" -q -p "Once upon a time" -n 7 --temp 0 --dump-logits "$T/a.f32"
 	[ "$status" -eq 0 ]
 	expect "$(stat -c %s "$T/a.f32")" $(((5 + 7) * 512 * 4))
@@ -254,6 +300,7 @@ PY
 }
 
 @test "--prompt-ids equals the same prompt as text; a bad id is an error" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a time" -n 20 --temp 0
 	[ "$status" -eq 0 ]
 	text=$output
@@ -286,6 +333,7 @@ PY
 }
 
 @test "--perplexity: llama-perplexity's values at -c 128 and -c 256 (within 1%), its last line" {
+	need_fixtures
 	for c in "128 3.7977" "256 3.5569"; do
 		set -- $c
 		run --separate-stderr "$RUN" -m "$S" -c "$1" --perplexity "$R/perplexity/tinystory.txt"
@@ -307,6 +355,7 @@ PY
 # ---- tokenize and chat ----
 
 @test "--tokenize: stories260K prompts give llama.cpp's ids" {
+	need_fixtures
 	run "$RUN" -m "$S" --tokenize -p "Once upon a time, there was a little girl named Lily."
 	[ "$status" -eq 0 ]
 	expect "$output" "[$(sed 's/ /, /g' "$R/p0.prompt_ids.txt")]"
@@ -314,14 +363,30 @@ PY
 	expect "$output" "[346, 306, 414]"
 }
 
+@test "--tokenize reads its input byte for byte: a trailing newline is kept (as llama-tokenize)" {
+	run --separate-stderr bash -c 'printf "Hello world\n" | "$RUN" -m "$Q4" --tokenize'
+	[ "$status" -eq 0 ]
+	a=$output
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -p $'Hello world\n'
+	expect "$output" "$a"
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -p 'Hello world'
+	[ "$output" != "$a" ]
+	printf 'Hello world\n\n' >"$T/p.txt"
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -p $'Hello world\n\n'
+	b=$output
+	run --separate-stderr "$RUN" -m "$Q4" --tokenize -f "$T/p.txt"
+	expect "$output" "$b"
+}
+
 @test "--tokenize on the Llama 3 vocabulary: special tokens parsed, --no-parse-special, --no-bos" {
-	run bash -c 'echo "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize'
+	need_fixtures
+	run bash -c 'printf %s "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize'
 	[ "$status" -eq 0 ]
 	expect "$output" "[128000, 9906, 220, 128009, 1917]"
-	run bash -c 'echo "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-parse-special'
+	run bash -c 'printf %s "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-parse-special'
 	[ "$status" -eq 0 ]
 	expect "$output" "[128000, 9906, 83739, 68, 354, 851, 91, 29, 1917]"
-	run bash -c 'echo "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-bos'
+	run bash -c 'printf %s "Hello <|eot_id|> world" | "$RUN" -m "$V3" --tokenize --no-bos'
 	expect "$output" "[9906, 220, 128009, 1917]"
 	run bash -c 'printf "" | "$RUN" -m "$V3" --tokenize --no-bos'
 	[ "$status" -eq 0 ]
@@ -329,6 +394,7 @@ PY
 }
 
 @test "--chat: the Llama 3 header format (with --system) on the tiny model" {
+	need_fixtures
 	# BOS, <|start_header_id|>user<|end_header_id|>\n\n Hello <|eot_id|>, then
 	# the open assistant header
 	run --separate-stderr "$RUN" -m "$Q" --tokenize --chat -p "Hello"
@@ -349,6 +415,7 @@ PY
 # ---- output modes ----
 
 @test "--stats-json: llama-bench-like fields" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -t 2 -c 64 -p "Once upon a time" -n 9 --temp 0 \
 		--stats-json "$T/s.json"
 	[ "$status" -eq 0 ]
@@ -373,6 +440,41 @@ PY
 	[ -c /dev/full ]
 }
 
+@test "a prompt typed on a terminal ends with one Ctrl-D" {
+	run timeout 30 python3 - "$RUN" -m "$Q4" -n 3 --temp 0 <<'PY'
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+os.write(fd, b"In the beginning\n")
+time.sleep(0.3)
+os.write(fd, b"\x04")  # one end-of-file, on an empty line
+end = time.time() + 20
+while time.time() < end:  # drain the output until the program exits
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            eof = not os.read(fd, 4096)
+        except OSError:
+            eof = True
+        if eof:  # the terminal closed: the program has ended
+            sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    done, st = os.waitpid(pid, os.WNOHANG)
+    if done:
+        sys.exit(os.waitstatus_to_exitcode(st))
+os.kill(pid, 9)
+print("still waiting for input after one Ctrl-D")
+sys.exit(9)
+PY
+	[ "$status" -eq 0 ]
+}
+
+@test "-v on the CPU prints the in-memory plan's prediction" {
+	run --separate-stderr "$RUN" -m "$Q4" --backend cpu -v -p hi -n 1 --temp 0
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"ntx-run: planned in memory (CPU): predicted "*" tok/s"* ]]
+}
+
 @test "-n 0: nothing generated, exit 0" {
 	run --separate-stderr "$RUN" -m "$S" -p "Once upon a time" -n 0 --stats-json "$T/s.json"
 	[ "$status" -eq 0 ]
@@ -382,6 +484,7 @@ PY
 }
 
 @test "a prompt longer than -c: a clear error, exit 1, no output" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -c 64 -f "$R/perplexity/tinystory.txt" -n 5
 	[ "$status" -eq 1 ]
 	[ -z "$output" ]
@@ -399,6 +502,7 @@ PY
 # ---- interruptions and broken outputs ----
 
 @test "a closed stdout (| head -c 10) ends a long generation quietly with exit 0" {
+	need_fixtures
 	# far more output than a pipe holds: the write must fail, not fit
 	run bash -c '"$RUN" -m "$S" -q -c 32768 -n 32000 --ignore-eos --temp 0 -p "Once upon a time" --stats-json "$1" 2>"$0" | head -c 10; exit ${PIPESTATUS[0]}' "$T/err" "$T/s.json"
 	[ "$status" -eq 0 ]
@@ -443,9 +547,33 @@ PY
 	[ -z "$output" ]
 }
 
+@test "--dump-logits and --stats-json: a failed write keeps the old file; a bad path fails first" {
+	echo old >"$T/d.f32"
+	echo old >"$T/s.json"
+	run limited "$RUN" -m "$Q4" -q -p hi -n 2 --temp 0 --dump-logits "$T/d.f32"
+	[ "$status" -eq 1 ]
+	expect "$(cat "$T/d.f32")" old
+	run limited "$RUN" -m "$Q4" -q -p hi -n 2 --temp 0 --stats-json "$T/s.json"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"ntx-run: $T/s.json: File too large" ]]
+	expect "$(cat "$T/s.json")" old
+	expect "$(ls "$T" | sort | tr '\n' ' ')" "d.f32 s.json " # no temporary left
+	# an unwritable --stats-json fails before anything is generated
+	run --separate-stderr "$RUN" -m "$Q4" -q -p hi -n 4 --temp 0 --stats-json "$T/no/s.json"
+	[ "$status" -eq 1 ]
+	expect "$stderr" "ntx-run: $T/no/s.json: No such file or directory"
+	[ -z "$output" ]
+	run --separate-stderr "$RUN" -m "$Q4" -q -p hi -n 2 --temp 0 --stats-json "$T/s.json" \
+		--dump-logits "$T/d.f32"
+	[ "$status" -eq 0 ]
+	expect "$(json "$T/s.json" 'd["n_gen"]')" 2
+	[ "$(stat -c %s "$T/d.f32")" -gt 4 ]
+}
+
 # ---- skip sets, plans, packs ----
 
 @test "--skip-layers out of range: exit 1; in range: runs" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a time" -n 3 --skip-layers 5
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-run: --skip-layers: layer range 5-5 is out of range [0, 4]"
@@ -472,6 +600,7 @@ PY
 }
 
 @test "--plan with a plan for another model: refused; truncated or bad plan: exit 1" {
+	need_fixtures
 	run --separate-stderr "$RUN" --plan "$D/plan.json" -m "$QF" -q -p hi -n 2
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == "ntx-run: $D/plan.json: the plan was made for another model: "* ]]
@@ -496,6 +625,60 @@ PY
 	[ "$status" -eq 0 ]
 	a=$output
 	run --separate-stderr "$RUN" -m "$Q" -q -p "In the beginning" -n 12 --temp 0
+	expect "$output" "$a"
+}
+
+@test "--io mmap runs a plan with disk layers on the CPU (no SIGFPE); same text as resident" {
+	"$NTX_BIN/ntx-plan" "$Q4" --vram-budget 0 --ram-budget 8M -c 256 --pack "$T/m.ntxp" \
+		-o "$T/plan.json"
+	grep -q '"home": "disk"' "$T/plan.json"
+	run --separate-stderr "$RUN" --plan "$T/plan.json" --io mmap -q -p "In the beginning" \
+		-n 8 --temp 0
+	[ "$status" -eq 0 ]
+	a=$output
+	run --separate-stderr "$RUN" -m "$Q4" -q -p "In the beginning" -n 8 --temp 0
+	[ "$status" -eq 0 ]
+	expect "$output" "$a"
+}
+
+# peak_rss_kb CMD...: the command's peak resident set (KiB), its output dropped
+peak_rss_kb() {
+	python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
+
+@test "no GPU, a model larger than RAM: exit 3 at once with the plan and pack commands" {
+	"$NTX_BIN/ntx-gguf-gen" --shape 70b --mix q4_k_m --sparse -q -o "$T/q70.gguf"
+	run --separate-stderr timeout 60 "$RUN" -m "$T/q70.gguf" --backend cpu --ram-budget 16G -p hi -n 1
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	expect "$stderr" "ntx-run: the model does not fit in RAM; make a plan and a pack: ntx-plan $T/q70.gguf --vram-budget 0 --ram-budget 16G -o plan.json && ntx-pack $T/q70.gguf --plan plan.json, then ntx-run --plan plan.json"
+	avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+	if [ "$avail" -lt $((40 * 1024 * 1024)) ]; then # the detected RAM is too small too
+		run --separate-stderr timeout 60 "$RUN" -m "$T/q70.gguf" --backend cpu -p hi -n 1
+		[ "$status" -eq 3 ]
+		[[ "$stderr" == "ntx-run: the model does not fit in RAM; make a plan and a pack: "* ]]
+	fi
+}
+
+@test "the CPU reads weights in place: one copy resident, none with --ram-budget; a pack streams the rest" {
+	inplace=$(NTX_NO_HUGEPAGES=1 peak_rss_kb "$RUN" -m "$Q4" -p "In the beginning" -n 4 --temp 0)
+	budget=$(peak_rss_kb "$RUN" -m "$Q4" --ram-budget 64M -p "In the beginning" -n 4 --temp 0)
+	copies=$(peak_rss_kb "$RUN" -m "$Q4" -p "In the beginning" -n 4 --temp 0)
+	size=$(( $(stat -c %s "$Q4") / 1024 ))
+	echo "in place $inplace KiB, --ram-budget $budget KiB, copies $copies KiB, file $size KiB" >&2
+	[ "$budget" -lt $(( inplace + size / 4 )) ] # no second copy of the weights
+	[ "$copies" -lt $(( inplace + size / 2 )) ] # the copies replace the map's pages
+	# a RAM budget smaller than the model: refused without a pack, streamed with one
+	run --separate-stderr "$RUN" -m "$Q4" --ram-budget 14M -p hi -n 1
+	[ "$status" -eq 3 ]
+	"$NTX_BIN/ntx-plan" "$Q4" --vram-budget 0 --ram-budget 14M --pack "$T/m.ntxp" -o "$T/p.json"
+	"$NTX_BIN/ntx-pack" -q "$Q4" --plan "$T/p.json"
+	run --separate-stderr "$RUN" -m "$Q4" --pack "$T/m.ntxp" --ram-budget 14M -q -p "In the beginning" -n 6 --temp 0
+	[ "$status" -eq 0 ]
+	a=$output
+	run --separate-stderr "$RUN" -m "$Q4" -q -p "In the beginning" -n 6 --temp 0
 	expect "$output" "$a"
 }
 
@@ -581,6 +764,7 @@ PY
 }
 
 @test "--self-spec on the repo's q4_k_m model with its own skip file: identical to greedy" {
+	need_fixtures
 	[ -f "$Q4" ] || skip "no $Q4"
 	"$CALIB" -q -m "$Q4" -c 128 --count 2 <"$D/calib.txt" >"$T/skip4.json"
 	run --separate-stderr "$RUN" -m "$Q4" -q -p "And the LORD said unto Moses," -n 48 --temp 0

@@ -14,10 +14,10 @@ setup_file() {
 	export Q="$F/tinymodel/tinymodel-q8_0.gguf"
 	export D="$BATS_FILE_TMPDIR"
 	[ -x "$CALIB" ] || { echo "no $CALIB (make first)" >&2; return 1; }
-	[ -f "$Q" ] || { echo "no fixtures at '$F'" >&2; return 1; }
+	self_contained_models "$D" || return 1
 	# disjoint calibration and held-out texts from the tiny model's eval.txt
-	head -c 3000 "$F/tinymodel/eval.txt" >"$D/calib.txt"
-	tail -c +6001 "$F/tinymodel/eval.txt" | head -c 3000 >"$D/held.txt"
+	english_text | head -c 3000 >"$D/calib.txt"
+	english_text | tail -c +6001 | head -c 3000 >"$D/held.txt"
 	# one measured run (about 5 s of CPU), shared by the tests below
 	"$CALIB" -m "$Q" -c 128 --count 1,2 --naive --eval "$D/held.txt" <"$D/calib.txt" \
 		>"$D/eval.json" 2>"$D/eval.err"
@@ -39,7 +39,7 @@ setup() {
 	[ -z "$stderr" ]
 	run "$CALIB" -V
 	[ "$status" -eq 0 ]
-	[[ "$output" == "ntx-skip-calib "[0-9]* ]]
+	[[ "$output" == "ntx-skip-calib (ntx) "[0-9]* ]]
 }
 
 @test "usage errors: exit 2 with one message and a short usage" {
@@ -74,6 +74,7 @@ setup() {
 # ---- bad input ----
 
 @test "a model that is not a GGUF, a missing one: exit 1, one line" {
+	need_fixtures
 	printf '{"format": "ntx.plan"}\n' >"$T/plan.gguf"
 	run --separate-stderr "$CALIB" -m "$T/plan.gguf" <"$D/calib.txt"
 	[ "$status" -eq 1 ]
@@ -88,6 +89,7 @@ setup() {
 }
 
 @test "bad calibration and evaluation texts: exit 1 naming them, no output" {
+	need_fixtures
 	run --separate-stderr "$CALIB" -m "$S" </dev/null
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-skip-calib: stdin: the calibration text has 1 tokens; at least 16 are needed"
@@ -112,6 +114,7 @@ setup() {
 }
 
 @test "-o: the file; an unwritable output: exit 1, nothing partial left" {
+	need_fixtures
 	run --separate-stderr "$CALIB" -m "$S" -q -c 64 -o "$T/s.json" <"$F/ref/stories260K/perplexity/tinystory.txt"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
@@ -124,6 +127,19 @@ setup() {
 	run --separate-stderr bash -c '"$CALIB" -m "$S" -q -c 64 <"$0" >/dev/full' "$F/ref/stories260K/perplexity/tinystory.txt"
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-skip-calib: writing output: No space left on device"
+}
+
+@test "-o FILE: a failed write keeps the old file; an unwritable one fails before calibrating" {
+	echo old >"$T/s.json"
+	run limited "$CALIB" -m "$S" -q -c 64 --count 1 -o "$T/s.json" <"$D/calib.txt"
+	[ "$status" -eq 1 ]
+	expect "$output" "ntx-skip-calib: $T/s.json: File too large"
+	expect "$(cat "$T/s.json")" old
+	expect "$(ls "$T")" s.json
+	# a missing directory: refused at once (no calibration, no progress)
+	run --separate-stderr "$CALIB" -m "$S" -c 64 --count 1 -o "$T/no/s.json" <"$D/calib.txt"
+	[ "$status" -eq 1 ]
+	expect "$stderr" "ntx-skip-calib: $T/no/s.json: No such file or directory"
 }
 
 # ---- the document ----
@@ -187,6 +203,7 @@ PY
 }
 
 @test "--threshold picks the set (and the skip); --allow-ends lets the ends in" {
+	need_fixtures
 	run --separate-stderr "$CALIB" -m "$S" -q -c 128 --count 4 --threshold 0.85 \
 		<"$F/ref/stories260K/perplexity/tinystory.txt"
 	[ "$status" -eq 0 ]
@@ -220,6 +237,7 @@ PY
 }
 
 @test "stdin and -f give the same document; --plan works and refuses another model" {
+	need_fixtures
 	run --separate-stderr "$CALIB" -m "$S" -q -c 128 --count 2 -f "$F/ref/stories260K/perplexity/tinystory.txt"
 	[ "$status" -eq 0 ]
 	a=$(printf '%s\n' "$output" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["layers"], d["sets"])')
@@ -237,6 +255,7 @@ PY
 }
 
 @test "--plan with a skip set: those layers are always skipped, never candidates, not listed" {
+	need_fixtures
 	"$NTX_BIN/ntx-plan" "$S" --vram-budget 0 --skip 2 -o "$T/plan.json"
 	txt="$F/ref/stories260K/perplexity/tinystory.txt"
 	run --separate-stderr "$CALIB" --plan "$T/plan.json" -q -c 64 --count 1,2 --naive --eval "$txt" <"$txt"
@@ -270,6 +289,7 @@ PY
 }
 
 @test "a progress bar on stderr only when it is a terminal" {
+	need_fixtures
 	command -v script >/dev/null || skip "no script(1)"
 	run script -qec "\"$CALIB\" -m \"$S\" -c 128 <\"$F/ref/stories260K/perplexity/tinystory.txt\" >\"$T/s.json\"" /dev/null
 	[ "$status" -eq 0 ]
@@ -283,6 +303,7 @@ PY
 }
 
 @test "Ctrl-C: exit 130 within seconds, no output file" {
+	need_fixtures
 	# calibration and ten evaluation passes over 50 KB: long enough anywhere
 	"$CALIB" -m "$Q" -c 512 --naive --eval "$F/tinymodel/eval.txt" -o "$T/s.json" 		<"$F/tinymodel/eval.txt" 2>"$T/err" 3>&- &
 	pid=$!

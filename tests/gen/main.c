@@ -13,10 +13,8 @@
 #include "gguf_write.h"
 #include "parse.h"
 #include "types.h"
+#include "version.h"
 
-#ifndef NTX_VERSION
-#define NTX_VERSION "0.1"
-#endif
 
 static const char *prog = "ntx-gguf-gen";
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int t_n, t_fail;
 
@@ -47,12 +48,41 @@ static inline int t_done(void)
 	return t_fail > 100 ? 100 : t_fail;
 }
 
+/* Record a skipped check: "ok N - name # SKIP reason" (counted as skipped). */
+static inline void t_skip(const char *name, const char *why)
+{
+	t_n++;
+	printf("ok %d - %s # SKIP %s\n", t_n, name, why);
+	fflush(stdout);
+}
+
 /* Path of the shared fixtures (NTX_FIXTURES or ../shared/fixtures). */
 static inline const char *t_fixtures(void)
 {
 	const char *p = getenv("NTX_FIXTURES");
 
 	return p && *p ? p : "../shared/fixtures";
+}
+
+/* Is the reference set there? If not, record the checks under NAME as
+ * skipped and return 0; under CI=true a missing set is a failure instead. */
+static inline int t_need_fixtures(const char *name)
+{
+	char path[4096];
+	const char *ci = getenv("CI");
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/models/tensor_types.json", t_fixtures());
+	f = fopen(path, "rb");
+	if (f) {
+		fclose(f);
+		return 1;
+	}
+	if (ci && !strcmp(ci, "true"))
+		t_ok(0, "%s: no reference set at %s (CI=true: set NTX_FIXTURES)", name, t_fixtures());
+	else
+		t_skip(name, "no reference set (set NTX_FIXTURES)");
+	return 0;
 }
 
 #endif

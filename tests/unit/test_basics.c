@@ -34,6 +34,15 @@ static void test_sizes(void)
 		t_ok(ntx_parse_size(bad[i], &v, &err) == -1 && err.msg[0],
 		     "size '%s' rejected: %s", bad[i], err.msg);
 	}
+	{ /* budgets: the same sizes, at most 1 PiB */
+		int64_t b = -1;
+
+		t_ok(ntx_parse_budget("24G", &b, &err) == 0 && b == 24ll << 30, "budget 24G");
+		t_ok(ntx_parse_budget("1024T", &b, &err) == 0 && b == 1ll << 50, "budget 1024T");
+		t_ok(ntx_parse_budget("1025T", &b, &err) == -1 && strstr(err.msg, "too large"),
+		     "budget 1025T rejected: %s", err.msg);
+		t_ok(ntx_parse_budget("zzz", &b, &err) == -1 && err.msg[0], "budget zzz rejected");
+	}
 }
 
 static void test_numbers(void)

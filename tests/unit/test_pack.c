@@ -1030,6 +1030,13 @@ int main(void)
 		return 1;
 	}
 	test_planes();
+	if (!t_need_fixtures("pack round trips on the fixture models")) {
+		test_dio();
+		test_dio_hooks();
+		test_misc();
+		cleanup();
+		return t_done();
+	}
 	round_trip("models/ref-a-q4_k_m.gguf", NTX_PACK_COMP_NONE, 0, 0, "none");
 	round_trip("models/ref-a-q4_k_m.gguf", NTX_PACK_COMP_ZSTD, 0, 65536, "zstd");
 	round_trip("models/ref-a-f16.gguf", NTX_PACK_COMP_NONE, 0, 0, "none");

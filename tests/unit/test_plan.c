@@ -970,6 +970,8 @@ static void test_fixture_model(void)
 	struct ntx_err err = { 0, "" };
 	char *json = NULL;
 
+	if (!t_need_fixtures("plans of the fixture models"))
+		return;
 	snprintf(path, sizeof path, "%s/models/ref-a-q4_k_m.gguf", t_fixtures());
 	m = ntx_model_open(path, 0, &err);
 	if (!t_ok(m != NULL, "open fixture %s", path)) {
@@ -1010,8 +1012,24 @@ static void test_fixture_model(void)
 	ntx_model_close(m2);
 }
 
+/* The no-GPU message: without a driver, the runtime's "driver version is
+ * insufficient" becomes "no NVIDIA driver found". */
+static void test_gpu_why(void)
+{
+	char why[256];
+	int d = ntx_nvidia_driver_present();
+
+	ntx_gpu_unusable_why(why, sizeof why, "CUDA driver version is insufficient for CUDA runtime version", 0);
+	t_ok(!strcmp(why, "no NVIDIA driver found"), "no driver: '%s'", why);
+	ntx_gpu_unusable_why(why, sizeof why, "no CUDA-capable device is detected", 1);
+	t_ok(!strcmp(why, "no usable CUDA device (no CUDA-capable device is detected)"),
+	     "a driver, no device: '%s'", why);
+	t_ok(d == 0 || d == 1, "driver present: %d", d);
+}
+
 int main(void)
 {
+	test_gpu_why();
 	test_jsonpos();
 	test_formulas();
 	test_three_way();

@@ -222,6 +222,8 @@ int main(void)
 	static const int mid[] = { 2, 3 };
 	static const int tiny[] = { 6, 8, 9 };
 
+	if (!t_need_fixtures("self-speculative decoding on the fixture models"))
+		return t_done();
 	greedy_case("models/ref-a-f32.gguf", one, 1);
 	greedy_case("models/ref-a-f16.gguf", one, 1);
 	greedy_case("models/ref-a-q8_0.gguf", one, 1);

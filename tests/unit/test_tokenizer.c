@@ -1040,6 +1040,11 @@ int main(void)
 	struct vocab_file l3, spm, tiny;
 	int rt_l3 = 0, rt_spm = 0;
 
+	if (!t_need_fixtures("llama.cpp tokenizer references")) {
+		test_corrupt();
+		test_spm_small();
+		return t_done();
+	}
 	if (open_vocab("vocab/ggml-vocab-llama3.gguf", &l3) ||
 	    open_vocab("vocab/ggml-vocab-llama-spm.gguf", &spm))
 		return t_done();

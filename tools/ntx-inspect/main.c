@@ -14,10 +14,8 @@
 #include "inspect.h"
 #include "inspect_pack.h"
 #include "table.h"
+#include "version.h"
 
-#ifndef NTX_VERSION
-#define NTX_VERSION "0.1"
-#endif
 
 static const char *prog = "ntx-inspect";
 
@@ -105,6 +103,7 @@ int main(int argc, char **argv)
 	unsigned char *buf = NULL;
 	json_t *doc = NULL;
 	FILE *out = stdout;
+	struct ntx_outfile of = { 0 };
 
 	ntx_err_clear(&err);
 	argv[0] = (char *)prog; /* getopt's messages name the program */
@@ -146,6 +145,14 @@ int main(int argc, char **argv)
 	}
 	path = argv[optind];
 	what = strcmp(path, "-") == 0 ? "stdin" : path;
+	/* -o FILE: written through a temporary, renamed when complete */
+	if (out_path && strcmp(out_path, "-") != 0) {
+		if (ntx_outfile_open(&of, out_path, "w", stdout, &err)) {
+			fprintf(stderr, "%s: %s\n", prog, err.msg);
+			goto done;
+		}
+		out = of.f;
+	}
 
 	if (strcmp(path, "-") == 0) {
 		size_t len = 0;
@@ -170,14 +177,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s: %s\n", prog, what, err.msg);
 		goto done;
 	}
-	if (out_path && strcmp(out_path, "-") != 0) {
-		out = fopen(out_path, "w");
-		if (!out) {
-			fprintf(stderr, "%s: %s: %s\n", prog, out_path, strerror(errno));
-			out = stdout;
-			goto done;
-		}
-	}
 	errno = 0;
 	if (table && !g) {
 		char *sum = ntx_inspect_pack_summary(doc);
@@ -194,19 +193,13 @@ int main(int argc, char **argv)
 			errno ? strerror(errno) : "write error");
 		goto done;
 	}
-	if (out != stdout) {
-		FILE *f = out;
-
-		out = stdout;
-		if (fclose(f) != 0) {
-			fprintf(stderr, "%s: %s: %s\n", prog, out_path, strerror(errno));
-			goto done;
-		}
+	if (out != stdout && ntx_outfile_commit(&of, &err)) {
+		fprintf(stderr, "%s: %s\n", prog, err.msg);
+		goto done;
 	}
 	rc = 0;
 done:
-	if (out != stdout)
-		fclose(out);
+	ntx_outfile_abort(&of);
 	json_decref(doc);
 	ntx_gguf_close(g);
 	free(buf);

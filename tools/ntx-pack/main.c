@@ -16,10 +16,8 @@
 #include "pack.h"
 #include "parse.h"
 #include "plan.h"
+#include "version.h"
 
-#ifndef NTX_VERSION
-#define NTX_VERSION "0.1"
-#endif
 
 /* Default compression: see doc/pack-format.md, "Compression: the numbers".
  * auto = zstd level 1 on byte planes, a frame kept compressed only when it
@@ -285,6 +283,11 @@ int main(int argc, char **argv)
 		arg = argv[optind];
 
 	/* ---- verify an existing pack ---- */
+	if (do_verify && arg && !all && !model_path && access(arg, F_OK) != 0) {
+		/* a missing PACK is named, not taken for a model without --plan */
+		fprintf(stderr, "%s: %s: %s\n", prog, arg, strerror(errno));
+		return ntx_close_stdout(prog, 1);
+	}
 	if (do_verify && arg && !all && (model_path || ntx_pack_file_is_pack(arg))) {
 		if (!model_path || out_path) {
 			fprintf(stderr, "%s: %s\n", prog,

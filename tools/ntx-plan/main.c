@@ -17,10 +17,8 @@
 #include "model.h"
 #include "parse.h"
 #include "plan.h"
+#include "version.h"
 
-#ifndef NTX_VERSION
-#define NTX_VERSION "0.1.0"
-#endif
 
 static const char *prog = "ntx-plan";
 
@@ -221,6 +219,26 @@ static int load_model(const char *in, struct ntx_plan_model *pm, struct ntx_mode
 	text = ntx_plan_read_file(in, &len, err);
 	if (!text)
 		return -1;
+	{ /* neither GGUF nor JSON: say so, as the other tools do */
+		size_t i = 0;
+
+		while (i < len && strchr(" \t\r\n", text[i]))
+			i++;
+		if (i == len || text[i] != '{') {
+			const unsigned char *u = (const unsigned char *)text;
+
+			if (len == 0)
+				ntx_err_set(err, NTX_EINVAL, "%s: not a GGUF file or inspect JSON (empty)",
+					    strcmp(in, "-") == 0 ? "<stdin>" : in);
+			else
+				ntx_err_set(err, NTX_EINVAL,
+					    "%s: not a GGUF file or inspect JSON (starts with %02x %02x %02x %02x)",
+					    strcmp(in, "-") == 0 ? "<stdin>" : in, u[0],
+					    len > 1 ? u[1] : 0, len > 2 ? u[2] : 0, len > 3 ? u[3] : 0);
+			free(text);
+			return -1;
+		}
+	}
 	rc = ntx_plan_model_from_inspect(text, len, strcmp(in, "-") == 0 ? "<stdin>" : in, pm, err);
 	free(text);
 	return rc;
@@ -315,7 +333,7 @@ int main(int argc, char **argv)
 	ntx_plan_opts_init(&o);
 	memset(&pm, 0, sizeof pm);
 	while ((c = getopt_long(argc, argv, "c:o:qvhV", longopts, NULL)) != -1) {
-		uint64_t sz;
+		int64_t sz;
 		double d;
 		int v;
 
@@ -324,17 +342,16 @@ int main(int argc, char **argv)
 		case O_RAM:
 		case O_DISK:
 		case O_RESERVE:
-			if (ntx_parse_size(optarg, &sz, &err) || sz > (1ull << 50))
-				return die_usage("--%s: %s", optname(c),
-						 err.code ? err.msg : "too large");
+			if (ntx_parse_budget(optarg, &sz, &err))
+				return die_usage("--%s: %s", optname(c), err.msg);
 			if (c == O_VRAM)
-				o.vram_budget = (int64_t)sz;
+				o.vram_budget = sz;
 			else if (c == O_RAM)
-				o.ram_budget = (int64_t)sz;
+				o.ram_budget = sz;
 			else if (c == O_DISK)
-				o.disk_budget = (int64_t)sz;
+				o.disk_budget = sz;
 			else
-				o.reserve = (int64_t)sz;
+				o.reserve = sz;
 			break;
 		case O_GPU:
 			if (ntx_parse_int(optarg, 0, 1023, &o.gpu_index, &err))
@@ -440,7 +457,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return fclose(stdout) ? 1 : 0;
 		case 'V':
-			printf("%s %s\n", prog, NTX_VERSION);
+			printf("%s (ntx) %s\n", prog, NTX_VERSION);
 			return fclose(stdout) ? 1 : 0;
 		default:
 			fprintf(stderr, "Try '%s --help' for more information.\n", prog);
@@ -466,7 +483,7 @@ int main(int argc, char **argv)
 				goto fail;
 			}
 		}
-		if (emit(p, out, explain, &err))
+		if (ntx_plan_rebase(p, out, &err) || emit(p, out, explain, &err))
 			goto fail;
 		rc = 0;
 		goto done;
@@ -542,18 +559,22 @@ int main(int argc, char **argv)
 		if (hw.detected & NTX_HW_DISK)
 			fprintf(stderr, "%s: free at %s: %s\n", prog, pack_dir,
 				ntx_fmt_size(hw.disk_free, a, 32));
+		/* two CPU rates, each said for what: weight bytes per second of
+		 * one token's products, and weight bytes x tokens per second of
+		 * a batch's */
 		if (hw.probed)
-			fprintf(stderr, "%s: probed: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s (%s), CPU batched %g GB/s x tokens (%s)\n",
+			fprintf(stderr, "%s: rates: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s for one token (%s), CPU %g GB/s x tokens for %d tokens at once (%s)\n",
 				prog, hw.h2d_gbps, ntx_src_name(hw.h2d_src), hw.disk_gbps,
 				ntx_src_name(hw.disk_src), hw.cpu_gbps, ntx_src_name(hw.cpu_src),
-				hw.cpu_batch_gbps, ntx_src_name(hw.cpu_batch_src));
+				hw.cpu_batch_gbps, NTX_PLAN_CPU_BATCH_PROBE,
+				ntx_src_name(hw.cpu_batch_src));
 	}
 	o.pack_path = pack;
 	if (o.draft_path && draft_opts(&o, &pm, &err))
 		goto fail;
 	if (ntx_plan_compute(&pm, &hw, &o, &p, &err))
 		goto fail;
-	if (emit(p, out, explain, &err))
+	if (ntx_plan_rebase(p, out, &err) || emit(p, out, explain, &err))
 		goto fail;
 	rc = 0;
 	goto done;

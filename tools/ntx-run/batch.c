@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batchreq.h"
 #include "chat.h"
 #include "run.h"
 
@@ -148,98 +149,35 @@ static int finish(struct batch *b, struct slot *s)
 
 /* ---- requests ---- */
 
-/* An optional numeric field of req: 0 when absent or null (*have = 0) or
- * valid (*have = 1, *out set), -1 with msg when it has the wrong type or
- * range. Integer fields accept integral numbers only. */
-static int get_num(json_t *req, const char *key, int integer, double lo, double hi, double *out,
-		   int *have, char *msg, size_t msz)
-{
-	json_t *v = json_object_get(req, key);
-	double x;
-
-	*have = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	x = json_number_value(v);
-	if (!json_is_number(v) || x < lo || x > hi || (integer && x != floor(x))) {
-		if (integer)
-			snprintf(msg, msz, "\"%s\" must be an integer in [%.0f, %.0f]", key, lo, hi);
-		else
-			snprintf(msg, msz, "\"%s\" must be a number in [%g, %g]", key, lo, hi);
-		return -1;
-	}
-	*out = x;
-	*have = 1;
-	return 0;
-}
-
 /* Parse one request line into slot s; on a bad line write an error record
  * and leave the slot free. Returns -1 only when stdout fails. */
 static int start_request(struct batch *b, struct slot *s, const char *line, size_t len)
 {
 	const struct run_opts *o = b->c->o;
 	struct ntx_err err = { 0 };
-	struct ntx_sampler_params sp = o->sp;
-	json_error_t je;
-	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je), *v, *id;
-	const char *prompt, *system = o->system;
-	char *chat = NULL, msg[NTX_ERR_MAX];
-	int use_chat = o->chat, n_predict = o->n_predict, rc;
-	double x;
+	struct ntx_batch_req def, req;
+	struct ntx_sampler_params sp;
+	json_t *id;
+	const char *prompt, *system;
+	char *chat = NULL;
+	int use_chat, n_predict, rc;
 
-	if (!req) {
-		snprintf(msg, sizeof msg, "invalid JSON at column %d: %s", je.column, je.text);
-		return error_record(b, NULL, b->line_no, msg);
-	}
-	if (!json_is_object(req)) {
-		json_decref(req);
-		return error_record(b, NULL, b->line_no, "a request must be a JSON object");
-	}
-	id = json_object_get(req, "id");
-	v = json_object_get(req, "prompt");
-	msg[0] = '\0';
-	if (!v)
-		snprintf(msg, sizeof msg, "missing \"prompt\"");
-	else if (!json_is_string(v))
-		snprintf(msg, sizeof msg, "\"prompt\" must be a string");
-	prompt = json_string_value(v);
-#define NUM(key, integer, lo, hi, dst, cast)                                            \
-	do {                                                                            \
-		int have_;                                                              \
-		if (!msg[0] && get_num(req, key, integer, lo, hi, &x, &have_, msg,      \
-				       sizeof msg) == 0 && have_)                       \
-			dst = (cast)x;                                                  \
-	} while (0)
-	/* the ranges of the command-line options; seeds up to 2^53 (exact in
-	 * a JSON number) */
-	NUM("n_predict", 1, -1, 1 << 30, n_predict, int);
-	NUM("temp", 0, 0, 100, sp.temp, float);
-	NUM("top_k", 1, 0, 1 << 30, sp.top_k, int);
-	NUM("top_p", 0, 0, 1, sp.top_p, float);
-	NUM("min_p", 0, 0, 1, sp.min_p, float);
-	NUM("repeat_penalty", 0, 0.01, 100, sp.repeat_penalty, float);
-	NUM("repeat_last_n", 1, -1, 1 << 30, sp.repeat_last_n, int);
-	NUM("seed", 1, 0, 9007199254740992.0, sp.seed, uint64_t);
-#undef NUM
-	v = json_object_get(req, "chat");
-	if (!msg[0] && v && !json_is_null(v)) {
-		if (json_is_boolean(v))
-			use_chat = json_is_true(v);
-		else
-			snprintf(msg, sizeof msg, "\"chat\" must be true or false");
-	}
-	v = json_object_get(req, "system");
-	if (!msg[0] && v && !json_is_null(v)) {
-		if (json_is_string(v))
-			system = json_string_value(v);
-		else
-			snprintf(msg, sizeof msg, "\"system\" must be a string");
-	}
-	if (msg[0]) {
-		rc = error_record(b, id, b->line_no, msg);
-		json_decref(req);
+	memset(&def, 0, sizeof def);
+	def.sp = o->sp;
+	def.system = o->system;
+	def.chat = o->chat;
+	def.n_predict = o->n_predict;
+	if (ntx_batch_req_parse(line, len, &def, &req, &err)) {
+		rc = error_record(b, req.id, b->line_no, err.msg);
+		ntx_batch_req_free(&req);
 		return rc;
 	}
+	id = req.id;
+	prompt = req.prompt;
+	system = req.system;
+	use_chat = req.chat;
+	n_predict = req.n_predict;
+	sp = req.sp;
 	if (use_chat) {
 		struct ntx_chat_msg m[2];
 		int nm = 0;
@@ -252,7 +190,7 @@ static int start_request(struct batch *b, struct slot *s, const char *line, size
 		m[nm++].content = prompt;
 		if (ntx_chat_format(b->c->vocab, NULL, m, nm, 1, &chat, &err)) {
 			rc = error_record(b, id, b->line_no, err.msg);
-			json_decref(req);
+			ntx_batch_req_free(&req);
 			return rc;
 		}
 		prompt = chat;
@@ -277,11 +215,11 @@ static int start_request(struct batch *b, struct slot *s, const char *line, size
 		free(s->prompt);
 		memset(s, 0, sizeof *s);
 		rc = error_record(b, id, b->line_no, err.msg);
-		json_decref(req);
+		ntx_batch_req_free(&req);
 		return rc;
 	}
 	s->id = json_incref(id);
-	json_decref(req);
+	ntx_batch_req_free(&req);
 	s->line = b->line_no;
 	s->n_predict = n_predict;
 	s->state = SLOT_PREFILL;
@@ -593,7 +531,7 @@ static int write_stats(struct batch *b, double t)
 		return run_fail(&err);
 	}
 	run_add_streaming_json(b->c, j);
-	rc = run_write_json_file(o->stats_json, j, &err);
+	rc = run_write_stats(b->c, j, &err);
 	json_decref(j);
 	return rc ? run_fail(&err) : 0;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat.h"
 #include "parse.h"
@@ -47,17 +48,27 @@ static int read_all(FILE *f, char **out, size_t *len, struct ntx_err *err)
 			buf = nb;
 			cap *= 2;
 		}
-		r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0) {
-			if (ferror(f)) {
+		/* read(2), not fread: on a terminal one Ctrl-D (a read of 0
+		 * bytes) ends the input, where fread would ask for another */
+		r = (size_t)0;
+		{
+			ssize_t k = read(fileno(f), buf + n, cap - n);
+
+			if (k < 0 && errno == EINTR && !run_interrupted)
+				continue;
+			if (k < 0) {
 				int e = errno;
 
 				free(buf);
+				if (e == EINTR)
+					return ntx_err_set(err, NTX_EINTR, "interrupted");
 				return ntx_err_errno(err, e, "reading input");
 			}
-			break;
+			r = (size_t)k;
 		}
+		n += r;
+		if (r == 0)
+			break;
 	}
 	buf[n] = '\0';
 	*out = buf;
@@ -96,9 +107,10 @@ int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t
 		len = strlen(text);
 	} else if (run_read_text(o->prompt_file, &text, &len, err)) {
 		return -1;
-	} else if (len && text[len - 1] == '\n') {
-		/* one trailing newline of a file or a pipe is not part of the
-		 * prompt (as with the shell's $(cat file)) */
+	} else if (!o->tokenize && len && text[len - 1] == '\n') {
+		/* one trailing newline of a file or a pipe is not part of a
+		 * prompt (as with the shell's $(cat file)); --tokenize reads its
+		 * input byte for byte, as llama-tokenize does */
 		text[--len] = '\0';
 		if (len && text[len - 1] == '\r')
 			text[--len] = '\0';
@@ -204,8 +216,13 @@ static int open_draft_engine(struct run_ctx *c, const struct ntx_engine_opts *te
 	return 0;
 }
 
-/* Without --plan: choose the backend and, on the GPU, plan in memory from
- * the detected hardware (and --vram-budget/--ram-budget/--executor). */
+/* Without --plan: choose the backend and plan in memory from the detected
+ * hardware (and --vram-budget/--ram-budget/--executor). On the CPU the plan
+ * (no VRAM, every layer on the CPU) checks that the model fits in RAM: a
+ * model larger than RAM (or --ram-budget) is refused with exit 3 and the
+ * commands that make a plan and a pack, never read until the kernel kills
+ * the process; with --pack its disk layers stream from the pack, else the
+ * plan is dropped and the whole model runs from the GGUF map. */
 static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 {
 	struct run_opts *o = c->o;
@@ -213,18 +230,15 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	struct ntx_plan_hw hw;
 	struct ntx_plan_opts po;
 	char why[256] = "";
-	int *skip = NULL, n_skip = 0, l, rc;
-	uint64_t v;
+	int *skip = NULL, n_skip = 0, l, rc, cpu = o->backend == NTX_BACKEND_CPU, n_disk = 0;
 
-	if (o->backend == NTX_BACKEND_CPU)
-		return 0;
-	if (!ntx_engine_gpu_usable(o->gpu_index, why, sizeof why)) {
+	if (!cpu && !ntx_engine_gpu_usable(o->gpu_index, why, sizeof why)) {
 		if (o->backend == NTX_BACKEND_CUDA)
 			return ntx_err_set(err, NTX_EDEVICE, "cuda: %s", why);
 		if (!o->quiet)
 			fprintf(stderr, PROG ": %s: using the CPU\n", why);
 		o->backend = NTX_BACKEND_CPU;
-		return 0;
+		cpu = 1;
 	}
 	memset(&po, 0, sizeof po);
 	po.vram_budget = po.ram_budget = po.reserve = po.disk_budget = -1;
@@ -233,20 +247,8 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	po.n_seq = o->batch ? o->parallel : 1;
 	po.gpu_index = o->gpu_index;
 	po.pack_path = o->pack_path;
-	if (o->vram_budget) {
-		if (ntx_parse_size(o->vram_budget, &v, err)) {
-			ntx_err_prefix(err, "--vram-budget");
-			return -1;
-		}
-		po.vram_budget = (int64_t)v;
-	}
-	if (o->ram_budget) {
-		if (ntx_parse_size(o->ram_budget, &v, err)) {
-			ntx_err_prefix(err, "--ram-budget");
-			return -1;
-		}
-		po.ram_budget = (int64_t)v;
-	}
+	po.vram_budget = o->vram_budget;
+	po.ram_budget = o->ram_budget;
 	po.executor = NTX_POLICY_AUTO;
 	if (o->executor) {
 		if (!strcmp(o->executor, "gpu"))
@@ -255,6 +257,10 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 			po.executor = NTX_POLICY_CPU;
 		else if (strcmp(o->executor, "auto"))
 			return ntx_err_set(err, NTX_EINVAL, "--executor: expected auto, gpu or cpu");
+	}
+	if (cpu) {
+		po.vram_budget = 0;
+		po.executor = NTX_POLICY_CPU;
 	}
 	if (c->skip) {
 		skip = calloc((size_t)c->model->cfg.n_layer, sizeof *skip);
@@ -276,16 +282,21 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	free(skip);
 	if (rc)
 		return -1;
-	for (l = 0; l < c->model->cfg.n_layer; l++) {
-		if (!c->plan->layers[l].skip && c->plan->layers[l].home == NTX_TIER_DISK &&
-		    !o->pack_path)
-			return ntx_err_set(err, NTX_ENOFIT,
-					   "the model does not fit in VRAM and RAM; make a plan and a pack: ntx-plan %s > plan.json && ntx-pack %s --plan plan.json -o model.ntxp, then ntx-run --plan plan.json",
-					   c->model->gguf->path, c->model->gguf->path);
-	}
+	for (l = 0; l < c->model->cfg.n_layer; l++)
+		n_disk += !c->plan->layers[l].skip && c->plan->layers[l].home == NTX_TIER_DISK;
+	if (n_disk && !o->pack_path)
+		return ntx_err_set(err, NTX_ENOFIT,
+				   "the model does not fit in %s; make a plan and a pack: ntx-plan %s%s%s%s -o plan.json && ntx-pack %s --plan plan.json, then ntx-run --plan plan.json",
+				   cpu ? "RAM" : "VRAM and RAM", c->model->gguf->path,
+				   cpu ? " --vram-budget 0" : "", o->ram_budget_arg ? " --ram-budget " : "",
+				   o->ram_budget_arg ? o->ram_budget_arg : "", c->model->gguf->path);
 	if (o->verbose)
-		fprintf(stderr, PROG ": planned in memory: predicted %.2f tok/s\n",
-			c->plan->predicted_tok_per_s);
+		fprintf(stderr, PROG ": planned in memory%s: predicted %.2f tok/s\n",
+			cpu ? " (CPU)" : "", c->plan->predicted_tok_per_s);
+	if (cpu && !n_disk) { /* everything in RAM: the plain CPU engine */
+		ntx_plan_free(c->plan);
+		c->plan = NULL;
+	}
 	return 0;
 }
 
@@ -326,8 +337,13 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 		c->plan = ntx_plan_load(o->plan_path, err);
 		if (!c->plan)
 			return -1;
-		if (!mpath)
-			mpath = c->plan->model.path;
+		if (!mpath) {
+			mpath = ntx_plan_model_file(c->plan, err);
+			if (!mpath) {
+				ntx_err_prefix(err, "%s", o->plan_path);
+				return -1;
+			}
+		}
 		plan_run_params(c);
 	}
 	c->model = ntx_model_open(mpath, need_engine ? 0 : NTX_MODEL_VOCAB_ONLY, err);
@@ -394,6 +410,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	eo.plan = c->plan;
 	eo.pack_path = o->pack_path;
 	eo.io = o->io;
+	/* --ram-budget: no anonymous copies, the page cache is the only copy */
+	eo.copy_limit = o->ram_budget >= 0 ? -1 : 0;
 	eo.skip = c->skip;
 	eo.interrupt = &run_interrupted;
 	c->engine = ntx_engine_new(c->model, &eo, err);
@@ -429,4 +447,5 @@ void run_close(struct run_ctx *c)
 	free(c->skip);
 	free(c->draft_mask);
 	free(c->eog);
+	ntx_outfile_abort(&c->stats);
 }

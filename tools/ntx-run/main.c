@@ -9,8 +9,8 @@
 
 #include "parse.h"
 #include "run.h"
+#include "version.h"
 
-#define NTX_VERSION "0.1.0"
 
 volatile sig_atomic_t run_interrupted;
 
@@ -168,6 +168,50 @@ static int bad_arg(const char *opt, const struct ntx_err *err)
 	return usage_error();
 }
 
+/* Options of llama.cpp that getopt would misread ("-ngl 99" is "-n gl"):
+ * refused by name, with what ntx does instead. Returns 0 or the exit status. */
+static int foreign_options(int argc, char **argv)
+{
+	static const struct {
+		const char *opt, *hint;
+	} tab[] = {
+		{ "-ngl", "ntx places layers with --vram-budget or a plan" },
+		{ "--n-gpu-layers", "ntx places layers with --vram-budget or a plan" },
+		{ "--gpu-layers", "ntx places layers with --vram-budget or a plan" },
+		{ "-fa", "attention needs no switch" },
+		{ "-ctk", "use --kv-type" },
+		{ "-ctv", "use --kv-type" },
+		{ "-cnv", "use --chat" },
+		{ "-np", "use --parallel with --batch" },
+	};
+	int i;
+	size_t k;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *a = argv[i];
+		const struct option *lo;
+
+		for (k = 0; k < sizeof tab / sizeof tab[0]; k++) {
+			size_t n = strlen(tab[k].opt);
+
+			if (!strncmp(a, tab[k].opt, n) && (!a[n] || a[n] == '=')) {
+				fprintf(stderr, PROG ": unknown option %s (%s)\n", tab[k].opt, tab[k].hint);
+				return usage_error();
+			}
+		}
+		/* skip an option's value (-p -fa is a prompt) */
+		if (a[0] == '-' && a[1] && !a[2] && strchr("mtcpfns", a[1]))
+			i++;
+		else if (a[0] == '-' && a[1] == '-' && !strchr(a, '='))
+			for (lo = longopts; lo->name; lo++)
+				if (!strcmp(a + 2, lo->name) && lo->has_arg == required_argument) {
+					i++;
+					break;
+				}
+	}
+	return 0;
+}
+
 /* A usage error that is not about one option's value. */
 static int bad_use(const char *msg)
 {
@@ -252,12 +296,24 @@ int main(int argc, char **argv)
 	o.bench_pp = 512;
 	o.bench_tg = 128;
 	o.backend = NTX_BACKEND_AUTO;
+	o.vram_budget = o.ram_budget = -1;
 	o.kv_type = NTX_KV_F16;
 
 	opterr = 0; /* our own messages, with the program's name */
+	if ((rc = foreign_options(argc, argv)) != 0)
+		return rc;
 	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhV", longopts, NULL)) != -1) {
 		const char *a = optarg;
 
+		/* a file name that looks like an option is the option forgotten
+		 * its value before it (--perplexity -c 256) */
+		if (a && a[0] == '-' && a[1] &&
+		    (ch == 'm' || ch == 'f' || ch == O_PLAN || ch == O_PACK || ch == O_PPL ||
+		     ch == O_STATS || ch == O_DUMP || ch == O_SKIP || ch == O_DRAFTSKIP)) {
+			fprintf(stderr, PROG ": %s: '%s' looks like an option, not a file (a file of that name: ./%s)\n",
+				argv[optind - 1] == a ? argv[optind - 2] : argv[optind - 1], a, a);
+			return usage_error();
+		}
 		switch (ch) {
 		case 'm':
 			/* llama.cpp's -md FILE (the draft model): getopt reads it
@@ -290,9 +346,22 @@ int main(int argc, char **argv)
 				return bad_arg("--backend", &err);
 			}
 			break;
-		case O_VRAM: o.vram_budget = a; break;
-		case O_RAM: o.ram_budget = a; break;
-		case O_EXECUTOR: o.executor = a; break;
+		case O_VRAM:
+			if (ntx_parse_budget(a, &o.vram_budget, &err))
+				return bad_arg("--vram-budget", &err);
+			break;
+		case O_RAM:
+			if (ntx_parse_budget(a, &o.ram_budget, &err))
+				return bad_arg("--ram-budget", &err);
+			o.ram_budget_arg = a;
+			break;
+		case O_EXECUTOR:
+			if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu")) {
+				ntx_err_set(&err, NTX_EINVAL, "expected auto, gpu or cpu, got '%s'", a);
+				return bad_arg("--executor", &err);
+			}
+			o.executor = a;
+			break;
 		case O_PACK: o.pack_path = a; break;
 		case O_IO:
 			if (!strcmp(a, "mmap"))
@@ -424,7 +493,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return close_stdout_info();
 		case 'V':
-			printf(PROG " " NTX_VERSION "\n");
+			printf(PROG " (ntx) " NTX_VERSION "\n");
 			return close_stdout_info();
 		default: /* ':' or '?' */
 			ntx_getopt_complaint(PROG, ch, argv);
@@ -452,6 +521,9 @@ int main(int argc, char **argv)
 
 	memset(&c, 0, sizeof c);
 	c.o = &o;
+	/* --stats-json first: an unwritable file fails before any work */
+	if (o.stats_json && ntx_outfile_open(&c.stats, o.stats_json, "w", stderr, &err))
+		return run_fail(&err);
 	if (run_open(&c, !o.tokenize, &err)) {
 		run_close(&c);
 		return run_fail(&err);

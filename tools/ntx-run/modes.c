@@ -278,31 +278,19 @@ void run_print_streaming(const struct run_ctx *c)
 			(long long)es.n_eval_calls, es.t_eval_s);
 }
 
-/* Remove a partly written output file, so that nothing that looks valid
- * is left behind; devices, pipes and the like are left alone. */
-void run_discard_output(const char *path)
+int run_write_stats(struct run_ctx *c, json_t *j, struct ntx_err *err)
 {
-	struct stat st;
-
-	if (path && strcmp(path, "-") && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-		unlink(path);
-}
-
-int run_write_json_file(const char *path, json_t *j, struct ntx_err *err)
-{
-	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stderr;
-	int rc = 0;
+	FILE *f = c->stats.f;
 
 	if (!f)
-		return ntx_err_errno(err, errno, "%s", path);
+		return 0;
 	errno = 0;
-	if (json_dumpf(j, f, JSON_INDENT(2)) || fputc('\n', f) == EOF || fflush(f))
-		rc = ntx_err_errno(err, errno ? errno : EIO, "%s", path);
-	if (f != stderr && fclose(f) && !rc)
-		rc = ntx_err_errno(err, errno, "%s", path);
-	if (rc)
-		run_discard_output(path);
-	return rc;
+	if (json_dumpf(j, f, JSON_INDENT(2)) || fputc('\n', f) == EOF || fflush(f)) {
+		ntx_err_errno(err, errno ? errno : EIO, "%s", c->o->stats_json);
+		ntx_outfile_abort(&c->stats);
+		return -1;
+	}
+	return ntx_outfile_commit(&c->stats, err);
 }
 
 static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
@@ -342,6 +330,7 @@ int mode_generate(struct run_ctx *c)
 	struct ntx_gen_opts go;
 	struct ntx_gen_stats st;
 	struct out_ctx oc;
+	struct ntx_outfile dump = { 0 };
 	int32_t *prompt = NULL, *force = NULL;
 	int n_prompt, n_force = 0, rc = 0;
 	const char *s;
@@ -377,14 +366,13 @@ int mode_generate(struct run_ctx *c)
 	go.draft_k = o->draft_k > 0 ? o->draft_k : 4;
 	go.adaptive_k = o->draft_k == 0;
 	go.draft_mask = c->draft_mask;
-	if (o->dump_logits) {
-		go.dump_logits = fopen(o->dump_logits, "wb");
-		if (!go.dump_logits) {
-			ntx_err_errno(&err, errno, "%s", o->dump_logits);
+	if (o->dump_logits) { /* through a temporary, renamed when complete */
+		if (ntx_outfile_open(&dump, o->dump_logits, "wb", NULL, &err)) {
 			free(prompt);
 			free(force);
 			return run_fail(&err);
 		}
+		go.dump_logits = dump.f;
 	}
 	/* JSON events carry valid UTF-8: invalid bytes become U+FFFD there */
 	oc.dt = ntx_detok_new(c->vocab, o->json ? NTX_DETOK_REPLACE_INVALID : 0, &err);
@@ -443,17 +431,14 @@ int mode_generate(struct run_ctx *c)
 	if (o->stats_json) {
 		json_t *j = run_stats_json(c, &st);
 
-		if (!j || run_write_json_file(o->stats_json, j, &err))
+		if (!j || run_write_stats(c, j, &err))
 			rc = run_fail(&err);
 		json_decref(j);
 	}
 out:
-	if (go.dump_logits && fclose(go.dump_logits) && rc == 0) {
-		ntx_err_errno(&err, errno, "%s", o->dump_logits);
+	if (go.dump_logits && rc == 0 && ntx_outfile_commit(&dump, &err))
 		rc = run_fail(&err);
-	}
-	if (go.dump_logits && rc != 0) /* a partial dump must not look valid */
-		run_discard_output(o->dump_logits);
+	ntx_outfile_abort(&dump); /* a partial dump must not look valid */
 	ntx_detok_free(oc.dt);
 	free(oc.toks);
 	free(prompt);

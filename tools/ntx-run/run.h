@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "engine.h"
+#include "fileio.h"
 #include "generate.h"
 #include "model.h"
 #include "plan.h"
@@ -59,7 +60,8 @@ struct run_opts {
 	int verbose;
 	int gpu_index;
 	/* in-memory planning when no --plan is given */
-	const char *vram_budget, *ram_budget;
+	int64_t vram_budget, ram_budget; /* bytes, -1: not given */
+	const char *ram_budget_arg;      /* as given, for messages */
 	const char *pack_path;
 	const char *executor;
 };
@@ -82,6 +84,7 @@ struct run_ctx {
 	struct ntx_model *dmodel;
 	struct ntx_vocab *dvocab;
 	struct ntx_engine *draft;
+	struct ntx_outfile stats;    /* --stats-json, opened before any work */
 };
 
 /* Print "ntx-run: message" and return exit status 1 (or 2/3 by code). */
@@ -114,11 +117,9 @@ int run_n_threads(const struct run_opts *o);
  * weights moved or ran on the CPU), a line on stderr. */
 void run_add_streaming_json(const struct run_ctx *c, json_t *j);
 void run_print_streaming(const struct run_ctx *c);
-/* Write a JSON document to path ("-" = stderr); a partial file is removed. */
-int run_write_json_file(const char *path, json_t *j, struct ntx_err *err);
-
-/* Remove a partly written regular output file (devices, pipes: left alone). */
-void run_discard_output(const char *path);
+/* Write the --stats-json document (opened by main before any work: "-" =
+ * stderr, a file through a temporary renamed when complete). */
+int run_write_stats(struct run_ctx *c, json_t *j, struct ntx_err *err);
 
 int mode_tokenize(struct run_ctx *c);
 int mode_generate(struct run_ctx *c);

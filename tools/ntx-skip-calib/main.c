@@ -24,11 +24,13 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "fileio.h"
 #include "generate.h"
 #include "model.h"
 #include "parse.h"
 #include "plan.h"
 #include "tokenizer.h"
+#include "version.h"
 
 #define PROG "ntx-skip-calib"
 #define MAX_SETS 64
@@ -275,6 +277,7 @@ int main(int argc, char **argv)
 	json_t *doc = NULL, *jl, *js;
 	uint8_t *mask = NULL;
 	int stdout_closed = 0;
+	struct ntx_outfile of = { 0 };
 
 	memset(&o, 0, sizeof o);
 	o.n_ctx = 512;
@@ -325,7 +328,7 @@ int main(int argc, char **argv)
 			}
 			return 0;
 		case 'V':
-			printf(PROG " 0.1.0\n");
+			printf(PROG " (ntx) " NTX_VERSION "\n");
 			if (fclose(stdout)) {
 				fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
 				return 1;
@@ -362,13 +365,22 @@ int main(int argc, char **argv)
 	}
 	pr.quiet = o.quiet;
 	pr.tty = isatty(2);
+	/* the output first: an unwritable one fails before the calibration; a
+	 * file is written through a temporary and renamed when complete */
+	if (ntx_outfile_open(&of, o.out, "w", stdout, &err))
+		goto out;
 
 	if (o.plan_path) {
 		plan = ntx_plan_load(o.plan_path, &err);
 		if (!plan)
 			goto out;
-		if (!o.model)
-			o.model = plan->model.path;
+		if (!o.model) {
+			o.model = ntx_plan_model_file(plan, &err);
+			if (!o.model) {
+				ntx_err_prefix(&err, "%s", o.plan_path);
+				goto out;
+			}
+		}
 	}
 	m = ntx_model_open(o.model, 0, &err);
 	if (!m) {
@@ -570,36 +582,31 @@ int main(int argc, char **argv)
 					      "full_ppl", full_eval.ppl, "full_ppl_err",
 					      full_eval.ppl_err));
 	{
-		int to_file = o.out && strcmp(o.out, "-"), regular = 0;
-		FILE *f = to_file ? fopen(o.out, "w") : stdout;
-		struct stat st;
 		int bad, e;
 
-		if (!f) {
-			ntx_err_errno(&err, errno, "%s", o.out);
-			goto out;
-		}
-		/* only a regular file is removed after a failed write (never a
-		 * device such as /dev/full, nor a pipe) */
-		regular = to_file && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
 		errno = 0;
-		bad = json_dumpf(doc, f, JSON_INDENT(2)) || fputc('\n', f) == EOF || fflush(f);
+		bad = json_dumpf(doc, of.f, JSON_INDENT(2)) || fputc('\n', of.f) == EOF ||
+		      fflush(of.f);
 		e = errno;
-		if (f == stdout)
+		if (of.f == stdout) {
 			stdout_closed = 1;
-		if (fclose(f) && !bad) {
-			bad = 1;
-			e = errno;
+			if (fclose(stdout) && !bad) {
+				bad = 1;
+				e = errno;
+			}
+			of.f = NULL;
 		}
 		if (bad) {
-			ntx_err_errno(&err, e ? e : EIO, "%s", to_file ? o.out : "writing output");
-			if (regular) /* no partial document that looks valid */
-				unlink(o.out);
+			ntx_err_errno(&err, e ? e : EIO, "%s", o.out && strcmp(o.out, "-") ? o.out :
+				      "writing output");
 			goto out;
 		}
+		if (ntx_outfile_commit(&of, &err))
+			goto out;
 	}
 	rc = 0;
 out:
+	ntx_outfile_abort(&of);
 	if (rc)
 		rc = fail(&err);
 	json_decref(doc);
