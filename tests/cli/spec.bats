@@ -17,6 +17,7 @@ setup_file() {
 	export S="$F/models/stories260K.gguf"
 	export D="$BATS_FILE_TMPDIR"
 	[ -x "$RUN" ] || { echo "no $RUN (make first)" >&2; return 1; }
+	have_fixtures || return 0 # every test calls need_fixtures
 	[ -f "$Q" ] && [ -f "$DQ" ] || { echo "no fixtures at '$F'" >&2; return 1; }
 	# the target with most of its layers read from a pack on disk
 	"$NTX_BIN/ntx-plan" "$Q" --vram-budget 0 --ram-budget 14M -c 512 --pack "$D/q.ntxp" \
@@ -39,6 +40,7 @@ spec_same() {
 }
 
 @test "--draft: greedy output equals plain decoding (K adaptive, 1, 4, 8; -md and --model-draft)" {
+	need_fixtures
 	for p in p1 p2; do
 		spec_same $p --draft "$DQ"
 		spec_same $p -md "$DQ" --draft-k 1
@@ -48,6 +50,7 @@ spec_same() {
 }
 
 @test "--lookup alone and with --draft: greedy output equals plain decoding" {
+	need_fixtures
 	for p in p1 p2; do
 		spec_same $p --lookup 3
 		spec_same $p --lookup 1 --draft-k 6
@@ -56,6 +59,7 @@ spec_same() {
 }
 
 @test "--draft with the target's layers on disk (pack) equals plain decoding" {
+	need_fixtures
 	run --separate-stderr "$RUN" --plan "$D/disk.json" -q -f "$D/p1.txt" -n 96 --temp 0
 	[ "$status" -eq 0 ]
 	[ "$output" = "$(cat "$D/p1.plain")" ]
@@ -66,6 +70,7 @@ spec_same() {
 }
 
 @test "--draft --stats-json: drafted, accepted, tokens per target pass, time shares" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$Q" -f "$D/p1.txt" -n 96 --temp 0 -c 512 \
 		--draft "$DQ" --stats-json "$D/s.json"
 	[ "$status" -eq 0 ]
@@ -79,6 +84,7 @@ spec_same() {
 }
 
 @test "--json with --draft: the summary's text equals plain decoding" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$Q" -f "$D/p2.txt" -n 96 --temp 0 -c 512 --draft "$DQ" --json
 	[ "$status" -eq 0 ]
 	echo "$output" | tail -1 >"$D/last.json"
@@ -88,6 +94,7 @@ spec_same() {
 }
 
 @test "--draft at temp 0.8: the same seed gives the same text" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$Q" -q -f "$D/p1.txt" -n 48 --temp 0.8 -s 7 -c 512 --draft "$DQ" --draft-k 3
 	[ "$status" -eq 0 ]
 	a=$output
@@ -100,6 +107,7 @@ spec_same() {
 # ---- refused before any work ----
 
 @test "a draft with another vocabulary: one-line error naming the difference, exit 1" {
+	need_fixtures
 	"$NTX_BIN/ntx-gguf-gen" -q --vocab 8192 -o "$D/other.gguf"
 	run --separate-stderr "$RUN" -m "$Q" -p hi -n 4 --draft "$D/other.gguf"
 	[ "$status" -eq 1 ]
@@ -113,6 +121,7 @@ spec_same() {
 }
 
 @test "a corrupt or missing draft file: one-line error, exit 1" {
+	need_fixtures
 	head -c 100000 "$DQ" >"$D/cut.gguf"
 	run --separate-stderr "$RUN" -m "$Q" -p hi -n 4 --draft "$D/cut.gguf"
 	[ "$status" -eq 1 ]
@@ -124,6 +133,7 @@ spec_same() {
 }
 
 @test "--draft with --self-spec, --draft-k 0 or 65, -md without a file: usage errors (exit 2)" {
+	need_fixtures
 	run --separate-stderr "$RUN" -m "$Q" -p hi --draft "$DQ" --self-spec
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == "ntx-run: --draft and --self-spec exclude each other"* ]]

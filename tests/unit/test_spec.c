@@ -313,6 +313,8 @@ int main(void)
 
 	lookup_cases();
 	tuner_cases();
+	if (!t_need_fixtures("speculative decoding on the fixture models"))
+		return t_done();
 	vocab_cases();
 	greedy_pair("tinymodel/tinymodel-q8_0.gguf", "tinymodel/tinydraft-q8_0.gguf", p0, 8,
 		    "tiny pair (bible prompt)");
