@@ -112,7 +112,7 @@ int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t
 		}
 		msgs[nm].role = "user";
 		msgs[nm++].content = text;
-		if (ntx_chat_format(v, NULL, msgs, nm, 1, &chat, err)) {
+		if (ntx_chat_format(v, o->chat_template, msgs, nm, 1, &chat, err)) {
 			free(text);
 			return -1;
 		}

@@ -49,6 +49,8 @@ static void usage(FILE *f)
 "      --prompt-ids IDS    prompt as token ids (\"1 403 407\")\n"
 "      --chat              apply the model's chat template\n"
 "      --system TEXT       system message for --chat\n"
+"      --chat-template NAME  force a chat format (llama3, llama2, mistral-v1,\n"
+"                          mistral-v3, mistral-v7, chatml, zephyr, vicuna, ...)\n"
 "      --no-bos            do not add BOS\n"
 "      --no-parse-special  special-token text stays plain text\n"
 "generation:\n"
@@ -91,7 +93,7 @@ enum {
 	O_PIDS, O_CHAT, O_SYSTEM, O_NOBOS, O_NOPS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN,
 	O_RLAST, O_IGNEOS, O_SKIP, O_SKIPL, O_SPEC, O_DRAFTK, O_DRAFTSKIP, O_TOKENIZE,
 	O_PPL, O_BATCH, O_PARALLEL, O_JSON, O_BENCH, O_BPP, O_BTG, O_BREPS, O_STATS, O_DUMP,
-	O_FORCE
+	O_FORCE, O_CHAT_TMPL
 };
 
 static const struct option longopts[] = {
@@ -144,6 +146,7 @@ static const struct option longopts[] = {
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
+	{ "chat-template", required_argument, NULL, O_CHAT_TMPL },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -387,6 +390,7 @@ int main(int argc, char **argv)
 			break;
 		case O_STATS: o.stats_json = a; break;
 		case O_DUMP: o.dump_logits = a; break;
+		case O_CHAT_TMPL: o.chat_template = a; break;
 		case 'q': o.quiet = 1; break;
 		case 'v': o.verbose++; break;
 		case 'h':

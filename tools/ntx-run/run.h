@@ -30,6 +30,8 @@ struct run_opts {
 	struct ntx_sampler_params sp;
 	int chat;
 	const char *system;
+	const char *chat_template;   /* --chat-template NAME (else the model's) */
+	int interactive;             /* -i / -cnv */
 	enum ntx_backend backend;
 	int n_threads;
 	enum ntx_kv_type kv_type;
