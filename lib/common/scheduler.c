@@ -297,7 +297,7 @@ static int take_rows(struct ntx_sched *sc, int nr, struct ntx_err *err)
 		 * then length, then a full context (t would not fit) */
 		if (s->req.on_token && s->req.on_token(s->req.user, t))
 			s->stop = NTX_STOP_CALLER;
-		else if (sc->eog && sc->eog[t])
+		else if (sc->eog && sc->eog[t] && !s->req.ignore_eog)
 			s->stop = NTX_STOP_EOG;
 		else if (s->req.n_predict >= 0 && s->n_gen >= s->req.n_predict)
 			s->stop = NTX_STOP_LENGTH;

@@ -50,6 +50,7 @@ struct ntx_sched_req {
 	const int32_t *tokens;   /* the prompt (copied), 1 .. n_ctx tokens */
 	int n_tokens;
 	int n_predict;           /* -1: until EOG or a full context; 0: prompt only */
+	int ignore_eog;          /* end-of-generation tokens do not stop it */
 	struct ntx_sampler_params sp;
 	ntx_sched_token_fn on_token; /* may be NULL */
 	ntx_sched_done_fn on_done;   /* may be NULL */

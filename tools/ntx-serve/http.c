@@ -336,6 +336,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		if (!cn)
 			return MHD_NO;
 		*con_cls = cn;
+		__atomic_add_fetch(&s->n_http, 1, __ATOMIC_SEQ_CST);
 		MHD_get_connection_values(c, MHD_HEADER_KIND, header_size, &hsz);
 		if (hsz > s->o->max_header)
 			return send_error(c, 413, "the request headers are larger than the limit (--max-header)",
@@ -392,11 +393,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		      enum MHD_RequestTerminationCode toe)
 {
 	struct conn *cn = *con_cls;
+	struct server *s = cls;
 
-	(void)cls;
 	(void)c;
 	(void)toe;
 	if (cn) {
+		__atomic_sub_fetch(&s->n_http, 1, __ATOMIC_SEQ_CST);
 		free(cn->body);
 		free(cn);
 		*con_cls = NULL;

@@ -377,6 +377,10 @@ int main(int argc, char **argv)
 			sig == SIGTERM ? "SIGTERM" : "SIGINT", o.shutdown_s);
 	MHD_quiesce_daemon(d);
 	serve_worker_stop(&s, o.shutdown_s);
+	/* every request has ended: let the connections send their answers
+	 * (at most 5 s) before they are closed */
+	for (int i = 0; i < 500 && __atomic_load_n(&s.n_http, __ATOMIC_SEQ_CST) > 0; i++)
+		usleep(10000);
 	MHD_stop_daemon(d);
 	if (!o.quiet) {
 		struct ntx_sched_stats st;

@@ -199,6 +199,13 @@ int serve_parse_request(const struct server *s, const char *body, size_t len, st
 		}
 		r->include_usage = json_is_true(u);
 	}
+	*param = "ignore_eos";
+	v = json_object_get(req, "ignore_eos");
+	if (v && !json_is_null(v) && !json_is_boolean(v)) {
+		snprintf(msg, msz, "'ignore_eos' must be true or false");
+		goto out;
+	}
+	r->ignore_eos = json_is_true(v);
 	*param = "stop";
 	if (parse_stop(json_object_get(req, "stop"), r, msg, msz))
 		goto out;

@@ -62,6 +62,7 @@ struct sreq {
 	int32_t *tokens;
 	int n_tokens;
 	int n_predict;
+	int ignore_eos;              /* extension (as llama.cpp's server) */
 	struct ntx_sampler_params sp;
 	char *stop[SERVE_MAX_STOP];
 	int n_stop;
@@ -108,6 +109,7 @@ struct server {
 	int draining;               /* SIGTERM: no new requests */
 	int64_t n_served;
 	const char *failing;        /* an engine error, for the requests it ends */
+	int n_http;                 /* requests whose response is not yet sent (atomic) */
 };
 
 /* worker.c */

@@ -228,6 +228,7 @@ static void *worker_main(void *arg)
 			sr.tokens = r->tokens;
 			sr.n_tokens = r->n_tokens;
 			sr.n_predict = r->n_predict;
+			sr.ignore_eog = r->ignore_eos;
 			sr.sp = r->sp;
 			sr.on_token = on_token;
 			sr.on_done = on_done;
