@@ -348,7 +348,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	eo.pack_path = o->pack_path;
 	eo.io = o->io;
 	eo.skip = c->skip;
-	eo.interrupt = &run_interrupted;
+	/* -i stops a reply between steps (its KV cache stays valid) */
+	eo.interrupt = o->interactive ? NULL : &run_interrupted;
 	c->engine = ntx_engine_new(c->model, &eo, err);
 	if (!c->engine)
 		return -1;

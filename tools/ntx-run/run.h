@@ -120,5 +120,6 @@ int mode_generate(struct run_ctx *c);
 int mode_perplexity(struct run_ctx *c);
 int mode_bench(struct run_ctx *c);
 int mode_batch(struct run_ctx *c);
+int mode_interactive(struct run_ctx *c);
 
 #endif
