@@ -274,3 +274,13 @@ PY
 	[ "$status" -eq 1 ]
 	[[ "$output" == "ntx-serve: cannot listen on 127.0.0.1 port $port"* ]]
 }
+
+@test "load: 32 clients x 4 requests, mixed streams and disconnects, 3 rounds: texts equal ntx-run alone, no slot leak, flat memory" {
+	start_server -m "$M" --parallel 8
+	run timeout 240 python3 "$BATS_TEST_DIRNAME/../serve/load.py" "$RUN" "$M" "$URL" "$SRV_PID"
+	echo "# $output" >&3
+	[ "$status" -eq 0 ]
+	echo "$output" >"$T/load.json"
+	[ "$(jq_py "$T/load.json" 'sum(r["completed"] for r in d["rounds"])')" -gt 300 ]
+	[ "$(jq_py "$T/load.json" 'min(r["disconnected"] for r in d["rounds"])')" -gt 0 ]
+}
