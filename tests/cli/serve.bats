@@ -265,6 +265,9 @@ PY
 	run "$NTX_BIN/ntx-serve" -m "$M" --host nowhere
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"--host: 'nowhere' is not an IPv4 or IPv6 address"* ]]
+	run "$NTX_BIN/ntx-serve" -m "$M" --chat-template nonesuch
+	[ "$status" -eq 2 ]
+	[[ "${lines[0]}" == "ntx-serve: --chat-template: unrecognised chat template"*"--chat-template NAME"* ]]
 	run "$NTX_BIN/ntx-serve" -h
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"/v1/chat/completions"* ]]

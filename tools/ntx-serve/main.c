@@ -12,6 +12,7 @@
 
 #include <microhttpd.h>
 
+#include "chat.h"
 #include "parse.h"
 #include "serve.h"
 
@@ -257,6 +258,8 @@ static int parse_opts(int argc, char **argv, struct serve_opts *o)
 		fprintf(stderr, PROG ": no model: give -m MODEL.gguf or --plan plan.json\n");
 		return usage_error();
 	}
+	if (o->chat_template && ntx_chat_detect(o->chat_template, &err) < 0)
+		return bad_arg("--chat-template", &err);
 	return 0;
 }
 
