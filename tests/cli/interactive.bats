@@ -11,12 +11,17 @@ setup_file() {
 
 setup() {
 	T="$BATS_TEST_TMPDIR"
-	SESSION="ntx-i-$$-$BATS_TEST_NUMBER"
+	SESSION="ntx-i"
+	# a tmux server of the test's own (no user configuration, no race with
+	# another test's server shutting down)
+	SOCK="ntx-i-$$-$BATS_TEST_NUMBER"
 }
 
 teardown() {
-	tmux kill-session -t "$SESSION" 2>/dev/null || true
+	tm kill-server 2>/dev/null || true
 }
+
+tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
 
 @test "-i over a pipe, 5 turns: each evaluates only its new tokens; replies equal the conversation run alone" {
 	printf 'Hello\nWho are you?\nTell me more.\nWhy?\nThanks.\n' >"$T/in"
@@ -79,7 +84,7 @@ PY
 }
 
 # tmux helpers: the pane's text, and waiting (bounded) for a pattern in it.
-pane() { tmux capture-pane -p -t "$SESSION" -S -200; }
+pane() { tm capture-pane -p -t "$SESSION" -S -200; }
 wait_pane() { # REGEX [tries]
 	local i
 	for i in $(seq "${2:-200}"); do
@@ -105,35 +110,35 @@ wait_prompt() {
 
 @test "-i under tmux: 3 turns, Ctrl-C stops a reply and returns to the prompt, EOF ends with 0" {
 	command -v tmux >/dev/null || { [ "${CI:-}" != true ] || return 1; skip "no tmux"; }
-	tmux new-session -d -s "$SESSION" -x 150 -y 50 \
+	tm new-session -d -s "$SESSION" -x 150 -y 50 \
 		"'$RUN' -m '$M' -t 2 -c 4096 -n 1500 --ignore-eos --temp 0 -i; echo EXIT=\$? >'$T/exit'; sleep 30"
 	wait_pane '^>\s*$'
-	tmux send-keys -t "$SESSION" 'Hello' Enter
+	tm send-keys -t "$SESSION" 'Hello' Enter
 	wait_pane 'turn 1: .* 1500 generated' 400
-	tmux send-keys -t "$SESSION" 'Tell me a long story' Enter
+	tm send-keys -t "$SESSION" 'Tell me a long story' Enter
 	wait_pane 'turn 1: .*' && sleep 0.3
-	tmux send-keys -t "$SESSION" C-c
+	tm send-keys -t "$SESSION" C-c
 	wait_pane 'turn 2: .*, interrupted$' 400
 	wait_prompt
-	tmux send-keys -t "$SESSION" 'Go on' Enter
+	tm send-keys -t "$SESSION" 'Go on' Enter
 	wait_pane 'turn 3: .* 1500 generated' 400
 	# the interrupted reply stayed in the history: turn 3 reuses it
 	n=$(pane | sed -n 's/.*turn 3: [0-9]* prompt tokens (\([0-9]*\) reused.*/\1/p')
 	[ "$n" -gt 1500 ]
-	tmux send-keys -t "$SESSION" C-d
+	tm send-keys -t "$SESSION" C-d
 	for i in $(seq 100); do [ -s "$T/exit" ] && break; sleep 0.1; done
 	[ "$(cat "$T/exit")" = EXIT=0 ]
 }
 
 @test "-i under tmux: Ctrl-C at the prompt ends with 130" {
 	command -v tmux >/dev/null || { [ "${CI:-}" != true ] || return 1; skip "no tmux"; }
-	tmux new-session -d -s "$SESSION" -x 150 -y 50 \
+	tm new-session -d -s "$SESSION" -x 150 -y 50 \
 		"'$RUN' -m '$M' -t 2 -n 4 --temp 0 -i; echo EXIT=\$? >'$T/exit'; sleep 30"
 	wait_pane '^>\s*$'
-	tmux send-keys -t "$SESSION" 'Hi' Enter
+	tm send-keys -t "$SESSION" 'Hi' Enter
 	wait_pane 'turn 1: '
 	wait_prompt
-	tmux send-keys -t "$SESSION" C-c
+	tm send-keys -t "$SESSION" C-c
 	for i in $(seq 100); do [ -s "$T/exit" ] && break; sleep 0.1; done
 	[ "$(cat "$T/exit")" = EXIT=130 ]
 }
