@@ -19,6 +19,8 @@ SAN     ?=
 CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -pthread \
 	-Ilib/common -Ikernels -Ikernels/cpu -Ikernels/cuda $(OPT) $(SAN) $(CFLAGS)
 LDLIBS_ALL = -ljansson -lzstd -lm -pthread -ldl -lrt
+# libraries of one tool only
+LDLIBS_ntx-serve = -lmicrohttpd
 
 # CUDA: on PATH, else the default toolkit location; NO_CUDA=1 skips it.
 ifeq ($(NO_CUDA),)
@@ -47,7 +49,7 @@ endif
 LIB_SRC  := $(wildcard lib/common/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libntx.a
-TOOLS    := ntx-inspect ntx-plan ntx-pack ntx-run ntx-skip-calib
+TOOLS    := ntx-inspect ntx-plan ntx-pack ntx-run ntx-skip-calib ntx-serve
 TOOL_BIN := $(foreach t,$(TOOLS),$(if $(wildcard tools/$(t)/*.c),$(BUILD)/bin/$(t)))
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -90,7 +92,7 @@ define tool_rule
 $(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB)
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(Q),echo "  LINK    $$@")
-	$(Q)$$(CC) $$(CFLAGS_ALL) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS_ALL)
+	$(Q)$$(CC) $$(CFLAGS_ALL) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS_$(1)) $$(LDLIBS_ALL)
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 

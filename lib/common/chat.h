@@ -14,10 +14,32 @@
  *           stripped messages). Recognised by "[INST]" (and "<<SYS>>",
  *           "bos_token + '[INST]", "content.strip()" for the variants);
  *           add_assistant changes nothing, as in llama.cpp.
- * A template may also be given by name: "llama3", "llama2", "llama2-sys",
- * "llama2-sys-bos", "llama2-sys-strip".
- * Any other template (ChatML, Mistral, ...) is an error (NTX_EUNSUP), and so
- * is a model without tokenizer.chat_template, unless the caller asks for a
+ *   chatml  "<|im_start|>ROLE\nCONTENT<|im_end|>\n", then "<|im_start|>assistant\n".
+ *           Recognised by "<|im_start|>" (with "<|im_sep|>" it is Phi-4: not
+ *           supported).
+ *   mistral-v7  system "[SYSTEM_PROMPT] S[/SYSTEM_PROMPT]", user "[INST] U[/INST]",
+ *           assistant " A</s>". Recognised by "[INST]" and "[SYSTEM_PROMPT]".
+ *   mistral-v1, -v3, -v3-tekken  "[INST]" turns opened with " [INST] " (v1),
+ *           "[INST] " (v3), "[INST]" (tekken); system "S\n\n", user "U [/INST]"
+ *           (v1: "U [/INST]", v3 and tekken: "U[/INST]"), assistant " A</s>"
+ *           (tekken: "A</s>"; v3 trims A). Recognised by "[INST]" with
+ *           "' [INST] ' + system_message" or "[AVAILABLE_TOOLS]": " [INST]" in
+ *           the text means v1, "\"[INST]\"" tekken, else v3.
+ *   zephyr  "<|ROLE|>\nCONTENT<|endoftext|>\n", then "<|assistant|>\n".
+ *           Recognised by "<|user|>" (but "<|assistant|>" with "<|end|>" is
+ *           Phi-3: not supported).
+ *   vicuna  system "S\n\n" (vicuna-orca: "SYSTEM: S\n"), "USER: U\n",
+ *           "ASSISTANT: A</s>\n", then "ASSISTANT:". Recognised by "USER: " and
+ *           "ASSISTANT: " ("SYSTEM: " too: vicuna-orca).
+ * The tests are llama.cpp's, in its order (ChatML, the [INST] family, Phi-3,
+ * Zephyr, Vicuna, Llama 3); the formats are those of llama.cpp's
+ * llama_chat_apply_template.
+ * A template may also be given by name (ntx-run and ntx-serve
+ * --chat-template): "llama3", "llama2", "llama2-sys", "llama2-sys-bos",
+ * "llama2-sys-strip", "chatml", "mistral-v1", "mistral-v3", "mistral-v3-tekken",
+ * "mistral-v7", "zephyr", "vicuna", "vicuna-orca".
+ * Any other template is an error (NTX_EUNSUP) that names --chat-template, and
+ * so is a model without tokenizer.chat_template, unless the caller asks for a
  * fallback (NTX_CHAT_FALLBACK): then llama3 if the vocabulary has the
  * <|start_header_id|> token, else llama2-sys. (llama.cpp's tools fall back to
  * ChatML, whose tokens Llama vocabularies do not have.) */
@@ -37,8 +59,19 @@ enum ntx_chat_style {
 	NTX_CHAT_LLAMA2,           /* no system message support */
 	NTX_CHAT_LLAMA2_SYS,
 	NTX_CHAT_LLAMA2_SYS_BOS,
-	NTX_CHAT_LLAMA2_SYS_STRIP
+	NTX_CHAT_LLAMA2_SYS_STRIP,
+	NTX_CHAT_CHATML,
+	NTX_CHAT_MISTRAL_V1,
+	NTX_CHAT_MISTRAL_V3,
+	NTX_CHAT_MISTRAL_V3_TEKKEN,
+	NTX_CHAT_MISTRAL_V7,
+	NTX_CHAT_ZEPHYR,
+	NTX_CHAT_VICUNA,
+	NTX_CHAT_VICUNA_ORCA
 };
+
+/* The name of a style ("llama3", "chatml", ...). */
+const char *ntx_chat_style_name(enum ntx_chat_style st);
 
 enum {
 	NTX_CHAT_FALLBACK = 1 /* unknown or missing template: pick a format */

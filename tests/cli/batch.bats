@@ -275,6 +275,70 @@ PY
 	expect "$(json_id "$T/out.jsonl" 2)" ""
 }
 
+@test "\"messages\" requests: rendered with the chat template, equal to --chat alone; bad messages are error records" {
+	{
+		echo '{"id": 1, "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], "n_predict": 6, "temp": 0}'
+		echo '{"id": 2, "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there."}, {"role": "user", "content": "Who are you?"}], "n_predict": 5, "temp": 0}'
+		echo '{"id": 3, "messages": [{"role": "user", "content": "Hi"}], "prompt": "Hi"}'
+		echo '{"id": 4, "messages": [{"role": "robot", "content": "Hi"}]}'
+		echo '{"id": 5, "messages": []}'
+		echo '{"id": 6, "messages": [{"role": "user", "content": "Hi"}], "system": "x"}'
+	} >"$T/r.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" --batch --parallel 2 <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" -q --chat --system "Be brief." -p Hello -n 6 --temp 0
+	expect "$(json_id "$T/out.jsonl" 1)" "$output"
+	python3 - "$T/out.jsonl" <<'PY'
+import json, sys
+r = {x["id"]: x for x in map(json.loads, open(sys.argv[1]))}
+assert r[1]["prompt_tokens"] == 24 and r[2]["tokens"] == 5, r
+assert r[3]["error"] == 'give "prompt" or "messages", not both', r[3]
+assert r[4]["error"] == '"messages[0].role" must be "system", "user" or "assistant"', r[4]
+assert r[5]["error"] == '"messages" must be a non-empty array', r[5]
+assert r[6]["error"].startswith('"system" does not apply to "messages"'), r[6]
+PY
+	# the Llama 3 text of the 3-message conversation, through -p with the template's tokens
+	run --separate-stderr "$RUN" -m "$Q" -q -p '<|start_header_id|>user<|end_header_id|>
+
+Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>
+
+Hello there.<|eot_id|><|start_header_id|>user<|end_header_id|>
+
+Who are you?<|eot_id|><|start_header_id|>assistant<|end_header_id|>
+
+' -n 5 --temp 0
+	expect "$(json_id "$T/out.jsonl" 2)" "$output"
+}
+
+@test "prefix reuse: a request that extends a finished one evaluates only the rest; texts equal running alone" {
+	first=$("$RUN" -m "$Q" -q -p "In the beginning" -n 12 --temp 0)
+	python3 - "$first" >"$T/r.jsonl" <<'PY'
+import json, sys
+print(json.dumps({"id": 1, "prompt": "In the beginning", "n_predict": 12, "temp": 0}))
+print(json.dumps({"id": 2, "prompt": "In the beginning" + sys.argv[1] + " and", "n_predict": 10, "temp": 0}))
+print(json.dumps({"id": 3, "prompt": "In the beginning", "n_predict": 12, "temp": 0}))
+PY
+	run --separate-stderr "$RUN" -m "$Q" --batch --parallel 1 --stats-json "$T/s.json" <"$T/r.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$T/out.jsonl"
+	expect "$(json_id "$T/out.jsonl" 1)" "$first"
+	expect "$(json_id "$T/out.jsonl" 3)" "$first"
+	run --separate-stderr "$RUN" -m "$Q" -q -p "In the beginning$first and" -n 10 --temp 0
+	expect "$(json_id "$T/out.jsonl" 2)" "$output"
+	# request 2 reuses request 1's prompt and 11 of its 12 tokens (the last
+	# was never evaluated); request 3's prompt is all cached but its last token
+	python3 - "$T/out.jsonl" "$T/s.json" <<'PY'
+import json, sys
+r = {x["id"]: x for x in map(json.loads, open(sys.argv[1]))}
+assert r[1]["reused_tokens"] == 0, r[1]
+assert r[2]["reused_tokens"] >= r[1]["prompt_tokens"] + 10, r[2]
+assert r[3]["reused_tokens"] == r[3]["prompt_tokens"] - 1, r[3]
+s = json.load(open(sys.argv[2]))
+assert s["n_prompt_reused"] == r[2]["reused_tokens"] + r[3]["reused_tokens"], s
+PY
+}
+
 @test "SentencePiece text keeps its leading space (stories260K), as the plain output" {
 	need_fixtures
 	run --separate-stderr "$RUN" -m "$S" -q -p "Once upon a" -n 3 --temp 0

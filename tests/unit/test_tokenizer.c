@@ -616,6 +616,70 @@ static void test_queries(const struct ntx_vocab *l3, const struct ntx_vocab *spm
 
 /* ---- chat ---- */
 
+/* llama.cpp's test-chat-template conversation and the texts its built-in
+ * formats give (add_assistant), by name and detected from template text. */
+static void test_chat_formats(void)
+{
+	static const struct ntx_chat_msg c[] = {
+		{ "system", "You are a helpful assistant" }, { "user", "Hello" },
+		{ "assistant", "Hi there" }, { "user", "Who are you" },
+		{ "assistant", "   I am an assistant   " }, { "user", "Another question" },
+	};
+	static const struct {
+		const char *name, *tmpl; /* tmpl: a template text that detects as name */
+		const char *want;
+	} f[] = {
+		{ "chatml", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}",
+		  "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+		  "<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n"
+		  "<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n"
+		  "<|im_start|>assistant\n" },
+		{ "mistral-v1", "{{ bos_token }}{% if system_message %}{{ ' [INST] ' + system_message }}{% endif %}",
+		  " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]"
+		  "    I am an assistant   </s> [INST] Another question [/INST]" },
+		{ "mistral-v3", "{%- if tools %}[AVAILABLE_TOOLS]{%- endif %}{{- '[INST] ' + message['content'] + '[/INST]' }}",
+		  "[INST] You are a helpful assistant\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST]"
+		  " I am an assistant</s>[INST] Another question[/INST]" },
+		{ "mistral-v3-tekken", "{%- if tools %}[AVAILABLE_TOOLS]{%- endif %}{{- \"[INST]\" + message['content'] + \"[/INST]\" }}",
+		  "[INST]You are a helpful assistant\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]"
+		  "   I am an assistant   </s>[INST]Another question[/INST]" },
+		{ "mistral-v7", "{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' }}",
+		  "[SYSTEM_PROMPT] You are a helpful assistant[/SYSTEM_PROMPT][INST] Hello[/INST] Hi there</s>"
+		  "[INST] Who are you[/INST]    I am an assistant   </s>[INST] Another question[/INST]" },
+		{ "zephyr", "{% for message in messages %}{{'<|' + message['role'] + '|>\n' + message['content'] + '<|endoftext|>'}}{% endfor %}{{ '<|user|>' }}",
+		  "<|system|>\nYou are a helpful assistant<|endoftext|>\n<|user|>\nHello<|endoftext|>\n"
+		  "<|assistant|>\nHi there<|endoftext|>\n<|user|>\nWho are you<|endoftext|>\n"
+		  "<|assistant|>\n   I am an assistant   <|endoftext|>\n<|user|>\nAnother question<|endoftext|>\n"
+		  "<|assistant|>\n" },
+		{ "vicuna", "{{ 'USER: ' + message['content'] }}{{ 'ASSISTANT: ' + message['content'] }}",
+		  "You are a helpful assistant\n\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you\n"
+		  "ASSISTANT:    I am an assistant   </s>\nUSER: Another question\nASSISTANT:" },
+		{ "vicuna-orca", "{{ 'SYSTEM: ' + s }}{{ 'USER: ' + message['content'] }}{{ 'ASSISTANT: ' + m }}",
+		  "SYSTEM: You are a helpful assistant\nUSER: Hello\nASSISTANT: Hi there</s>\nUSER: Who are you\n"
+		  "ASSISTANT:    I am an assistant   </s>\nUSER: Another question\nASSISTANT:" },
+	};
+	struct ntx_err err = { 0 };
+	size_t i;
+
+	for (i = 0; i < sizeof f / sizeof f[0]; i++) {
+		char *a = NULL, *b = NULL;
+		int st = ntx_chat_detect(f[i].tmpl, &err);
+
+		t_ok(ntx_chat_format(NULL, f[i].name, c, 6, 1, &a, &err) == 0 && strcmp(a, f[i].want) == 0,
+		     "%s by name: llama.cpp's text", f[i].name);
+		if (a && strcmp(a, f[i].want))
+			t_diag("got [%s]", a);
+		t_ok(st > 0 && strcmp(ntx_chat_style_name((enum ntx_chat_style)st), f[i].name) == 0 &&
+		     ntx_chat_format(NULL, f[i].tmpl, c, 6, 1, &b, &err) == 0 && strcmp(b, f[i].want) == 0,
+		     "%s detected from a template text (%s)", f[i].name,
+		     st > 0 ? ntx_chat_style_name((enum ntx_chat_style)st) : err.msg);
+		free(a);
+		free(b);
+	}
+	t_ok(ntx_chat_detect("{{ '<|assistant|>' }}{{ '<|end|>' }}{{ '<|user|>' }}", &err) == -1 &&
+	     strstr(err.msg, "Phi-3"), "Phi-3 (before Zephyr) refused: %s", err.msg);
+}
+
 static void test_chat(const struct ntx_vocab *l3, const struct ntx_vocab *spm,
 		      const struct ntx_vocab *tiny)
 {
@@ -669,8 +733,15 @@ static void test_chat(const struct ntx_vocab *l3, const struct ntx_vocab *spm,
 	out = NULL;
 	t_ok(ntx_chat_format(spm, NULL, m, 2, 1, &out, &err) == -1 && err.code == NTX_EUNSUP,
 	     "spm vocab without a template: %s", err.msg);
-	t_ok(ntx_chat_format(NULL, "{{ '<|im_start|>' + role }}", m, 2, 1, &out, &err) == -1 &&
-	     err.code == NTX_EUNSUP, "ChatML refused: %s", err.msg);
+	t_ok(ntx_chat_format(NULL, "{{ '<|im_start|>' + role + '<|im_sep|>' }}", m, 2, 1, &out, &err) == -1 &&
+	     err.code == NTX_EUNSUP && strstr(err.msg, "--chat-template NAME"),
+	     "Phi-4 refused, naming --chat-template: %s", err.msg);
+	t_ok(ntx_chat_format(NULL, "{{ raise_exception('x') }}", m, 2, 1, &out, &err) == -1 &&
+	     err.code == NTX_EUNSUP && strstr(err.msg, "--chat-template NAME"),
+	     "an unknown template names --chat-template: %s", err.msg);
+	t_ok(ntx_chat_format(NULL, "no-such-name", m, 2, 1, &out, &err) == -1 && err.code == NTX_EUNSUP,
+	     "an unknown name is refused");
+	test_chat_formats();
 	t_ok(ntx_chat_format_ex(spm, "{{ something }}", m, 2, 1, NTX_CHAT_FALLBACK, &out, &err) == 0 &&
 	     strncmp(out, "[INST] <<SYS>>", 14) == 0, "unknown template with fallback: llama2-sys");
 	free(out);

@@ -8,7 +8,9 @@
  * Every request line gets exactly one record: a result, or an error record
  * with the line number (a bad line never stops the others). Ctrl-C ends the
  * run with a record for each request in flight (stop_reason "interrupted");
- * a closed stdout ends it quietly. */
+ * a closed stdout ends it quietly. The scheduling (slots, steps, samplers,
+ * stop conditions, prefix reuse) is lib/common/scheduler.c, shared with
+ * ntx-serve; this file reads requests and writes records. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -19,50 +21,31 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "batchreq.h"
 #include "chat.h"
+#include "chat_json.h"
 #include "run.h"
+#include "scheduler.h"
 
-enum slot_state { SLOT_FREE, SLOT_PREFILL, SLOT_DECODE };
-
-struct slot {
-	enum slot_state state;
+/* One request in flight: what its record needs besides the scheduler's
+ * result. */
+struct breq {
+	struct batch *b;
 	json_t *id;               /* the request's id (any JSON value), echoed */
 	long line;                /* its input line */
-	int32_t *prompt;
-	int n_prompt, n_fed;      /* prompt tokens and how many are in the cache */
-	int32_t *gen;
-	int n_gen, cap_gen, n_predict;
-	int32_t cur;              /* sampled, not yet evaluated */
-	int n_past;
-	struct ntx_sampler *smp;
-	double t_start, t_first;
-	enum ntx_stop stop;
-	int in_step;              /* its prompt piece is in this step: 1 shared, 2 alone */
 };
 
 struct batch {
 	struct run_ctx *c;
-	struct slot *slots;
-	int n_slots;
-	int64_t V;
+	struct ntx_sched *sched;
 	int n_ctx;
 	long line_no;
 	int eof;
 	int rerr;                 /* errno of a failed read of stdin */
 	int werr;                 /* errno of a failed write of stdout */
+	const char *failing;      /* an engine error: records of requests in flight */
 	char *buf;                /* input not yet consumed */
 	size_t len, cap;
-	int32_t *tok, *pos, *seq;
-	uint8_t *want;
-	int *row_slot;
-	float *logits;
-	int32_t *ids;       /* [n_slots] argmax rows, when every row's sampler is argmax */
-	int top1;           /* the last step returned ids, not logits */
-	int n_ub;
-	int n_cut;                /* prompts are cut into pieces of this many tokens */
-	int first;                /* slot the next step's decode tokens start at */
-	int64_t done, gen_total, prompt_total, errors;
+	int64_t done, gen_total, prompt_total, reused_total, errors;
 	double t0, t_progress;
 	int tty;
 };
@@ -110,123 +93,208 @@ static int error_record(struct batch *b, json_t *id, long line, const char *msg)
 				      (json_int_t)line));
 }
 
-static void slot_clear(struct slot *s)
+/* The scheduler's on_done: the request's record (an error record when the
+ * engine failed); frees the request. */
+static void on_done(void *user, const struct ntx_sched_result *r)
 {
-	json_decref(s->id);
-	free(s->prompt);
-	free(s->gen);
-	ntx_sampler_free(s->smp);
-	memset(s, 0, sizeof *s);
-}
-
-/* The result record of slot s; frees the slot. */
-static int finish(struct batch *b, struct slot *s)
-{
+	struct breq *q = user;
+	struct batch *b = q->b;
 	struct ntx_err err = { 0 };
 	char *text = NULL;
 	size_t tl = 0;
-	double t = now_s(), t_first = s->t_first > 0 ? s->t_first : t;
+	double t = r->t_end, t_first = r->t_first > 0 ? r->t_first : t;
 	json_t *j;
-	int rc;
 
-	if (run_gen_text(b->c, s->gen, s->n_gen, &text, &tl, &err)) {
-		rc = error_record(b, s->id, s->line, err.msg);
-		slot_clear(s);
-		return rc;
+	if (b->failing) {
+		error_record(b, q->id, q->line, b->failing);
+	} else if (run_gen_text(b->c, r->gen, r->n_gen, &text, &tl, &err)) {
+		error_record(b, q->id, q->line, err.msg);
+	} else {
+		j = json_pack("{s:O?, s:o, s:i, s:s, s:i, s:I, s:i, s:{s:f, s:f, s:f}}", "id", q->id,
+			      "text", run_json_text(text, tl), "tokens", r->n_gen, "stop_reason",
+			      ntx_stop_name(r->stop), "prompt_tokens", r->n_prompt, "line",
+			      (json_int_t)q->line, "reused_tokens", r->n_reused, "timings",
+			      "prompt_ms", (t_first - r->t_submit) * 1e3, "gen_ms", (t - t_first) * 1e3,
+			      "gen_tok_per_s",
+			      t > t_first && r->n_gen > 1 ? (r->n_gen - 1) / (t - t_first) : 0.0);
+		free(text);
+		b->done++;
+		b->gen_total += r->n_gen;
+		emit_json(b, j);
 	}
-	j = json_pack("{s:O?, s:o, s:i, s:s, s:i, s:I, s:{s:f, s:f, s:f}}", "id", s->id, "text",
-		      run_json_text(text, tl), "tokens", s->n_gen, "stop_reason", ntx_stop_name(s->stop),
-		      "prompt_tokens", s->n_prompt, "line", (json_int_t)s->line, "timings",
-		      "prompt_ms", (t_first - s->t_start) * 1e3, "gen_ms", (t - t_first) * 1e3,
-		      "gen_tok_per_s", t > t_first && s->n_gen > 1 ? (s->n_gen - 1) / (t - t_first) : 0.0);
-	free(text);
-	b->done++;
-	b->gen_total += s->n_gen;
-	rc = emit_json(b, j);
-	slot_clear(s);
-	return rc;
+	json_decref(q->id);
+	free(q);
 }
 
 /* ---- requests ---- */
 
-/* Parse one request line into slot s; on a bad line write an error record
- * and leave the slot free. Returns -1 only when stdout fails. */
-static int start_request(struct batch *b, struct slot *s, const char *line, size_t len)
+/* An optional numeric field of req: 0 when absent or null (*have = 0) or
+ * valid (*have = 1, *out set), -1 with msg when it has the wrong type or
+ * range. Integer fields accept integral numbers only. */
+static int get_num(json_t *req, const char *key, int integer, double lo, double hi, double *out,
+		   int *have, char *msg, size_t msz)
+{
+	json_t *v = json_object_get(req, key);
+	double x;
+
+	*have = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	x = json_number_value(v);
+	if (!json_is_number(v) || x < lo || x > hi || (integer && x != floor(x))) {
+		if (integer)
+			snprintf(msg, msz, "\"%s\" must be an integer in [%.0f, %.0f]", key, lo, hi);
+		else
+			snprintf(msg, msz, "\"%s\" must be a number in [%g, %g]", key, lo, hi);
+		return -1;
+	}
+	*out = x;
+	*have = 1;
+	return 0;
+}
+
+/* The chat prompt of a request: its "messages", or its prompt as the user
+ * message after the system one. *out malloc'ed. */
+static int chat_prompt(const struct batch *b, json_t *messages, const char *system,
+		       const char *prompt, char **out, struct ntx_err *err)
+{
+	const char *tmpl = b->c->o->chat_template;
+	struct ntx_chat_msg m[2], *mm = NULL;
+	int nm = 0, rc;
+
+	if (messages) {
+		if (ntx_chat_msgs_from_json(messages, "messages", &mm, &nm, err))
+			return -1;
+		rc = ntx_chat_format(b->c->vocab, tmpl, mm, nm, 1, out, err);
+		free(mm);
+		return rc;
+	}
+	if (system) {
+		m[nm].role = "system";
+		m[nm++].content = system;
+	}
+	m[nm].role = "user";
+	m[nm++].content = prompt;
+	return ntx_chat_format(b->c->vocab, tmpl, m, nm, 1, out, err);
+}
+
+/* Parse one request line and submit it; on a bad line write an error record.
+ * Returns -1 only when stdout fails. */
+static int start_request(struct batch *b, const char *line, size_t len)
 {
 	const struct run_opts *o = b->c->o;
 	struct ntx_err err = { 0 };
-	struct ntx_batch_req def, req;
-	struct ntx_sampler_params sp;
-	json_t *id;
-	const char *prompt, *system;
-	char *chat = NULL;
-	int use_chat, n_predict, rc;
+	struct ntx_sched_req sr;
+	json_error_t je;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je), *v, *id;
+	json_t *messages;
+	const char *prompt, *system = o->system;
+	char *chat = NULL, msg[NTX_ERR_MAX];
+	int use_chat = o->chat, rc;
+	int32_t *toks = NULL;
+	int n_toks = 0;
+	struct breq *q;
+	double x;
 
-	memset(&def, 0, sizeof def);
-	def.sp = o->sp;
-	def.system = o->system;
-	def.chat = o->chat;
-	def.n_predict = o->n_predict;
-	if (ntx_batch_req_parse(line, len, &def, &req, &err)) {
-		rc = error_record(b, req.id, b->line_no, err.msg);
-		ntx_batch_req_free(&req);
+	memset(&sr, 0, sizeof sr);
+	sr.sp = o->sp;
+	sr.n_predict = o->n_predict;
+	if (!req) {
+		snprintf(msg, sizeof msg, "invalid JSON at column %d: %s", je.column, je.text);
+		return error_record(b, NULL, b->line_no, msg);
+	}
+	if (!json_is_object(req)) {
+		json_decref(req);
+		return error_record(b, NULL, b->line_no, "a request must be a JSON object");
+	}
+	id = json_object_get(req, "id");
+	v = json_object_get(req, "prompt");
+	messages = json_object_get(req, "messages");
+	if (json_is_null(messages))
+		messages = NULL;
+	msg[0] = '\0';
+	if (messages && v)
+		snprintf(msg, sizeof msg, "give \"prompt\" or \"messages\", not both");
+	else if (!v && !messages)
+		snprintf(msg, sizeof msg, "missing \"prompt\"");
+	else if (v && !json_is_string(v))
+		snprintf(msg, sizeof msg, "\"prompt\" must be a string");
+	prompt = json_string_value(v);
+#define NUM(key, integer, lo, hi, dst, cast)                                            \
+	do {                                                                            \
+		int have_;                                                              \
+		if (!msg[0] && get_num(req, key, integer, lo, hi, &x, &have_, msg,      \
+				       sizeof msg) == 0 && have_)                       \
+			dst = (cast)x;                                                  \
+	} while (0)
+	/* the ranges of the command-line options; seeds up to 2^53 (exact in
+	 * a JSON number) */
+	NUM("n_predict", 1, -1, 1 << 30, sr.n_predict, int);
+	NUM("temp", 0, 0, 100, sr.sp.temp, float);
+	NUM("top_k", 1, 0, 1 << 30, sr.sp.top_k, int);
+	NUM("top_p", 0, 0, 1, sr.sp.top_p, float);
+	NUM("min_p", 0, 0, 1, sr.sp.min_p, float);
+	NUM("repeat_penalty", 0, 0.01, 100, sr.sp.repeat_penalty, float);
+	NUM("repeat_last_n", 1, -1, 1 << 30, sr.sp.repeat_last_n, int);
+	NUM("seed", 1, 0, 9007199254740992.0, sr.sp.seed, uint64_t);
+#undef NUM
+	v = json_object_get(req, "chat");
+	if (!msg[0] && v && !json_is_null(v)) {
+		if (json_is_boolean(v))
+			use_chat = json_is_true(v);
+		else
+			snprintf(msg, sizeof msg, "\"chat\" must be true or false");
+	}
+	v = json_object_get(req, "system");
+	if (!msg[0] && v && !json_is_null(v)) {
+		if (messages)
+			snprintf(msg, sizeof msg, "\"system\" does not apply to \"messages\" (give a system message)");
+		else if (json_is_string(v))
+			system = json_string_value(v);
+		else
+			snprintf(msg, sizeof msg, "\"system\" must be a string");
+	}
+	if (msg[0]) {
+		rc = error_record(b, id, b->line_no, msg);
+		json_decref(req);
 		return rc;
 	}
-	id = req.id;
-	prompt = req.prompt;
-	system = req.system;
-	use_chat = req.chat;
-	n_predict = req.n_predict;
-	sp = req.sp;
+	if (messages)
+		use_chat = 1;
+	rc = 0;
 	if (use_chat) {
-		struct ntx_chat_msg m[2];
-		int nm = 0;
-
-		if (system) {
-			m[nm].role = "system";
-			m[nm++].content = system;
-		}
-		m[nm].role = "user";
-		m[nm++].content = prompt;
-		if (ntx_chat_format(b->c->vocab, NULL, m, nm, 1, &chat, &err)) {
-			rc = error_record(b, id, b->line_no, err.msg);
-			ntx_batch_req_free(&req);
-			return rc;
-		}
+		rc = chat_prompt(b, messages, system, prompt, &chat, &err);
 		prompt = chat;
 	}
-	memset(s, 0, sizeof *s);
-	rc = ntx_tokenize(b->c->vocab, prompt, strlen(prompt), !o->no_bos,
-			  use_chat || !o->no_parse_special, &s->prompt, &s->n_prompt, &err);
+	if (rc == 0)
+		rc = ntx_tokenize(b->c->vocab, prompt, strlen(prompt), !o->no_bos,
+				  use_chat || !o->no_parse_special, &toks, &n_toks, &err);
 	free(chat);
-	if (rc == 0 && s->n_prompt == 0)
-		rc = ntx_err_set(&err, NTX_EINVAL, "the prompt is empty");
-	/* the same limit as a single prompt: it may fill the context */
-	if (rc == 0 && s->n_prompt > b->n_ctx)
-		rc = ntx_err_set(&err, NTX_EINVAL,
-				 "the prompt has %d tokens, more than the context size %d (use -c)",
-				 s->n_prompt, b->n_ctx);
+	q = rc == 0 ? calloc(1, sizeof *q) : NULL;
+	if (rc == 0 && !q)
+		rc = ntx_err_set(&err, NTX_ENOMEM, "out of memory");
 	if (rc == 0) {
-		s->smp = ntx_sampler_new(&sp, b->V, &err);
-		if (!s->smp)
+		q->b = b;
+		q->id = json_incref(id);
+		q->line = b->line_no;
+		sr.tokens = toks;
+		sr.n_tokens = n_toks;
+		sr.on_done = on_done;
+		sr.user = q;
+		if (ntx_sched_submit(b->sched, &sr, &err) < 0) {
+			json_decref(q->id);
+			free(q);
 			rc = -1;
+		}
 	}
+	free(toks);
 	if (rc) {
-		free(s->prompt);
-		memset(s, 0, sizeof *s);
 		rc = error_record(b, id, b->line_no, err.msg);
-		ntx_batch_req_free(&req);
+		json_decref(req);
 		return rc;
 	}
-	s->id = json_incref(id);
-	ntx_batch_req_free(&req);
-	s->line = b->line_no;
-	s->n_predict = n_predict;
-	s->state = SLOT_PREFILL;
-	s->t_start = now_s();
-	b->prompt_total += s->n_prompt;
-	for (int i = 0; i < s->n_prompt; i++)
-		ntx_sampler_accept(s->smp, s->prompt[i]);
+	json_decref(req);
+	b->prompt_total += n_toks;
 	return 0;
 }
 
@@ -274,39 +342,30 @@ static int read_line(struct batch *b, int block)
 	}
 }
 
-/* Fill free slots from the input. Returns -1 when stdout fails. */
+/* Submit requests from the input while a slot is free. Returns -1 when
+ * stdout fails. */
 static int fill_slots(struct batch *b)
 {
-	int i, active = 0;
+	while (ntx_sched_n_free(b->sched) > 0 && !run_interrupted) {
+		int r = read_line(b, ntx_sched_n_active(b->sched) == 0);
+		char *nl;
+		size_t n, k = 0;
 
-	for (i = 0; i < b->n_slots; i++)
-		active += b->slots[i].state != SLOT_FREE;
-	for (i = 0; i < b->n_slots; i++) {
-		struct slot *s = &b->slots[i];
-
-		while (s->state == SLOT_FREE && !run_interrupted) {
-			int r = read_line(b, active == 0);
-			char *nl;
-			size_t n, k = 0;
-
-			if (r <= 0)
-				return 0;
-			nl = memchr(b->buf, '\n', b->len);
-			n = nl ? (size_t)(nl - b->buf) : b->len;
-			b->line_no++;
-			if (n && b->buf[n - 1] == '\r')
-				n--;
-			/* blank lines are skipped (they still count as lines) */
-			while (k < n && (b->buf[k] == ' ' || b->buf[k] == '\t'))
-				k++;
-			if (k < n && start_request(b, s, b->buf, n))
-				return -1;
-			n = nl ? (size_t)(nl - b->buf) + 1 : b->len;
-			memmove(b->buf, b->buf + n, b->len - n);
-			b->len -= n;
-			if (s->state != SLOT_FREE)
-				active++;
-		}
+		if (r <= 0)
+			return 0;
+		nl = memchr(b->buf, '\n', b->len);
+		n = nl ? (size_t)(nl - b->buf) : b->len;
+		b->line_no++;
+		if (n && b->buf[n - 1] == '\r')
+			n--;
+		/* blank lines are skipped (they still count as lines) */
+		while (k < n && (b->buf[k] == ' ' || b->buf[k] == '\t'))
+			k++;
+		if (k < n && start_request(b, b->buf, n))
+			return -1;
+		n = nl ? (size_t)(nl - b->buf) + 1 : b->len;
+		memmove(b->buf, b->buf + n, b->len - n);
+		b->len -= n;
 	}
 	return 0;
 }
@@ -314,224 +373,44 @@ static int fill_slots(struct batch *b)
 static void progress(struct batch *b, int final)
 {
 	double t = now_s(), el = t - b->t0;
-	int i, active = 0;
 
 	if (!b->tty || b->c->o->quiet || (!final && t - b->t_progress < 0.2))
 		return;
 	b->t_progress = t;
-	for (i = 0; i < b->n_slots; i++)
-		active += b->slots[i].state != SLOT_FREE;
 	fprintf(stderr, "\r" PROG ": batch: %lld done (%lld errors), %d active, %lld tokens, %.1f tok/s\033[K",
-		(long long)b->done, (long long)b->errors, active, (long long)b->gen_total,
-		el > 0 ? b->gen_total / el : 0.0);
+		(long long)b->done, (long long)b->errors, ntx_sched_n_active(b->sched),
+		(long long)b->gen_total, el > 0 ? b->gen_total / el : 0.0);
 	if (final)
 		fputc('\n', stderr);
-}
-
-/* ---- decoding ---- */
-
-/* One engine step over all active slots. Returns -1 with *err on an engine
- * error (NTX_EINTR when interrupted) or a failed write. */
-/* Sample the next token of each slot whose logits row came back, in row
- * order, and finish the slots that stop. */
-static int take_rows(struct batch *b, int nr, struct ntx_err *err)
-{
-	int i;
-
-	for (i = 0; i < nr; i++) {
-		struct slot *s = &b->slots[b->row_slot[i]];
-		const float *row = b->logits + (int64_t)i * b->V;
-		int32_t t;
-
-		if (s->state == SLOT_PREFILL) {
-			s->state = SLOT_DECODE;
-			s->n_past = s->n_prompt;
-			s->t_first = now_s();
-			if (s->n_predict == 0) { /* the prompt only, as -n 0 */
-				s->stop = NTX_STOP_LENGTH;
-				if (finish(b, s))
-					return ntx_err_set(err, NTX_EIO, "writing results failed");
-				continue;
-			}
-		} else {
-			s->n_past++;
-		}
-		t = b->top1 ? b->ids[i] : ntx_sampler_sample(s->smp, row);
-		ntx_sampler_accept(s->smp, t);
-		if (s->n_gen == s->cap_gen) {
-			int cap = s->cap_gen ? s->cap_gen * 2 : 64;
-			int32_t *g = realloc(s->gen, (size_t)cap * sizeof *g);
-
-			if (!g)
-				return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-			s->gen = g;
-			s->cap_gen = cap;
-		}
-		s->gen[s->n_gen++] = t;
-		s->cur = t;
-		/* the order of ntx_generate: end of generation, then length,
-		 * then a full context (t would not fit) */
-		if (b->c->eog[t])
-			s->stop = NTX_STOP_EOG;
-		else if (s->n_predict >= 0 && s->n_gen >= s->n_predict)
-			s->stop = NTX_STOP_LENGTH;
-		else if (s->n_past >= b->n_ctx)
-			s->stop = NTX_STOP_CONTEXT;
-		if (s->stop && finish(b, s))
-			return ntx_err_set(err, NTX_EIO, "writing results failed");
-	}
-	return 0;
-}
-
-/* The end of the next piece of s's prompt: prompts are cut at multiples of
- * the engine's prompt chunk, as ntx_generate cuts a prompt run alone. */
-static int piece_end(const struct batch *b, const struct slot *s)
-{
-	int end = (s->n_fed / b->n_cut + 1) * b->n_cut;
-
-	return end < s->n_prompt ? end : s->n_prompt;
-}
-
-/* Append the next piece of slot i's prompt to the step's tokens at *n. */
-static void add_piece(struct batch *b, int i, int *n, int *nr)
-{
-	struct slot *s = &b->slots[i];
-	int k, end = piece_end(b, s);
-
-	for (k = s->n_fed; k < end; k++, (*n)++) {
-		b->tok[*n] = s->prompt[k];
-		b->pos[*n] = k;
-		b->seq[*n] = i;
-		b->want[*n] = k == s->n_prompt - 1;
-	}
-	s->n_fed = end;
-	if (end == s->n_prompt)
-		b->row_slot[(*nr)++] = i;
-}
-
-static int eval_step(struct batch *b, int n, int nr, struct ntx_err *err)
-{
-	struct ntx_batch nb;
-	int i;
-
-	memset(&nb, 0, sizeof nb);
-	nb.n_tok = n;
-	nb.tok = b->tok;
-	nb.pos = b->pos;
-	nb.seq = b->seq;
-	nb.want = b->want;
-	/* greedy rows only: the engine hands back argmax ids, no logits */
-	b->top1 = 1;
-	for (i = 0; i < nr; i++)
-		b->top1 &= ntx_sampler_is_argmax(b->slots[b->row_slot[i]].smp);
-	nb.ids = b->top1 ? b->ids : NULL;
-	if (ntx_engine_eval(b->c->engine, &nb, NULL, b->top1 ? NULL : b->logits, err))
-		return -1;
-	return take_rows(b, nr, err);
-}
-
-/* The waiting prompt of the oldest request not yet in this step, or -1. */
-static int oldest_prefill(const struct batch *b)
-{
-	int i, best = -1;
-
-	for (i = 0; i < b->n_slots; i++) {
-		const struct slot *s = &b->slots[i];
-
-		if (s->state == SLOT_PREFILL && !s->in_step &&
-		    (best < 0 || s->line < b->slots[best].line))
-			best = i;
-	}
-	return best;
-}
-
-/* One step: the next token of every decoding slot and the next piece of
- * the waiting prompts, oldest request first while they fit in the engine's
- * ubatch, in one evaluation (one weight stream serves the whole batch). A
- * piece that could not fit even with the decode tokens alone goes in an
- * evaluation of its own; the others wait for the next step. The engine
- * gives decode tokens and each prompt piece (a prompt segment, struct
- * ntx_batch) the results they get alone, and pieces are cut as when the
- * request runs alone, so each sequence's output equals running it alone. */
-static int step(struct batch *b, struct ntx_err *err)
-{
-	int n = 0, nr = 0, n_dec, i, j;
-
-	/* decode tokens from a rotating start: with more slots than the
-	 * ubatch holds, every slot gets its turn */
-	for (j = 0; j < b->n_slots; j++) {
-		struct slot *s = &b->slots[i = (b->first + j) % b->n_slots];
-
-		s->in_step = 0;
-		if (s->state == SLOT_DECODE && n < b->n_ub) {
-			b->tok[n] = s->cur;
-			b->pos[n] = s->n_past;
-			b->seq[n] = i;
-			b->want[n] = 1;
-			b->row_slot[nr++] = i;
-			n++;
-		}
-	}
-	n_dec = n;
-	b->first = (b->first + n) % b->n_slots;
-	while ((i = oldest_prefill(b)) >= 0) {
-		struct slot *s = &b->slots[i];
-		int k = piece_end(b, s) - s->n_fed;
-
-		if (n + k > b->n_ub && n_dec + k <= b->n_ub)
-			break; /* fits in a later step */
-		if (n + k <= b->n_ub) {
-			add_piece(b, i, &n, &nr);
-			s->in_step = 1;
-		} else {
-			s->in_step = 2; /* too large to share a step with the decode tokens */
-		}
-	}
-	if (n && eval_step(b, n, nr, err))
-		return -1;
-	for (i = 0; i < b->n_slots; i++) {
-		if (b->slots[i].in_step != 2)
-			continue;
-		n = nr = 0;
-		add_piece(b, i, &n, &nr);
-		if (eval_step(b, n, nr, err))
-			return -1;
-	}
-	return 0;
-}
-
-static int n_active(const struct batch *b)
-{
-	int i, n = 0;
-
-	for (i = 0; i < b->n_slots; i++)
-		n += b->slots[i].state != SLOT_FREE;
-	return n;
 }
 
 static int write_stats(struct batch *b, double t)
 {
 	const struct run_opts *o = b->c->o;
 	struct ntx_err err = { 0 };
+	struct ntx_sched_stats ss;
 	json_t *j;
 	int rc;
 
-	j = json_pack("{s:s, s:i, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:f, s:f}",
+	ntx_sched_get_stats(b->sched, &ss);
+	j = json_pack("{s:s, s:i, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
 		      "format", "ntx.stats", "version", 1, "mode", "batch",
 		      "model_filename", b->c->model->gguf->path,
 		      "model_size", (json_int_t)b->c->model->gguf->file_size,
 		      "backend", ntx_backend_name(ntx_engine_backend(b->c->engine)),
-		      "n_threads", run_n_threads(o), "n_ctx", b->n_ctx, "n_parallel", b->n_slots,
+		      "n_threads", run_n_threads(o), "n_ctx", b->n_ctx,
+		      "n_parallel", ntx_sched_n_slots(b->sched),
 		      "kv_type", o->kv_type == NTX_KV_F32 ? "f32" : "f16",
 		      "n_requests", (json_int_t)b->done, "n_errors", (json_int_t)b->errors,
-		      "n_prompt", (json_int_t)b->prompt_total, "n_gen", (json_int_t)b->gen_total,
+		      "n_prompt", (json_int_t)b->prompt_total, "n_prompt_reused", (json_int_t)ss.n_reused,
+		      "n_gen", (json_int_t)b->gen_total,
 		      "t_total_ms", t * 1e3, "gen_tok_per_s", t > 0 ? b->gen_total / t : 0.0);
 	if (!j) {
 		ntx_err_set(&err, NTX_ENOMEM, "out of memory");
 		return run_fail(&err);
 	}
 	run_add_streaming_json(b->c, j);
-	rc = run_write_stats(b->c, j, &err);
+	rc = run_write_json_file(o->stats_json, j, &err);
 	json_decref(j);
 	return rc ? run_fail(&err) : 0;
 }
@@ -540,61 +419,40 @@ int mode_batch(struct run_ctx *c)
 {
 	struct batch b;
 	struct ntx_err err = { 0 };
-	int rc = 0, i, failed = 0;
+	int rc = 0, failed = 0;
 	double t;
 
 	memset(&b, 0, sizeof b);
 	b.c = c;
-	b.n_slots = ntx_engine_n_seq(c->engine);
-	b.V = ntx_engine_n_vocab(c->engine);
 	b.n_ctx = ntx_engine_n_ctx(c->engine);
-	b.n_ub = ntx_engine_n_ubatch(c->engine);
-	b.n_cut = ntx_engine_prompt_chunk(c->engine);
 	b.tty = isatty(2);
 	b.t0 = now_s();
-	b.slots = calloc((size_t)b.n_slots, sizeof *b.slots);
-	b.tok = malloc((size_t)b.n_ub * sizeof *b.tok);
-	b.pos = malloc((size_t)b.n_ub * sizeof *b.pos);
-	b.seq = malloc((size_t)b.n_ub * sizeof *b.seq);
-	b.want = malloc((size_t)b.n_ub);
-	b.row_slot = malloc((size_t)b.n_ub * sizeof *b.row_slot);
-	b.logits = malloc((size_t)b.n_slots * (size_t)b.V * sizeof(float));
-	b.ids = malloc((size_t)b.n_slots * sizeof *b.ids);
-	if (!b.slots || !b.tok || !b.pos || !b.seq || !b.want || !b.row_slot || !b.logits || !b.ids) {
-		ntx_err_set(&err, NTX_ENOMEM, "out of memory");
-		rc = run_fail(&err);
-		goto out;
-	}
+	b.sched = ntx_sched_new(c->engine, c->eog, &err);
+	if (!b.sched)
+		return run_fail(&err);
 	for (;;) {
 		if (fill_slots(&b))
 			break; /* stdout failed */
-		if (!n_active(&b))
+		if (!ntx_sched_n_active(b.sched))
 			break;
-		if (step(&b, &err)) {
+		if (ntx_sched_step(b.sched, &err)) {
 			if (!b.werr)
 				failed = 1;
 			break;
 		}
+		if (b.werr)
+			break;
 		progress(&b, 0);
 	}
 	if (run_interrupted || err.code == NTX_EINTR) {
 		/* Ctrl-C: what each request in flight has so far */
-		for (i = 0; i < b.n_slots; i++) {
-			if (b.slots[i].state != SLOT_FREE) {
-				b.slots[i].stop = NTX_STOP_INTERRUPT;
-				finish(&b, &b.slots[i]);
-			}
-		}
+		ntx_sched_cancel_all(b.sched, NTX_STOP_INTERRUPT);
 		rc = 130;
 	} else if (failed) {
 		/* an engine error: every request in flight gets it as its
 		 * error record, then the run stops */
-		for (i = 0; i < b.n_slots; i++) {
-			if (b.slots[i].state != SLOT_FREE) {
-				error_record(&b, b.slots[i].id, b.slots[i].line, err.msg);
-				slot_clear(&b.slots[i]);
-			}
-		}
+		b.failing = err.msg;
+		ntx_sched_cancel_all(b.sched, NTX_STOP_NONE);
 		rc = run_fail(&err);
 	}
 	t = now_s() - b.t0;
@@ -615,22 +473,16 @@ int mode_batch(struct run_ctx *c)
 			fprintf(stderr, PROG ": interrupted\n");
 		fprintf(stderr, PROG ": batch: %lld requests (%lld errors), %lld tokens generated in %.2f s (%.2f tok/s), %d parallel\n",
 			(long long)b.done, (long long)b.errors, (long long)b.gen_total, t,
-			t > 0 ? b.gen_total / t : 0.0, b.n_slots);
+			t > 0 ? b.gen_total / t : 0.0, ntx_sched_n_slots(b.sched));
 		run_print_streaming(c);
 	}
 	if (c->o->stats_json && write_stats(&b, t) && rc == 0)
 		rc = 1;
 out:
-	for (i = 0; b.slots && i < b.n_slots; i++)
-		slot_clear(&b.slots[i]);
-	free(b.slots);
-	free(b.tok);
-	free(b.pos);
-	free(b.seq);
-	free(b.want);
-	free(b.row_slot);
-	free(b.logits);
-	free(b.ids);
+	/* requests left after a write error: no records */
+	b.werr = b.werr ? b.werr : EPIPE;
+	ntx_sched_cancel_all(b.sched, NTX_STOP_CALLER);
+	ntx_sched_free(b.sched);
 	free(b.buf);
 	return rc;
 }

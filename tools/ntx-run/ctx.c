@@ -125,7 +125,7 @@ int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t
 		}
 		msgs[nm].role = "user";
 		msgs[nm++].content = text;
-		if (ntx_chat_format(v, NULL, msgs, nm, 1, &chat, err)) {
+		if (ntx_chat_format(v, o->chat_template, msgs, nm, 1, &chat, err)) {
 			free(text);
 			return -1;
 		}
@@ -413,7 +413,8 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 	/* --ram-budget: no anonymous copies, the page cache is the only copy */
 	eo.copy_limit = o->ram_budget >= 0 ? -1 : 0;
 	eo.skip = c->skip;
-	eo.interrupt = &run_interrupted;
+	/* -i stops a reply between steps (its KV cache stays valid) */
+	eo.interrupt = o->interactive ? NULL : &run_interrupted;
 	c->engine = ntx_engine_new(c->model, &eo, err);
 	if (!c->engine)
 		return -1;

@@ -48,7 +48,11 @@ static void usage(FILE *f)
 "  -f, --file FILE         read the prompt from FILE\n"
 "      --prompt-ids IDS    prompt as token ids (\"1 403 407\")\n"
 "      --chat              apply the model's chat template\n"
+"  -i, --interactive       a conversation: a user turn per line of stdin (also\n"
+"                          -cnv, --conversation; implies --chat)\n"
 "      --system TEXT       system message for --chat\n"
+"      --chat-template NAME  force a chat format (llama3, llama2, mistral-v1,\n"
+"                          mistral-v3, mistral-v7, chatml, zephyr, vicuna, ...)\n"
 "      --no-bos            do not add BOS\n"
 "      --no-parse-special  special-token text stays plain text\n"
 "generation:\n"
@@ -96,7 +100,7 @@ enum {
 	O_PIDS, O_CHAT, O_SYSTEM, O_NOBOS, O_NOPS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN,
 	O_RLAST, O_IGNEOS, O_SKIP, O_SKIPL, O_SPEC, O_DRAFTK, O_DRAFTSKIP, O_TOKENIZE,
 	O_PPL, O_BATCH, O_PARALLEL, O_JSON, O_BENCH, O_BPP, O_BTG, O_BREPS, O_STATS, O_DUMP,
-	O_FORCE, O_DRAFT, O_LOOKUP
+	O_FORCE, O_DRAFT, O_LOOKUP, O_CHAT_TMPL, O_INTERACTIVE
 };
 
 static const struct option longopts[] = {
@@ -152,6 +156,9 @@ static const struct option longopts[] = {
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
+	{ "chat-template", required_argument, NULL, O_CHAT_TMPL },
+	{ "interactive", no_argument, NULL, 'i' },
+	{ "conversation", no_argument, NULL, O_INTERACTIVE },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -181,7 +188,6 @@ static int foreign_options(int argc, char **argv)
 		{ "-fa", "attention needs no switch" },
 		{ "-ctk", "use --kv-type" },
 		{ "-ctv", "use --kv-type" },
-		{ "-cnv", "use --chat" },
 		{ "-np", "use --parallel with --batch" },
 	};
 	int i;
@@ -243,6 +249,9 @@ static int check_modes(const struct run_opts *o)
 
 	if (n_modes > 1)
 		return bad_use("--tokenize, --perplexity, --batch and --bench exclude each other");
+	if (o->interactive && (n_modes || o->prompt || o->prompt_file || o->prompt_ids || o->json ||
+			       o->dump_logits || o->force_ids || o->self_spec))
+		return bad_use("-i reads its turns from stdin: --batch, -p, -f, --json, --dump-logits, --self-spec and the other modes do not apply");
 	if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->prompt_ids != NULL) > 1)
 		return bad_use("give only one of -p, -f and --prompt-ids");
 	if (o->skip_file && o->skip_layers)
@@ -300,9 +309,12 @@ int main(int argc, char **argv)
 	o.kv_type = NTX_KV_F16;
 
 	opterr = 0; /* our own messages, with the program's name */
+	for (ch = 1; ch < argc && strcmp(argv[ch], "--"); ch++) /* llama-cli's -cnv */
+		if (!strcmp(argv[ch], "-cnv"))
+			argv[ch] = (char *)"--conversation";
 	if ((rc = foreign_options(argc, argv)) != 0)
 		return rc;
-	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhV", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhVi", longopts, NULL)) != -1) {
 		const char *a = optarg;
 
 		/* a file name that looks like an option is the option forgotten
@@ -487,6 +499,9 @@ int main(int argc, char **argv)
 			break;
 		case O_STATS: o.stats_json = a; break;
 		case O_DUMP: o.dump_logits = a; break;
+		case O_CHAT_TMPL: o.chat_template = a; break;
+		case 'i':
+		case O_INTERACTIVE: o.interactive = o.chat = 1; break;
 		case 'q': o.quiet = 1; break;
 		case 'v': o.verbose++; break;
 		case 'h':
@@ -536,6 +551,8 @@ int main(int argc, char **argv)
 		rc = mode_bench(&c);
 	else if (o.batch)
 		rc = mode_batch(&c);
+	else if (o.interactive)
+		rc = mode_interactive(&c);
 	else
 		rc = mode_generate(&c);
 	run_close(&c);

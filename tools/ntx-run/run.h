@@ -31,6 +31,8 @@ struct run_opts {
 	struct ntx_sampler_params sp;
 	int chat;
 	const char *system;
+	const char *chat_template;   /* --chat-template NAME (else the model's) */
+	int interactive;             /* -i / -cnv */
 	enum ntx_backend backend;
 	int n_threads;
 	enum ntx_kv_type kv_type;
@@ -126,5 +128,6 @@ int mode_generate(struct run_ctx *c);
 int mode_perplexity(struct run_ctx *c);
 int mode_bench(struct run_ctx *c);
 int mode_batch(struct run_ctx *c);
+int mode_interactive(struct run_ctx *c);
 
 #endif

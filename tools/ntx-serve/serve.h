@@ -1,0 +1,147 @@
+/* serve.h - ntx-serve: an OpenAI-compatible HTTP server over the engine.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (http.c); each
+ * parses its request, renders and tokenizes the prompt, and queues it. One
+ * worker thread (worker.c) owns the engine and the scheduler
+ * (lib/common/scheduler.c: continuous batching, prefix reuse): it admits
+ * queued requests into free slots, steps, and appends each request's text
+ * as tokens come. Connections wait on a condition variable for text or the
+ * end; a connection whose client went away marks its request cancelled and
+ * waits until the worker has let it go before freeing it. One mutex guards
+ * the queue and every request's shared fields. */
+#ifndef NTX_SERVE_H
+#define NTX_SERVE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "engine.h"
+#include "model.h"
+#include "plan.h"
+#include "sampler.h"
+#include "scheduler.h"
+#include "tokenizer.h"
+
+#define PROG "ntx-serve"
+#define SERVE_MAX_STOP 4
+
+struct serve_opts {
+	const char *model_path, *plan_path;
+	const char *host;
+	int port;
+	const char *api_key;
+	const char *alias;          /* the model's name in the API */
+	const char *chat_template;
+	const char *system;         /* default system message (chat requests without one) */
+	int parallel, parallel_set;
+	int n_queue;                /* requests waiting for a slot before 503 */
+	int n_ctx;
+	int n_threads;
+	enum ntx_backend backend;
+	enum ntx_kv_type kv_type;
+	int kv_type_set;
+	int n_predict;              /* default max_tokens (-1: until EOG or the context) */
+	struct ntx_sampler_params sp;
+	size_t max_body, max_header;
+	double shutdown_s;          /* SIGTERM: how long in-flight requests may finish */
+	int quiet, verbose;
+};
+
+enum sreq_kind { SREQ_CHAT, SREQ_COMPLETION };
+enum sreq_state { SREQ_QUEUED, SREQ_RUNNING, SREQ_DONE };
+
+/* One request. Fields under "shared" are read and written with the server
+ * mutex held. */
+struct sreq {
+	/* set by the connection before queueing, then read-only */
+	enum sreq_kind kind;
+	int stream, include_usage;
+	int32_t *tokens;
+	int n_tokens;
+	int n_predict;
+	int ignore_eos;              /* extension (as llama.cpp's server) */
+	struct ntx_sampler_params sp;
+	char *stop[SERVE_MAX_STOP];
+	int n_stop;
+	char id[48];
+	int64_t created;
+	struct server *srv;
+	/* worker only */
+	struct ntx_detok *dt;
+	int64_t sched_id;
+	int cancel_sent, stop_hit;
+	/* shared */
+	enum sreq_state state;
+	int cancel;                 /* the client went away, or shutdown */
+	char *text;                 /* generated text so far (valid UTF-8) */
+	size_t len, cap;
+	size_t n_safe;              /* bytes that can be sent (no partial stop string) */
+	int n_gen, n_reused;
+	const char *finish;         /* "stop", "length"; NULL while running */
+	char error[256];            /* non-empty: failed (engine error, shutdown) */
+	int error_status;           /* HTTP status of error */
+	struct sreq *next;          /* queue */
+};
+
+struct server {
+	const struct serve_opts *o;
+	struct ntx_model *model;
+	struct ntx_vocab *vocab;
+	struct ntx_plan *plan;
+	struct ntx_engine *engine;
+	uint8_t *eog;
+	const char *model_name;
+	int n_ctx;
+	/* worker */
+	struct ntx_sched *sched;
+	pthread_t worker;
+	pthread_mutex_t mu;
+	pthread_cond_t work;        /* the worker: something to do */
+	pthread_cond_t progress;    /* connections: text, or a request ended */
+	struct sreq *q_head, *q_tail;
+	int n_queued;
+	struct sreq **running;      /* [n_slots] */
+	int n_running;
+	int quit;                   /* the worker ends when nothing is left */
+	int draining;               /* SIGTERM: no new requests */
+	int64_t n_served;
+	const char *failing;        /* an engine error, for the requests it ends */
+	int n_http;                 /* requests whose response is not yet sent (atomic) */
+};
+
+/* worker.c */
+int serve_worker_start(struct server *s, struct ntx_err *err);
+/* Queue r (owned by the caller until it is DONE). Returns 0, or -1 with
+ * *status 503 (queue full, shutting down). */
+int serve_submit(struct server *s, struct sreq *r, int *status, const char **why);
+/* The client went away (or gave up): cancel r and wait until the worker has
+ * let it go. Then r may be freed. */
+void serve_abandon(struct server *s, struct sreq *r);
+/* Stop accepting, let running requests finish within timeout_s seconds,
+ * then cancel the rest; join the worker. */
+void serve_worker_stop(struct server *s, double timeout_s);
+void serve_sreq_free(struct sreq *r);
+/* The number of the longest suffix of text[0..len) that is a proper prefix
+ * of one of stop[0..n): text up to len minus that can be sent. */
+size_t serve_safe_len(const char *text, size_t len, char *const *stop, int n);
+
+/* http.c */
+struct MHD_Daemon;
+struct MHD_Daemon *serve_http_start(struct server *s, struct ntx_err *err);
+
+/* openai.c: requests and responses */
+/* Parse a request body into r (kind already set). Returns 0, or -1 with
+ * msg and *param (the offending field, or NULL) for a 400. */
+int serve_parse_request(const struct server *s, const char *body, size_t len, struct sreq *r,
+			char *msg, size_t msz, const char **param);
+json_t *serve_error_json(const char *msg, const char *type, const char *param, const char *code);
+json_t *serve_response_json(const struct server *s, const struct sreq *r, const char *text,
+			    size_t len);
+json_t *serve_chunk_json(const struct server *s, const struct sreq *r, const char *text, size_t len,
+			 int first, const char *finish);
+json_t *serve_usage_json(const struct sreq *r);
+
+#endif
