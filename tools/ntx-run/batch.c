@@ -410,7 +410,7 @@ static int write_stats(struct batch *b, double t)
 		return run_fail(&err);
 	}
 	run_add_streaming_json(b->c, j);
-	rc = run_write_json_file(o->stats_json, j, &err);
+	rc = run_write_stats(b->c, j, &err);
 	json_decref(j);
 	return rc ? run_fail(&err) : 0;
 }

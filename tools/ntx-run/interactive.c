@@ -272,7 +272,7 @@ int mode_interactive(struct run_ctx *c)
 				      ntx_backend_name(ntx_engine_backend(c->engine)), "turns",
 				      json_incref(turns));
 
-		if (!j || run_write_json_file(o->stats_json, j, &err)) {
+		if (!j || run_write_stats(c, j, &err)) {
 			if (rc == 0)
 				rc = run_fail(&err);
 		}
