@@ -29,7 +29,8 @@ struct ntx_sched;
 
 /* What a finished request produced (borrowed: valid during on_done). */
 struct ntx_sched_result {
-	const int32_t *gen;   /* generated tokens, a final end-of-generation one included */
+	const int32_t *gen;   /* generated tokens, a final end-of-generation one
+			       * included (NULL when n_gen is 0) */
 	int n_gen;
 	int n_prompt;         /* prompt tokens */
 	int n_reused;         /* of which taken from the slot's cache (not evaluated) */

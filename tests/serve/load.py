@@ -9,7 +9,9 @@ disconnects after its first events. Every completed text must equal the same
 request run alone with ntx-run (-p / --chat -p, -n, --temp 0). After each
 round /health must show every slot free and nothing queued; the server's
 resident memory after the last round must not exceed the first round's by
-more than 10% + 8 MiB. Prints one JSON summary line; exit 1 on a failure."""
+more than 10% + 8 MiB (not checked with --no-memory-check: under
+AddressSanitizer freed memory is held in quarantine). Prints one JSON summary
+line; exit 1 on a failure."""
 import http.client
 import json
 import subprocess
@@ -25,11 +27,14 @@ LENGTHS = [8, 16, 24]
 
 def args():
     a = sys.argv[1:]
-    opt = {"--clients": 32, "--per-client": 4, "--rounds": 3}
+    opt = {"--clients": 32, "--per-client": 4, "--rounds": 3, "--no-memory-check": 0}
     pos = []
     i = 0
     while i < len(a):
-        if a[i] in opt:
+        if a[i] == "--no-memory-check":
+            opt[a[i]] = 1
+            i += 1
+        elif a[i] in opt:
             opt[a[i]] = int(a[i + 1])
             i += 2
         else:
@@ -159,7 +164,7 @@ def main():
         rounds.append({"round": rnd + 1, "completed": done, "disconnected": dropped,
                        "seconds": round(dt, 2), "rss_kib": rss_kib(pid), "health": h})
     first, last = rounds[0]["rss_kib"], rounds[-1]["rss_kib"]
-    if last > first * 1.10 + 8192:
+    if not opt["--no-memory-check"] and last > first * 1.10 + 8192:
         fails.append(f"memory grew: {first} KiB after round 1, {last} KiB after round {len(rounds)}")
     print(json.dumps({"clients": opt["--clients"], "per_client": opt["--per-client"],
                       "slots": n_slots, "rounds": rounds, "failures": fails[:20],

@@ -38,7 +38,8 @@ static void on_done(void *p, const struct ntx_sched_result *x)
 	r->n_reused = x->n_reused;
 	r->n_prompt = x->n_prompt;
 	r->stop = x->stop;
-	memcpy(r->gen, x->gen, (size_t)(x->n_gen < 64 ? x->n_gen : 64) * sizeof(int32_t));
+	if (x->n_gen > 0)
+		memcpy(r->gen, x->gen, (size_t)(x->n_gen < 64 ? x->n_gen : 64) * sizeof(int32_t));
 }
 
 struct cap {

@@ -55,7 +55,7 @@ static void on_done(void *p, const struct ntx_sched_result *r)
 	t->done = 1;
 	t->res = *r;
 	t->gen = malloc((size_t)(r->n_gen ? r->n_gen : 1) * sizeof *t->gen);
-	if (t->gen)
+	if (t->gen && r->n_gen > 0)
 		memcpy(t->gen, r->gen, (size_t)r->n_gen * sizeof *t->gen);
 	t->res.gen = t->gen;
 }

@@ -432,7 +432,7 @@ struct MHD_Daemon *serve_http_start(struct server *s, struct ntx_err *err)
 	d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s,
 			     MHD_OPTION_SOCK_ADDR, sa,
 			     MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(o->max_header * 2 + 16384),
+			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(o->max_header * 4 + 65536),
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
 			     MHD_OPTION_END);

@@ -378,7 +378,13 @@ int main(int argc, char **argv)
 	if (!o.quiet)
 		fprintf(stderr, PROG ": %s: stopping (in-flight requests get %g s)\n",
 			sig == SIGTERM ? "SIGTERM" : "SIGINT", o.shutdown_s);
-	MHD_quiesce_daemon(d);
+	{
+		/* no new connections: the listening socket is ours to close */
+		MHD_socket ls = MHD_quiesce_daemon(d);
+
+		if (ls != MHD_INVALID_SOCKET)
+			close(ls);
+	}
 	serve_worker_stop(&s, o.shutdown_s);
 	/* every request has ended: let the connections send their answers
 	 * (at most 5 s) before they are closed */
