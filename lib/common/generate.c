@@ -287,57 +287,6 @@ static int draft_model(struct gen *g, int k, int src, int greedy, struct ntx_err
 	return k;
 }
 
-/* Verify d_1..d_k (point: one-hot drafts) and accept. Returns the number
- * accepted and sets *next to the target's token after them. */
-static int verify_accept(struct gen *g, int k, int point, int greedy, int32_t *next)
-{
-	int64_t V = g->V, j;
-	int i, n_acc = 0;
-
-	*next = -1;
-	for (i = 0; i < k; i++) {
-		const float *row = g->logits + (int64_t)i * V;
-		int32_t d = g->draft[i + 1];
-
-		if (greedy) {
-			int32_t t = gen_pick(g, i);
-
-			if (t != d) {
-				*next = t;
-				break;
-			}
-		} else {
-			const float *q = g->q + (int64_t)i * V;
-			double a;
-
-			ntx_sampler_probs(g->smp, row, g->p);
-			a = point ? g->p[d] : q[d] > 0 ? g->p[d] / q[d] : 0;
-			if (ntx_sampler_uniform(g->smp) >= a) {
-				/* resample from max(0, p - q) */
-				double s = 0;
-
-				for (j = 0; j < V; j++) {
-					float r = g->p[j] - (point ? (j == d) : q[j]);
-
-					g->p[j] = r > 0 ? r : 0;
-					s += g->p[j];
-				}
-				*next = s > 0 ? ntx_sampler_draw(g->smp, g->p) : ntx_argmax(row, V);
-				break;
-			}
-		}
-		n_acc++;
-		ntx_sampler_accept(g->smp, d); /* history for the next row */
-	}
-	/* all accepted: a bonus token from the last row, sampled while the
-	 * history still holds d_1..d_k (the repetition penalty must see what
-	 * plain decoding would have seen) */
-	if (*next < 0)
-		*next = gen_pick(g, k);
-	ntx_sampler_unaccept(g->smp, n_acc);
-	return n_acc;
-}
-
 /* A step without a draft: evaluate cur alone. */
 static int plain_step(struct gen *g, int32_t cur, int32_t *next, struct ntx_err *err)
 {
@@ -387,7 +336,8 @@ static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
 	if (gen_eval(g, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, err))
 		return fail_or_interrupt(g, err) ? -1 : 1;
 	g->st->n_full_passes++;
-	n_acc = verify_accept(g, k, src == SRC_LOOKUP, greedy, out_cur);
+	n_acc = ntx_spec_accept(g->smp, g->V, g->logits, g->top1 ? g->ids : NULL,
+				src == SRC_LOOKUP ? NULL : g->q, g->draft, k, g->p, out_cur);
 	ntx_spec_tuner_observe(&g->tun[src == SRC_LOOKUP ? 0 : 1], k, n_acc, t1 - t0,
 			       now_s() - t1, src != SRC_LOOKUP);
 	g->st->t_draft_s += t1 - t0;

@@ -98,6 +98,63 @@ int ntx_spec_lookup(const int32_t *hist, int n_hist, int ngram_max, int k_max, i
 	return 0;
 }
 
+/* ---- acceptance ---- */
+
+static int32_t pick(struct ntx_sampler *smp, int64_t V, const float *rows, const int32_t *ids,
+		    int r)
+{
+	return ids ? ids[r] : ntx_sampler_sample(smp, rows + (int64_t)r * V);
+}
+
+int ntx_spec_accept(struct ntx_sampler *smp, int64_t V, const float *rows, const int32_t *ids,
+		    const float *q, const int32_t *d, int k, float *p, int32_t *next)
+{
+	int greedy = ntx_sampler_is_greedy(smp), i, n_acc = 0;
+	int64_t j;
+
+	*next = -1;
+	for (i = 0; i < k; i++) {
+		int32_t t = d[i + 1];
+
+		if (greedy) {
+			int32_t x = pick(smp, V, rows, ids, i);
+
+			if (x != t) {
+				*next = x;
+				break;
+			}
+		} else {
+			const float *row = rows + (int64_t)i * V, *qi = q ? q + (int64_t)i * V : NULL;
+			double a;
+
+			ntx_sampler_probs(smp, row, p);
+			a = !qi ? p[t] : qi[t] > 0 ? p[t] / qi[t] : 0;
+			if (ntx_sampler_uniform(smp) >= a) {
+				/* resample from max(0, p - q) */
+				double sum = 0;
+
+				for (j = 0; j < V; j++) {
+					float r = p[j] - (qi ? qi[j] : (float)(j == t));
+
+					p[j] = r > 0 ? r : 0;
+					sum += p[j];
+				}
+				*next = sum > 0 ? ntx_sampler_draw(smp, p) : ntx_argmax(row, V);
+				break;
+			}
+		}
+		n_acc++;
+		ntx_sampler_accept(smp, t); /* history for the next row */
+	}
+	/* all accepted: a bonus token from the last row, sampled while the
+	 * history still holds d_1..d_k (the repetition penalty must see what
+	 * plain decoding would have seen) */
+	if (*next < 0)
+		*next = pick(smp, V, rows, ids, k);
+	ntx_sampler_unaccept(smp, n_acc);
+	return n_acc;
+}
+
 /* ---- draft length ---- */
 
 double ntx_spec_expected_tokens(double a, int k)

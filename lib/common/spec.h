@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "sampler.h"
 #include "tokenizer.h"
 
 /* The longest draft a step may verify (--draft-k's upper bound). */
@@ -28,6 +29,19 @@ int ntx_spec_check_vocab(const struct ntx_vocab *t, const struct ntx_vocab *d,
  * k_max of the tokens that followed it into out. Returns the number of
  * tokens drafted (0: no match). */
 int ntx_spec_lookup(const int32_t *hist, int n_hist, int ngram_max, int k_max, int32_t *out);
+
+/* Verify drafts d[1..k] (d[0] is the token they follow) against the
+ * target's k + 1 rows of one verification pass: rows (k + 1 logits rows of
+ * V), or ids (their argmax, when the sampler is argmax; rows may then be
+ * NULL). q: the draft's k probability rows (NULL for one-hot drafts such as
+ * lookup). p: scratch of V floats. Greedy: a draft is accepted when it is
+ * the target's pick; sampling: with probability min(1, p/q), a rejection
+ * resampling from max(0, p - q). Returns the number accepted; *next gets the
+ * target's token after them (the bonus token when all are accepted). The
+ * sampler's history is as before the call (the caller accepts what it
+ * emits). */
+int ntx_spec_accept(struct ntx_sampler *smp, int64_t V, const float *rows, const int32_t *ids,
+		    const float *q, const int32_t *d, int k, float *p, int32_t *next);
 
 /* Expected tokens of one speculative step with K drafted tokens when each
  * is accepted with probability a (given the ones before it were):
