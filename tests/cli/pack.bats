@@ -296,3 +296,12 @@ no_temps() {
 	[ "$status" -eq 1 ]
 	[ "$output" = "ntx-pack: $T/missing.ntxp: No such file or directory" ]
 }
+
+@test "-o naming a device or a FIFO: refused (a pack is renamed into place), exit 1" {
+	mkfifo "$T/fifo"
+	run "$BIN/ntx-pack" -q "$M" --all -o "$T/fifo"
+	[ "$status" -eq 1 ]
+	[ "$output" = "ntx-pack: $T/fifo: not a regular file (a pack is written under a temporary name and renamed over it)" ]
+	[ -p "$T/fifo" ]
+	no_temps
+}

@@ -378,8 +378,20 @@ bad_plan() {
 
 @test "--probe -v: the two CPU rates are labelled apart (one token, a batch)" {
 	run --separate-stderr "$PLAN" "$D/q4.gguf" --probe -v --vram-budget 0 --ram-budget 64G \
-		--disk-budget 500G -o /dev/null
+		--disk-budget 500G -o "$BATS_TEST_TMPDIR/p.json"
 	[ "$status" -eq 0 ]
 	line=$(printf '%s\n' "$stderr" | grep '^ntx-plan: rates: ')
 	[[ "$line" == *", CPU "*" GB/s for one token ("*"), CPU "*" GB/s x tokens for 16 tokens at once ("*")" ]]
+}
+
+@test "-o to a FIFO (or a device) writes in place: never renamed over" {
+	T="$BATS_TEST_TMPDIR"
+	mkfifo "$T/fifo"
+	timeout 20 cat "$T/fifo" >"$T/got.json" &
+	run --separate-stderr "$PLAN" "$D/q4.gguf" $FIX --vram-budget 24G --ram-budget 64G -o "$T/fifo"
+	wait
+	[ "$status" -eq 0 ]
+	[ -p "$T/fifo" ]
+	grep -q '"format": "ntx.plan"' "$T/got.json"
+	[ -z "$(ls "$T" | grep '\.tmp')" ] # no temporary
 }

@@ -383,6 +383,16 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto done;
 	}
+	{ /* the pack is renamed into place: never over a device or a FIFO */
+		struct stat st_out;
+
+		if (stat(out_path, &st_out) == 0 && !S_ISREG(st_out.st_mode)) {
+			fprintf(stderr, "%s: %s: not a regular file (a pack is written under a temporary name and renamed over it)\n",
+				prog, out_path);
+			rc = 1;
+			goto done;
+		}
+	}
 	if (same_file(out_path, model_path)) {
 		fprintf(stderr, "%s: %s: refusing to overwrite the model\n", prog, out_path);
 		goto done;

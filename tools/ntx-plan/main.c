@@ -17,6 +17,7 @@
 #include "model.h"
 #include "parse.h"
 #include "plan.h"
+#include "fileio.h"
 #include "version.h"
 
 
@@ -244,43 +245,23 @@ static int load_model(const char *in, struct ntx_plan_model *pm, struct ntx_mode
 	return rc;
 }
 
-/* Write text to path ("-" or NULL = stdout) through a temporary name. */
+/* Write text to path ("-" or NULL = stdout): a file through a temporary
+ * name renamed when complete; a device or a FIFO in place (never renamed
+ * over). */
 static int write_out(const char *path, const char *text, struct ntx_err *err)
 {
 	size_t n = strlen(text);
-	char *tmp;
-	FILE *f;
+	struct ntx_outfile of;
 
-	if (!path || strcmp(path, "-") == 0) {
-		if (fwrite(text, 1, n, stdout) != n)
-			return ntx_err_errno(err, errno, "stdout");
-		return 0;
-	}
-	tmp = malloc(strlen(path) + 16);
-	if (!tmp)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	sprintf(tmp, "%s.%ld.tmp", path, (long)getpid());
-	f = fopen(tmp, "w");
-	if (!f) {
-		ntx_err_errno(err, errno, "%s", tmp);
-		free(tmp);
+	if (ntx_outfile_open(&of, path, "w", stdout, err))
+		return -1;
+	errno = 0;
+	if (fwrite(text, 1, n, of.f) != n || fflush(of.f)) {
+		ntx_err_errno(err, errno ? errno : EIO, "%s", of.f == stdout ? "stdout" : path);
+		ntx_outfile_abort(&of);
 		return -1;
 	}
-	if (fwrite(text, 1, n, f) != n || fflush(f) || ferror(f)) {
-		ntx_err_errno(err, errno ? errno : EIO, "%s", tmp);
-		fclose(f);
-		unlink(tmp);
-		free(tmp);
-		return -1;
-	}
-	if (fclose(f) || rename(tmp, path)) {
-		ntx_err_errno(err, errno, "%s", path);
-		unlink(tmp);
-		free(tmp);
-		return -1;
-	}
-	free(tmp);
-	return 0;
+	return ntx_outfile_commit(&of, err);
 }
 
 static int emit(const struct ntx_plan *p, const char *out, int explain, struct ntx_err *err)
