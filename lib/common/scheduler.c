@@ -8,6 +8,7 @@
  * (oldest request first, while they fit in the ubatch) in one engine call;
  * the rows that come back are sampled in row order. */
 #include "scheduler.h"
+#include "spec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ struct slot {
 	int in_step;              /* its prompt piece is in this step: 1 shared, 2 alone */
 	int32_t *cache;           /* [n_ctx] tokens whose K/V are in the slot */
 	int n_cache;
+	int d_past;               /* of those, in the draft model's cache */
 	int64_t last_used;        /* id of the last request in this slot (LRU) */
 };
 
@@ -51,6 +53,20 @@ struct ntx_sched {
 	int top1;                 /* the last eval returned ids, not logits */
 	int first;                /* slot the next step's decode tokens start at */
 	struct ntx_sched_stats st;
+	/* speculative decoding (ntx_sched_set_spec) */
+	int spec;                 /* on */
+	struct ntx_engine *draft;
+	int lookup, k_fixed, kmax;
+	struct ntx_spec_tuner tun[2]; /* K of lookup drafts, of model drafts */
+	int *sl;                  /* [n_slots] the decoding slots of a step */
+	int *dk, *dsrc, *dwant;   /* [n_slots] drafts, their source, model K */
+	int32_t *d;               /* [n_slots * (kmax + 1)]: cur, then the drafts */
+	int32_t *vtok, *vpos, *vseq, *vids; /* [n_slots * (kmax + 1)] */
+	uint8_t *vwant;
+	float *vlogits;           /* [n_slots * (kmax + 1) * V] verification rows */
+	float *q;                 /* [n_slots * kmax * V] draft probability rows */
+	float *dlogits;           /* [n_slots * V] draft model rows */
+	float *p;                 /* [V] */
 };
 
 static double now_s(void)
@@ -133,6 +149,20 @@ void ntx_sched_free(struct ntx_sched *s)
 	free(s->row_slot);
 	free(s->logits);
 	free(s->ids);
+	free(s->sl);
+	free(s->dk);
+	free(s->dsrc);
+	free(s->dwant);
+	free(s->d);
+	free(s->vtok);
+	free(s->vpos);
+	free(s->vseq);
+	free(s->vids);
+	free(s->vwant);
+	free(s->vlogits);
+	free(s->q);
+	free(s->dlogits);
+	free(s->p);
 	free(s);
 }
 
@@ -205,6 +235,8 @@ int64_t ntx_sched_submit(struct ntx_sched *sc, const struct ntx_sched_req *r, st
 	s->n_reused = lcp < s->n_prompt ? lcp : s->n_prompt - 1;
 	s->n_fed = s->n_reused;
 	s->n_cache = s->n_reused;
+	if (s->d_past > s->n_reused)
+		s->d_past = s->n_reused;
 	ntx_engine_kv_truncate(sc->e, i, s->n_reused);
 	s->id = s->last_used = sc->next_id++;
 	s->state = SLOT_PREFILL;
@@ -263,6 +295,32 @@ static int push_gen(struct slot *s, int32_t t, struct ntx_err *err)
 	return 0;
 }
 
+/* t was sampled for s (after n_past evaluated tokens): record it, tell the
+ * caller, and finish s when it stops. Returns 1 when s finished, 0 when it
+ * goes on, -1 on an error. */
+static int emit(struct ntx_sched *sc, struct slot *s, int32_t t, struct ntx_err *err)
+{
+	ntx_sampler_accept(s->smp, t);
+	if (push_gen(s, t, err))
+		return -1;
+	sc->st.n_gen++;
+	s->cur = t;
+	/* the order of ntx_generate: the caller, end of generation, then
+	 * length, then a full context (t would not fit) */
+	if (s->req.on_token && s->req.on_token(s->req.user, t))
+		s->stop = NTX_STOP_CALLER;
+	else if (sc->eog && sc->eog[t] && !s->req.ignore_eog)
+		s->stop = NTX_STOP_EOG;
+	else if (s->req.n_predict >= 0 && s->n_gen >= s->req.n_predict)
+		s->stop = NTX_STOP_LENGTH;
+	else if (s->n_past >= sc->n_ctx)
+		s->stop = NTX_STOP_CONTEXT;
+	if (!s->stop)
+		return 0;
+	finish(sc, s);
+	return 1;
+}
+
 /* Sample the next token of each slot whose row came back, in row order, and
  * finish the slots that stop. */
 static int take_rows(struct ntx_sched *sc, int nr, struct ntx_err *err)
@@ -288,23 +346,8 @@ static int take_rows(struct ntx_sched *sc, int nr, struct ntx_err *err)
 			s->cache[s->n_cache++] = s->cur;
 		}
 		t = sc->top1 ? sc->ids[i] : ntx_sampler_sample(s->smp, row);
-		ntx_sampler_accept(s->smp, t);
-		if (push_gen(s, t, err))
+		if (emit(sc, s, t, err) < 0)
 			return -1;
-		sc->st.n_gen++;
-		s->cur = t;
-		/* the order of ntx_generate: the caller, end of generation,
-		 * then length, then a full context (t would not fit) */
-		if (s->req.on_token && s->req.on_token(s->req.user, t))
-			s->stop = NTX_STOP_CALLER;
-		else if (sc->eog && sc->eog[t] && !s->req.ignore_eog)
-			s->stop = NTX_STOP_EOG;
-		else if (s->req.n_predict >= 0 && s->n_gen >= s->req.n_predict)
-			s->stop = NTX_STOP_LENGTH;
-		else if (s->n_past >= sc->n_ctx)
-			s->stop = NTX_STOP_CONTEXT;
-		if (s->stop)
-			finish(sc, s);
 	}
 	return 0;
 }
@@ -359,6 +402,7 @@ static void forget_caches(struct ntx_sched *sc)
 		struct slot *s = &sc->slots[i];
 
 		s->n_cache = 0;
+		s->d_past = 0;
 		if (s->state != SLOT_FREE) {
 			/* a prefill restarts from 0; a decode cannot go on
 			 * without its cache: the caller cancels it */
@@ -409,6 +453,313 @@ static int oldest_prefill(const struct ntx_sched *sc)
 	return best;
 }
 
+/* ---- speculative steps ---- */
+
+enum { SRC_NONE, SRC_LOOKUP, SRC_MODEL };
+
+#define SPEC_KMAX_BATCH 8 /* the adaptive K's bound in a batch */
+
+int ntx_sched_set_spec(struct ntx_sched *sc, struct ntx_engine *draft, int lookup, int draft_k,
+		       int adaptive, struct ntx_err *err)
+{
+	size_t ns = (size_t)sc->n_slots, w, V = (size_t)sc->V;
+
+	if (sc->spec || sc->n_active)
+		return ntx_err_set(err, NTX_EINVAL, "speculative decoding is set before any request");
+	if (draft_k < 1 || draft_k > NTX_SPEC_KMAX || lookup < 0 || (!draft && !lookup))
+		return ntx_err_set(err, NTX_EINVAL, "speculative decoding needs a draft or lookup and K in 1..%d",
+				   NTX_SPEC_KMAX);
+	if (draft && (ntx_engine_n_seq(draft) < sc->n_slots ||
+		      ntx_engine_n_vocab(draft) != sc->V))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the draft engine needs %d sequences and %lld tokens (it has %d and %lld)",
+				   sc->n_slots, (long long)sc->V, ntx_engine_n_seq(draft),
+				   (long long)ntx_engine_n_vocab(draft));
+	sc->draft = draft;
+	sc->lookup = lookup;
+	sc->k_fixed = adaptive ? 0 : draft_k;
+	sc->kmax = adaptive ? (draft_k > SPEC_KMAX_BATCH ? draft_k : SPEC_KMAX_BATCH) : draft_k;
+	ntx_spec_tuner_init(&sc->tun[0], sc->kmax, adaptive && draft_k > sc->kmax ? sc->kmax : draft_k);
+	ntx_spec_tuner_init(&sc->tun[1], sc->kmax, adaptive && draft_k > sc->kmax ? sc->kmax : draft_k);
+	w = ns * (size_t)(sc->kmax + 1);
+	sc->sl = malloc(ns * sizeof *sc->sl);
+	sc->dk = malloc(ns * sizeof *sc->dk);
+	sc->dsrc = malloc(ns * sizeof *sc->dsrc);
+	sc->dwant = malloc(ns * sizeof *sc->dwant);
+	sc->d = malloc(w * sizeof *sc->d);
+	sc->vtok = malloc(w * sizeof *sc->vtok);
+	sc->vpos = malloc(w * sizeof *sc->vpos);
+	sc->vseq = malloc(w * sizeof *sc->vseq);
+	sc->vids = malloc(w * sizeof *sc->vids);
+	sc->vwant = malloc(w);
+	sc->vlogits = malloc(w * V * sizeof(float));
+	sc->q = malloc(ns * (size_t)sc->kmax * V * sizeof(float));
+	sc->dlogits = malloc(ns * V * sizeof(float));
+	sc->p = malloc(V * sizeof(float));
+	if (!sc->sl || !sc->dk || !sc->dsrc || !sc->dwant || !sc->d || !sc->vtok || !sc->vpos ||
+	    !sc->vseq || !sc->vids || !sc->vwant || !sc->vlogits || !sc->q || !sc->dlogits || !sc->p)
+		return ntx_err_set(err, NTX_ENOMEM,
+				   "out of memory for speculative decoding of %d sequences (K %d)",
+				   sc->n_slots, sc->kmax);
+	sc->spec = 1;
+	return 0;
+}
+
+/* One evaluation of the draft model: n tokens in sc->v*; the wanted rows
+ * (one per drafting slot, in slot order of sc->sl) come back as ids (top1)
+ * or logits in sc->dlogits. */
+static int draft_eval(struct ntx_sched *sc, int n, int top1, struct ntx_err *err)
+{
+	struct ntx_batch b;
+
+	memset(&b, 0, sizeof b);
+	b.n_tok = n;
+	b.tok = sc->vtok;
+	b.pos = sc->vpos;
+	b.seq = sc->vseq;
+	b.want = sc->vwant;
+	b.ids = top1 ? sc->vids : NULL;
+	sc->st.n_draft_evals++;
+	return ntx_engine_eval(sc->draft, &b, NULL, top1 ? NULL : sc->dlogits, err);
+}
+
+/* Draft r + 1 of slot i from its draft row j. */
+static void draft_take(struct ntx_sched *sc, int i, int j, int r, int top1)
+{
+	struct slot *s = &sc->slots[i];
+	int32_t *d = sc->d + (size_t)i * (sc->kmax + 1);
+	int32_t t;
+
+	if (top1) {
+		t = sc->vids[j];
+	} else if (ntx_sampler_is_greedy(s->smp)) {
+		t = ntx_sampler_sample(s->smp, sc->dlogits + (int64_t)j * sc->V);
+	} else {
+		float *q = sc->q + ((size_t)i * sc->kmax + r) * (size_t)sc->V;
+
+		ntx_sampler_probs(s->smp, sc->dlogits + (int64_t)j * sc->V, q);
+		t = ntx_sampler_draw(s->smp, q);
+	}
+	d[r + 1] = t;
+	ntx_sampler_accept(s->smp, t);
+}
+
+/* The draft model drafts dwant[i] tokens for each slot that asks: every
+ * such slot's draft cache is caught up with its history (cur included) in
+ * one evaluation, then one draft position per evaluation. */
+static int draft_model(struct ntx_sched *sc, int ns, int top1, struct ntx_err *err)
+{
+	int a, r, n, j, rounds = 0, cap = 0;
+
+	for (a = 0; a < ns; a++) {
+		struct slot *s = &sc->slots[sc->sl[a]];
+
+		if (sc->dwant[sc->sl[a]] > 0)
+			cap += s->n_past + 1 - (s->d_past < s->n_past ? s->d_past : s->n_past);
+	}
+	if (cap == 0)
+		return 0;
+	{
+		/* catch up: cache[d_past..n_past) and cur, the last wanted */
+		int32_t *tok = malloc((size_t)cap * sizeof *tok), *pos = malloc((size_t)cap * sizeof *pos);
+		int32_t *seq = malloc((size_t)cap * sizeof *seq);
+		uint8_t *want = malloc((size_t)cap);
+		struct ntx_batch b;
+		int rc;
+
+		if (!tok || !pos || !seq || !want) {
+			free(tok), free(pos), free(seq), free(want);
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		}
+		for (a = n = 0; a < ns; a++) {
+			int i = sc->sl[a], k;
+			struct slot *s = &sc->slots[i];
+
+			if (sc->dwant[i] <= 0)
+				continue;
+			if (s->d_past > s->n_past)
+				s->d_past = s->n_past;
+			ntx_engine_kv_truncate(sc->draft, i, s->d_past);
+			for (k = s->d_past; k <= s->n_past; k++, n++) {
+				tok[n] = k < s->n_past ? s->cache[k] : s->cur;
+				pos[n] = k;
+				seq[n] = i;
+				want[n] = k == s->n_past;
+			}
+			s->d_past = s->n_past + 1;
+			if (sc->dwant[i] > rounds)
+				rounds = sc->dwant[i];
+		}
+		memset(&b, 0, sizeof b);
+		b.n_tok = n;
+		b.tok = tok;
+		b.pos = pos;
+		b.seq = seq;
+		b.want = want;
+		b.ids = top1 ? sc->vids : NULL;
+		sc->st.n_draft_evals++;
+		rc = ntx_engine_eval(sc->draft, &b, NULL, top1 ? NULL : sc->dlogits, err);
+		free(tok), free(pos), free(seq), free(want);
+		if (rc)
+			return -1;
+	}
+	for (a = j = 0; a < ns; a++)
+		if (sc->dwant[sc->sl[a]] > 0)
+			draft_take(sc, sc->sl[a], j++, 0, top1);
+	for (r = 1; r < rounds; r++) {
+		for (a = n = 0; a < ns; a++) {
+			int i = sc->sl[a];
+			struct slot *s = &sc->slots[i];
+
+			if (sc->dwant[i] <= r)
+				continue;
+			sc->vtok[n] = sc->d[(size_t)i * (sc->kmax + 1) + r];
+			sc->vpos[n] = s->n_past + r;
+			sc->vseq[n] = i;
+			sc->vwant[n] = 1;
+			n++;
+			s->d_past++;
+		}
+		if (draft_eval(sc, n, top1, err))
+			return -1;
+		for (a = j = 0; a < ns; a++)
+			if (sc->dwant[sc->sl[a]] > r)
+				draft_take(sc, sc->sl[a], j++, r, top1);
+	}
+	for (a = 0; a < ns; a++) {
+		int i = sc->sl[a];
+
+		if (sc->dwant[i] > 0) {
+			sc->dk[i] = sc->dwant[i];
+			sc->dsrc[i] = SRC_MODEL;
+			ntx_sampler_unaccept(sc->slots[i].smp, sc->dwant[i]);
+		}
+	}
+	return 0;
+}
+
+/* Every decoding slot: drafts (lookup, else the draft model), one
+ * verification evaluation of all of them, acceptance, and the accepted
+ * tokens and the target's next one emitted in order. */
+static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
+{
+	int ns = 0, a, n = 0, top1 = 1, i, off;
+	size_t stride = (size_t)sc->kmax + 1;
+	double t0 = now_s(), t1, t2;
+	struct ntx_batch b;
+
+	for (i = 0; i < sc->n_slots; i++) {
+		struct slot *s = &sc->slots[i];
+		int32_t *d = sc->d + (size_t)i * stride;
+		int room, kl, km;
+
+		if (s->state != SLOT_DECODE)
+			continue;
+		sc->sl[ns++] = i;
+		top1 &= ntx_sampler_is_argmax(s->smp);
+		room = sc->n_ctx - s->n_past - 1;
+		if (s->req.n_predict >= 0 && room > s->req.n_predict - s->n_gen)
+			room = s->req.n_predict - s->n_gen;
+		kl = sc->k_fixed ? sc->k_fixed : ntx_spec_tuner_pick(&sc->tun[0], 0);
+		km = sc->k_fixed ? sc->k_fixed : ntx_spec_tuner_pick(&sc->tun[1], 1);
+		d[0] = s->cur;
+		sc->dk[i] = sc->dwant[i] = 0;
+		sc->dsrc[i] = SRC_NONE;
+		if (room < 1)
+			continue;
+		if (sc->lookup) {
+			s->cache[s->n_past] = s->cur; /* the history: cache, then cur */
+			sc->dk[i] = ntx_spec_lookup(s->cache, s->n_past + 1, sc->lookup,
+						    kl < room ? kl : room, d + 1);
+			sc->dsrc[i] = sc->dk[i] ? SRC_LOOKUP : SRC_NONE;
+		}
+		if (!sc->dk[i] && sc->draft) {
+			int droom = ntx_engine_n_ctx(sc->draft) - s->n_past;
+
+			km = km < room ? km : room;
+			sc->dwant[i] = km < droom ? km : droom;
+		}
+	}
+	if (ns == 0)
+		return 0;
+	if (sc->draft && draft_model(sc, ns, top1, err)) {
+		forget_caches(sc);
+		return -1;
+	}
+	t1 = now_s();
+	/* verification: cur and the drafts of every slot */
+	for (a = 0; a < ns; a++) {
+		int k;
+
+		i = sc->sl[a];
+		for (k = 0; k <= sc->dk[i]; k++, n++) {
+			sc->vtok[n] = sc->d[(size_t)i * stride + k];
+			sc->vpos[n] = sc->slots[i].n_past + k;
+			sc->vseq[n] = i;
+			sc->vwant[n] = 1;
+		}
+	}
+	memset(&b, 0, sizeof b);
+	b.n_tok = n;
+	b.tok = sc->vtok;
+	b.pos = sc->vpos;
+	b.seq = sc->vseq;
+	b.want = sc->vwant;
+	b.verify = 1;
+	b.ids = top1 ? sc->vids : NULL;
+	sc->st.n_steps++;
+	sc->st.n_verify_steps++;
+	if (ntx_engine_eval(sc->e, &b, NULL, top1 ? NULL : sc->vlogits, err)) {
+		forget_caches(sc);
+		return -1;
+	}
+	t2 = now_s();
+	sc->st.t_draft_s += t1 - t0;
+	sc->st.t_verify_s += t2 - t1;
+	/* acceptance, slot by slot in row order */
+	for (a = off = 0; a < ns; a++) {
+		struct slot *s;
+		int k, n_acc, j, past;
+		int32_t next, *d;
+
+		i = sc->sl[a];
+		s = &sc->slots[i];
+		d = sc->d + (size_t)i * stride;
+		k = sc->dk[i];
+		n_acc = ntx_spec_accept(s->smp, sc->V, sc->vlogits + (int64_t)off * sc->V,
+					top1 ? sc->vids + off : NULL,
+					sc->dsrc[i] == SRC_MODEL ? sc->q + (size_t)i * sc->kmax * (size_t)sc->V : NULL,
+					d, k, sc->p, &next);
+		off += k + 1;
+		if (k) {
+			sc->st.n_drafted += k;
+			sc->st.n_accepted += n_acc;
+			ntx_spec_tuner_observe(&sc->tun[sc->dsrc[i] == SRC_MODEL], k, n_acc,
+					       (t1 - t0) / ns, t2 - t1, sc->dsrc[i] == SRC_MODEL);
+		} else {
+			ntx_spec_tuner_observe_pass(&sc->tun[0], 1, t2 - t1);
+			ntx_spec_tuner_observe_pass(&sc->tun[1], 1, t2 - t1);
+		}
+		/* cur and the accepted drafts are in the target's cache */
+		past = s->n_past;
+		ntx_engine_kv_truncate(sc->e, i, past + 1 + n_acc);
+		if (s->d_past > past + 1 + n_acc)
+			s->d_past = past + 1 + n_acc;
+		for (j = 1; j <= n_acc + 1; j++) {
+			int rc;
+
+			s->n_past = past + j;
+			s->cache[s->n_cache++] = d[j - 1];
+			rc = emit(sc, s, j <= n_acc ? d[j] : next, err);
+			if (rc < 0)
+				return -1;
+			if (rc > 0)
+				break;
+		}
+	}
+	return 0;
+}
+
 /* One step: the next token of every decoding slot and the next piece of the
  * waiting prompts, oldest request first while they fit in the engine's
  * ubatch, in one evaluation. A piece that could not fit even with the decode
@@ -421,13 +772,17 @@ int ntx_sched_step(struct ntx_sched *sc, struct ntx_err *err)
 {
 	int n = 0, nr = 0, n_dec, i, j;
 
+	/* speculative: the decoding slots verify their drafts first, alone */
+	if (sc->spec && spec_step(sc, err))
+		return -1;
+
 	/* decode tokens from a rotating start: with more slots than the
 	 * ubatch holds, every slot gets its turn */
 	for (j = 0; j < sc->n_slots; j++) {
 		struct slot *s = &sc->slots[i = (sc->first + j) % sc->n_slots];
 
 		s->in_step = 0;
-		if (s->state == SLOT_DECODE && n < sc->n_ub) {
+		if (!sc->spec && s->state == SLOT_DECODE && n < sc->n_ub) {
 			sc->tok[n] = s->cur;
 			sc->pos[n] = s->n_past;
 			sc->seq[n] = i;

@@ -88,6 +88,21 @@ static inline int ntx_sched_n_free(const struct ntx_sched *s)
 	return ntx_sched_n_slots(s) - ntx_sched_n_active(s);
 }
 
+/* Speculative decoding for every request (ntx-run --batch --draft/--lookup):
+ * draft: a draft model's engine of the same vocabulary with at least as many
+ * sequences and as large a context (borrowed; NULL: none); lookup: prompt
+ * lookup n-gram size (0: off); draft_k: K (1..NTX_SPEC_KMAX); adaptive:
+ * choose K every step from measured acceptance and costs, up to 8. Each
+ * decoding sequence drafts up to K tokens (a lookup match first, else the
+ * draft model; drafting runs for all sequences together, one draft position
+ * per evaluation), then one verification evaluation checks every sequence's
+ * drafts (each row as if decoded alone): greedy output stays that of the
+ * request run alone, sampled output keeps the target's distribution.
+ * Returns 0, or -1 and *err (bad arguments, out of memory). Call before the
+ * first submit. */
+int ntx_sched_set_spec(struct ntx_sched *s, struct ntx_engine *draft, int lookup, int draft_k,
+		       int adaptive, struct ntx_err *err);
+
 /* Totals since ntx_sched_new. */
 struct ntx_sched_stats {
 	int64_t n_requests;      /* admitted */
@@ -95,6 +110,10 @@ struct ntx_sched_stats {
 	int64_t n_reused;        /* of which reused from a slot's cache */
 	int64_t n_gen;           /* tokens generated */
 	int64_t n_steps;         /* engine calls */
+	/* speculative decoding: drafts made and accepted, verification steps,
+	 * draft model evaluations, seconds drafting and verifying */
+	int64_t n_drafted, n_accepted, n_verify_steps, n_draft_evals;
+	double t_draft_s, t_verify_s;
 };
 void ntx_sched_get_stats(const struct ntx_sched *s, struct ntx_sched_stats *st);
 

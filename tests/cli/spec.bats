@@ -153,3 +153,46 @@ spec_same() {
 	[ "$status" -eq 2 ]
 	[ ! -e "$D/x.f32" ]
 }
+
+# ---- --batch ----
+
+@test "--batch --draft / --lookup: greedy records equal plain --batch and each request alone" {
+	need_fixtures
+	{
+		echo '{"id": 1, "prompt": "In the beginning", "n_predict": 48, "temp": 0}'
+		echo '{"id": 2, "prompt": "And the LORD said unto Moses,", "n_predict": 48, "temp": 0}'
+		echo '{"id": 3, "prompt": "The committee reported that", "n_predict": 48, "temp": 0}'
+		echo '{"id": 4, "prompt": "A computer is", "n_predict": 48, "temp": 0, "repeat_penalty": 1.3}'
+		echo '{"id": 5, "prompt": "In the beginning God created", "n_predict": 40, "temp": 0}'
+	} >"$D/req.jsonl"
+	run --separate-stderr "$RUN" -m "$Q" -q -c 512 --batch --parallel 2 <"$D/req.jsonl"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$D/plain.jsonl"
+	texts() { python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(json.dumps(sorted((x["id"], x["text"]) for x in r)))' "$1"; }
+	ref=$(texts "$D/plain.jsonl")
+	for a in "--draft $DQ" "--lookup 2" "--draft $DQ --lookup 3 --draft-k 3" "--draft $DF --draft-k 1"; do
+		for par in 2 5; do
+			run --separate-stderr "$RUN" -m "$Q" -c 512 --batch --parallel $par $a \
+				--stats-json "$D/bs.json" <"$D/req.jsonl"
+			[ "$status" -eq 0 ]
+			printf '%s\n' "$output" >"$D/spec.jsonl"
+			[ "$(texts "$D/spec.jsonl")" = "$ref" ] || { echo "differs: $a --parallel $par" >&2; return 1; }
+			[[ "$stderr" == *"ntx-run: speculative: "*" drafted, "*" accepted"* ]]
+			[ "$(json "$D/bs.json" 'd["speculative"]["accepted"] <= d["speculative"]["drafted"]')" = true ]
+		done
+	done
+	# and request 3 alone
+	run --separate-stderr "$RUN" -m "$Q" -q -c 512 -p "The committee reported that" -n 48 --temp 0
+	[ "$(python3 -c 'import json,sys; print([json.loads(l)["text"] for l in open(sys.argv[1]) if json.loads(l)["id"] == 3][0], end="")' "$D/spec.jsonl")" = "$output" ]
+}
+
+@test "--batch --draft at temp 0.8 with a fixed K: the same seed gives the same records" {
+	need_fixtures
+	printf '%s\n' '{"id": 1, "prompt": "In the beginning", "n_predict": 32, "temp": 0.8, "seed": 5}' \
+		'{"id": 2, "prompt": "A computer is", "n_predict": 32, "temp": 0.8, "seed": 9}' >"$D/rs.jsonl"
+	"$RUN" -m "$Q" -q -c 512 --batch --parallel 2 --draft "$DQ" --draft-k 3 <"$D/rs.jsonl" >"$D/rs1.jsonl"
+	"$RUN" -m "$Q" -q -c 512 --batch --parallel 2 --draft "$DQ" --draft-k 3 <"$D/rs.jsonl" >"$D/rs2.jsonl"
+	texts_of() { python3 -c 'import json,sys; print(sorted((json.loads(l)["id"], json.loads(l)["text"]) for l in open(sys.argv[1])))' "$1"; }
+	[ -n "$(texts_of "$D/rs1.jsonl")" ]
+	[ "$(texts_of "$D/rs1.jsonl")" = "$(texts_of "$D/rs2.jsonl")" ]
+}

@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "generate.h"
 #include "model.h"
+#include "scheduler.h"
 #include "spec.h"
 #include "chi2.h"
 #include "t.h"
@@ -283,6 +284,119 @@ static void sampling_case(struct ntx_engine *e, int V, const int32_t *prompt, in
 			free(cnt[k][pos]);
 }
 
+/* ---- the batch scheduler ---- */
+
+struct sched_cap {
+	int *cnt[2];
+	int n_done, bad;
+};
+
+static void on_sched_done(void *user, const struct ntx_sched_result *r)
+{
+	struct sched_cap *c = user;
+
+	if (r->n_gen == 3) {
+		c->cnt[0][r->gen[1]]++;
+		c->cnt[1][r->gen[2]]++;
+	} else {
+		c->bad++;
+	}
+	c->n_done++;
+}
+
+/* The scheduler's speculative steps (four sequences at once, drafts from
+ * the draft model and from lookup): the 2nd and 3rd tokens of 3000 sampled
+ * requests against 3000 plain generations. */
+static void sched_sampling_case(const char *what, const int32_t *prompt, int np, int use_draft,
+				int lookup)
+{
+	struct ntx_model *mt, *md;
+	struct ntx_engine_opts eo;
+	struct ntx_engine *et, *ed;
+	struct ntx_err err;
+	struct ntx_sched *sc = NULL;
+	struct sched_cap c = { 0 };
+	int *plain[2], V, i, pos, df, N = 3000, sub = 0;
+	char path[512];
+	struct cap cp;
+	struct ntx_gen_stats st;
+	struct ntx_sched_stats ss;
+
+	snprintf(path, sizeof path, "%s/models/stories260K.gguf", t_fixtures());
+	mt = ntx_model_open(path, 0, &err);
+	snprintf(path, sizeof path, "%s/models/ref-a-q8_0.gguf", t_fixtures());
+	md = ntx_model_open(path, 0, &err);
+	memset(&eo, 0, sizeof eo);
+	eo.backend = NTX_BACKEND_CPU;
+	eo.n_ctx = 64;
+	eo.n_threads = 2;
+	eo.n_seq = 4;
+	et = mt ? ntx_engine_new(mt, &eo, &err) : NULL;
+	ed = md ? ntx_engine_new(md, &eo, &err) : NULL;
+	if (!t_ok(et && ed, "%s: engines of 4 sequences", what))
+		goto out;
+	V = (int)mt->cfg.n_vocab;
+	for (i = 0; i < 2; i++) {
+		plain[i] = calloc((size_t)V, sizeof(int));
+		c.cnt[i] = calloc((size_t)V, sizeof(int));
+	}
+	for (i = 0; i < N; i++) {
+		if (gen(et, prompt, np, 3, 1.0f, 1.0f, (uint64_t)i, NULL, &cp, &st) || cp.n != 3)
+			break;
+		plain[0][cp.tok[1]]++;
+		plain[1][cp.tok[2]]++;
+	}
+	sc = ntx_sched_new(et, NULL, &err);
+	if (!t_ok(sc && ntx_sched_set_spec(sc, use_draft ? ed : NULL, lookup, 2, 0, &err) == 0,
+		  "%s: scheduler with speculation", what))
+		goto out;
+	while (c.n_done < N) {
+		while (sub < N && ntx_sched_n_free(sc) > 0) {
+			struct ntx_sched_req r;
+
+			memset(&r, 0, sizeof r);
+			r.tokens = prompt;
+			r.n_tokens = np;
+			r.n_predict = 3;
+			ntx_sampler_defaults(&r.sp);
+			r.sp.temp = 1.0f;
+			r.sp.top_k = 12;
+			r.sp.top_p = 1.0f;
+			r.sp.min_p = 0;
+			r.sp.seed = (uint64_t)(5000011 + sub);
+			r.on_done = on_sched_done;
+			r.user = &c;
+			if (ntx_sched_submit(sc, &r, &err) < 0)
+				break;
+			sub++;
+		}
+		if (ntx_sched_step(sc, &err))
+			break;
+	}
+	ntx_sched_get_stats(sc, &ss);
+	t_ok(c.n_done == N && c.bad == 0, "%s: %d requests of 3 tokens (%d done)", what, N, c.n_done);
+	t_ok(ss.n_accepted > 0 && ss.n_accepted < ss.n_drafted,
+	     "%s: some drafts accepted, some rejected (%lld of %lld)", what,
+	     (long long)ss.n_accepted, (long long)ss.n_drafted);
+	for (pos = 0; pos < 2; pos++) {
+		double x = chi2(plain[pos], c.cnt[pos], V, &df), p = chi2_p(x, df);
+
+		t_ok(df >= 3 && p >= 1e-3,
+		     "%s: token %d distribution unchanged (chi2 %.1f, df %d, p %.3g >= 0.001)", what,
+		     pos + 2, x, df, p);
+	}
+	for (i = 0; i < 2; i++) {
+		free(plain[i]);
+		free(c.cnt[i]);
+	}
+out:
+	ntx_sched_free(sc);
+	ntx_engine_free(et);
+	ntx_engine_free(ed);
+	ntx_model_close(mt);
+	ntx_model_close(md);
+}
+
 static void sampling_cases(void)
 {
 	struct ntx_model *mt, *md;
@@ -323,5 +437,12 @@ int main(void)
 	greedy_pair("models/stories260K.gguf", "models/ref-a-q4_0.gguf", s0, 4,
 		    "stories260K, unrelated draft");
 	sampling_cases();
+	{
+		static const int32_t prompt[] = { 1, 403, 407, 261, 378 };
+		static const int32_t rep[] = { 1, 403, 407, 261, 378, 403, 407, 261, 378, 403 };
+
+		sched_sampling_case("batch, draft ref-a-q8_0", prompt, 5, 1, 0);
+		sched_sampling_case("batch, lookup", rep, 10, 0, 2);
+	}
 	return t_done();
 }

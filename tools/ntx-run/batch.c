@@ -409,6 +409,15 @@ static int write_stats(struct batch *b, double t)
 		ntx_err_set(&err, NTX_ENOMEM, "out of memory");
 		return run_fail(&err);
 	}
+	if (ss.n_verify_steps)
+		json_object_set_new(j, "speculative",
+				    json_pack("{s:I, s:I, s:f, s:I, s:I, s:f, s:f}",
+					      "drafted", (json_int_t)ss.n_drafted,
+					      "accepted", (json_int_t)ss.n_accepted,
+					      "acceptance_rate", ss.n_drafted ? (double)ss.n_accepted / ss.n_drafted : 0.0,
+					      "verify_steps", (json_int_t)ss.n_verify_steps,
+					      "draft_evals", (json_int_t)ss.n_draft_evals,
+					      "t_draft_ms", ss.t_draft_s * 1e3, "t_verify_ms", ss.t_verify_s * 1e3));
 	run_add_streaming_json(b->c, j);
 	rc = run_write_stats(b->c, j, &err);
 	json_decref(j);
@@ -430,6 +439,12 @@ int mode_batch(struct run_ctx *c)
 	b.sched = ntx_sched_new(c->engine, c->eog, &err);
 	if (!b.sched)
 		return run_fail(&err);
+	if ((c->draft || c->o->lookup) &&
+	    ntx_sched_set_spec(b.sched, c->draft, c->o->lookup,
+			       c->o->draft_k > 0 ? c->o->draft_k : 4, c->o->draft_k == 0, &err)) {
+		ntx_sched_free(b.sched);
+		return run_fail(&err);
+	}
 	for (;;) {
 		if (fill_slots(&b))
 			break; /* stdout failed */
@@ -474,6 +489,16 @@ int mode_batch(struct run_ctx *c)
 		fprintf(stderr, PROG ": batch: %lld requests (%lld errors), %lld tokens generated in %.2f s (%.2f tok/s), %d parallel\n",
 			(long long)b.done, (long long)b.errors, (long long)b.gen_total, t,
 			t > 0 ? b.gen_total / t : 0.0, ntx_sched_n_slots(b.sched));
+		{
+			struct ntx_sched_stats ss;
+
+			ntx_sched_get_stats(b.sched, &ss);
+			if (ss.n_verify_steps)
+				fprintf(stderr, PROG ": speculative: %lld drafted, %lld accepted (%.1f%%), %lld verification steps; draft %.2f s, verify %.2f s\n",
+					(long long)ss.n_drafted, (long long)ss.n_accepted,
+					ss.n_drafted ? 100.0 * ss.n_accepted / ss.n_drafted : 0.0,
+					(long long)ss.n_verify_steps, ss.t_draft_s, ss.t_verify_s);
+		}
 		run_print_streaming(c);
 	}
 	if (c->o->stats_json && write_stats(&b, t) && rc == 0)

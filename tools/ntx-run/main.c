@@ -266,10 +266,12 @@ static int check_modes(const struct run_opts *o)
 		return bad_use("--dump-logits applies to generation only");
 	if (!generate && o->force_ids)
 		return bad_use("--force-ids applies to generation only");
-	if (!generate && (o->self_spec || o->draft_skip || o->lookup))
-		return bad_use("--self-spec, --lookup and --draft-skip apply to generation only");
-	if (!generate && !o->bench && (o->draft_path || o->draft_k))
-		return bad_use("--draft and --draft-k apply to generation and --bench");
+	if (!generate && (o->self_spec || o->draft_skip))
+		return bad_use("--self-spec and --draft-skip apply to generation only");
+	if (!generate && !o->batch && o->lookup)
+		return bad_use("--lookup applies to generation and --batch");
+	if (!generate && !o->bench && !o->batch && (o->draft_path || o->draft_k))
+		return bad_use("--draft and --draft-k apply to generation, --batch and --bench");
 	if (o->self_spec && o->draft_path)
 		return bad_use("--draft and --self-spec exclude each other: the draft is either another model or the target's own layers");
 	if (!o->self_spec && o->draft_skip)
