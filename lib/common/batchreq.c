@@ -1,9 +1,13 @@
 /* batchreq.c - one --batch request line (see batchreq.h). */
 #include "batchreq.h"
 
+#include <stdlib.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "chat_json.h"
 
 /* An optional numeric field of req: 0 when absent or null (*have = 0) or
  * valid (*have = 1, *out set), -1 with err when it has the wrong type or
@@ -41,6 +45,26 @@ static int get_text(json_t *v, const char *key, const char **out, struct ntx_err
 	return 0;
 }
 
+/* "messages": the shape ntx_chat_msgs_from_json takes, with NUL-free
+ * contents. */
+static int check_messages(json_t *arr, struct ntx_err *err)
+{
+	struct ntx_chat_msg *mm = NULL;
+	int n = 0, i;
+
+	if (ntx_chat_msgs_from_json(arr, "messages", &mm, &n, err))
+		return -1;
+	free(mm);
+	for (i = 0; i < n; i++) {
+		json_t *c = json_object_get(json_array_get(arr, (size_t)i), "content");
+
+		if (json_is_string(c) && strlen(json_string_value(c)) != json_string_length(c))
+			return ntx_err_set(err, NTX_EINVAL,
+					   "NUL (\\u0000) is not allowed in \"messages[%d].content\"", i);
+	}
+	return 0;
+}
+
 int ntx_batch_req_parse(const char *line, size_t len, const struct ntx_batch_req *defaults,
 			struct ntx_batch_req *r, struct ntx_err *err)
 {
@@ -62,9 +86,16 @@ int ntx_batch_req_parse(const char *line, size_t len, const struct ntx_batch_req
 		return ntx_err_set(err, NTX_EINVAL, "a request must be a JSON object");
 	r->id = json_object_get(r->doc, "id");
 	v = json_object_get(r->doc, "prompt");
-	if (!v)
+	r->messages = json_object_get(r->doc, "messages");
+	if (json_is_null(r->messages))
+		r->messages = NULL;
+	if (v && r->messages)
+		return ntx_err_set(err, NTX_EINVAL, "give \"prompt\" or \"messages\", not both");
+	if (!v && !r->messages)
 		return ntx_err_set(err, NTX_EINVAL, "missing \"prompt\"");
-	if (get_text(v, "prompt", &r->prompt, err))
+	if (v && get_text(v, "prompt", &r->prompt, err))
+		return -1;
+	if (r->messages && check_messages(r->messages, err))
 		return -1;
 #define NUM(key, integer, lo, hi, dst, cast)                                                \
 	do {                                                                                \
@@ -91,8 +122,15 @@ int ntx_batch_req_parse(const char *line, size_t len, const struct ntx_batch_req
 		r->chat = json_is_true(v);
 	}
 	v = json_object_get(r->doc, "system");
-	if (v && !json_is_null(v) && get_text(v, "system", &r->system, err))
-		return -1;
+	if (v && !json_is_null(v)) {
+		if (r->messages)
+			return ntx_err_set(err, NTX_EINVAL,
+					   "\"system\" does not apply to \"messages\" (give a system message)");
+		if (get_text(v, "system", &r->system, err))
+			return -1;
+	}
+	if (r->messages)
+		r->chat = 1;
 	return 0;
 }
 

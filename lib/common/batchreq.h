@@ -1,6 +1,6 @@
 /* batchreq.h - one request line of ntx-run --batch (doc/batch-jsonl.md): a
- * JSON object with "prompt" and the optional "id", "n_predict", sampling
- * fields, "chat" and "system". Parsing and range checks only (no model), so
+ * JSON object with "prompt" (or OpenAI-style "messages") and the optional
+ * "id", "n_predict", sampling fields, "chat" and "system". Parsing and range checks only (no model), so
  * that the parser can be fuzzed on its own (tests/fuzz/fuzz_batchreq.c). */
 #ifndef NTX_BATCHREQ_H
 #define NTX_BATCHREQ_H
@@ -13,9 +13,13 @@
 struct ntx_batch_req {
 	json_t *doc;                  /* the parsed line; owns the strings below */
 	json_t *id;                   /* borrowed from doc; NULL when absent */
-	const char *prompt;           /* borrowed; NUL-free */
+	const char *prompt;           /* borrowed; NUL-free; NULL with messages */
+	json_t *messages;             /* borrowed; a valid message array
+				       * (ntx_chat_msgs_from_json), NUL-free
+				       * contents; NULL without */
 	const char *system;           /* borrowed, or the default's; may be NULL */
-	int chat;                     /* apply the chat template */
+	int chat;                     /* apply the chat template (always with
+				       * messages) */
 	int n_predict;
 	struct ntx_sampler_params sp;
 };

@@ -58,6 +58,18 @@ int main(void)
 	bad("{\"id\": 1, \"prompt\": \"a\\u0000b\"}", "NUL (\\u0000) is not allowed in a prompt", 1);
 	bad("{\"id\": 1, \"prompt\": \"a\", \"system\": \"\\u0000\"}",
 	    "NUL (\\u0000) is not allowed in a system message", 1);
+	/* OpenAI-style messages: the chat template always applies */
+	t_ok(parse("{\"id\": 2, \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", &r,
+		   &err) == 0 && r.messages && json_array_size(r.messages) == 1 && !r.prompt && r.chat,
+	     "messages");
+	ntx_batch_req_free(&r);
+	bad("{\"id\": 1, \"prompt\": \"x\", \"messages\": [{\"role\": \"user\", \"content\": \"y\"}]}",
+	    "give \"prompt\" or \"messages\", not both", 1);
+	bad("{\"id\": 1, \"messages\": []}", "messages", 1);
+	bad("{\"id\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"y\"}], \"system\": \"s\"}",
+	    "\"system\" does not apply to \"messages\"", 1);
+	bad("{\"id\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}",
+	    "NUL (\\u0000) is not allowed in \"messages[0].content\"", 1);
 	ntx_batch_req_free(NULL);
 	return t_done();
 }

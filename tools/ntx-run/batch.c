@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batchreq.h"
 #include "chat.h"
 #include "chat_json.h"
 #include "run.h"
@@ -128,31 +129,6 @@ static void on_done(void *user, const struct ntx_sched_result *r)
 
 /* ---- requests ---- */
 
-/* An optional numeric field of req: 0 when absent or null (*have = 0) or
- * valid (*have = 1, *out set), -1 with msg when it has the wrong type or
- * range. Integer fields accept integral numbers only. */
-static int get_num(json_t *req, const char *key, int integer, double lo, double hi, double *out,
-		   int *have, char *msg, size_t msz)
-{
-	json_t *v = json_object_get(req, key);
-	double x;
-
-	*have = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	x = json_number_value(v);
-	if (!json_is_number(v) || x < lo || x > hi || (integer && x != floor(x))) {
-		if (integer)
-			snprintf(msg, msz, "\"%s\" must be an integer in [%.0f, %.0f]", key, lo, hi);
-		else
-			snprintf(msg, msz, "\"%s\" must be a number in [%g, %g]", key, lo, hi);
-		return -1;
-	}
-	*out = x;
-	*have = 1;
-	return 0;
-}
-
 /* The chat prompt of a request: its "messages", or its prompt as the user
  * message after the system one. *out malloc'ed. */
 static int chat_prompt(const struct batch *b, json_t *messages, const char *system,
@@ -178,104 +154,49 @@ static int chat_prompt(const struct batch *b, json_t *messages, const char *syst
 	return ntx_chat_format(b->c->vocab, tmpl, m, nm, 1, out, err);
 }
 
-/* Parse one request line and submit it; on a bad line write an error record.
- * Returns -1 only when stdout fails. */
+/* Parse one request line (ntx_batch_req_parse) and submit it; on a bad line
+ * write an error record. Returns -1 only when stdout fails. */
 static int start_request(struct batch *b, const char *line, size_t len)
 {
 	const struct run_opts *o = b->c->o;
 	struct ntx_err err = { 0 };
 	struct ntx_sched_req sr;
-	json_error_t je;
-	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je), *v, *id;
-	json_t *messages;
-	const char *prompt, *system = o->system;
-	char *chat = NULL, msg[NTX_ERR_MAX];
-	int use_chat = o->chat, rc;
+	struct ntx_batch_req def, req;
+	const char *prompt;
+	char *chat = NULL;
 	int32_t *toks = NULL;
-	int n_toks = 0;
+	int n_toks = 0, rc;
 	struct breq *q;
-	double x;
 
-	memset(&sr, 0, sizeof sr);
-	sr.sp = o->sp;
-	sr.n_predict = o->n_predict;
-	if (!req) {
-		snprintf(msg, sizeof msg, "invalid JSON at column %d: %s", je.column, je.text);
-		return error_record(b, NULL, b->line_no, msg);
-	}
-	if (!json_is_object(req)) {
-		json_decref(req);
-		return error_record(b, NULL, b->line_no, "a request must be a JSON object");
-	}
-	id = json_object_get(req, "id");
-	v = json_object_get(req, "prompt");
-	messages = json_object_get(req, "messages");
-	if (json_is_null(messages))
-		messages = NULL;
-	msg[0] = '\0';
-	if (messages && v)
-		snprintf(msg, sizeof msg, "give \"prompt\" or \"messages\", not both");
-	else if (!v && !messages)
-		snprintf(msg, sizeof msg, "missing \"prompt\"");
-	else if (v && !json_is_string(v))
-		snprintf(msg, sizeof msg, "\"prompt\" must be a string");
-	prompt = json_string_value(v);
-#define NUM(key, integer, lo, hi, dst, cast)                                            \
-	do {                                                                            \
-		int have_;                                                              \
-		if (!msg[0] && get_num(req, key, integer, lo, hi, &x, &have_, msg,      \
-				       sizeof msg) == 0 && have_)                       \
-			dst = (cast)x;                                                  \
-	} while (0)
-	/* the ranges of the command-line options; seeds up to 2^53 (exact in
-	 * a JSON number) */
-	NUM("n_predict", 1, -1, 1 << 30, sr.n_predict, int);
-	NUM("temp", 0, 0, 100, sr.sp.temp, float);
-	NUM("top_k", 1, 0, 1 << 30, sr.sp.top_k, int);
-	NUM("top_p", 0, 0, 1, sr.sp.top_p, float);
-	NUM("min_p", 0, 0, 1, sr.sp.min_p, float);
-	NUM("repeat_penalty", 0, 0.01, 100, sr.sp.repeat_penalty, float);
-	NUM("repeat_last_n", 1, -1, 1 << 30, sr.sp.repeat_last_n, int);
-	NUM("seed", 1, 0, 9007199254740992.0, sr.sp.seed, uint64_t);
-#undef NUM
-	v = json_object_get(req, "chat");
-	if (!msg[0] && v && !json_is_null(v)) {
-		if (json_is_boolean(v))
-			use_chat = json_is_true(v);
-		else
-			snprintf(msg, sizeof msg, "\"chat\" must be true or false");
-	}
-	v = json_object_get(req, "system");
-	if (!msg[0] && v && !json_is_null(v)) {
-		if (messages)
-			snprintf(msg, sizeof msg, "\"system\" does not apply to \"messages\" (give a system message)");
-		else if (json_is_string(v))
-			system = json_string_value(v);
-		else
-			snprintf(msg, sizeof msg, "\"system\" must be a string");
-	}
-	if (msg[0]) {
-		rc = error_record(b, id, b->line_no, msg);
-		json_decref(req);
+	memset(&def, 0, sizeof def);
+	def.sp = o->sp;
+	def.n_predict = o->n_predict;
+	def.chat = o->chat;
+	def.system = o->system;
+	if (ntx_batch_req_parse(line, len, &def, &req, &err)) {
+		rc = error_record(b, req.id, b->line_no, err.msg);
+		ntx_batch_req_free(&req);
 		return rc;
 	}
-	if (messages)
-		use_chat = 1;
+	prompt = req.prompt;
 	rc = 0;
-	if (use_chat) {
-		rc = chat_prompt(b, messages, system, prompt, &chat, &err);
+	if (req.chat) {
+		rc = chat_prompt(b, req.messages, req.system, req.prompt, &chat, &err);
 		prompt = chat;
 	}
 	if (rc == 0)
 		rc = ntx_tokenize(b->c->vocab, prompt, strlen(prompt), !o->no_bos,
-				  use_chat || !o->no_parse_special, &toks, &n_toks, &err);
+				  req.chat || !o->no_parse_special, &toks, &n_toks, &err);
 	free(chat);
 	q = rc == 0 ? calloc(1, sizeof *q) : NULL;
 	if (rc == 0 && !q)
 		rc = ntx_err_set(&err, NTX_ENOMEM, "out of memory");
 	if (rc == 0) {
+		memset(&sr, 0, sizeof sr);
+		sr.sp = req.sp;
+		sr.n_predict = req.n_predict;
 		q->b = b;
-		q->id = json_incref(id);
+		q->id = json_incref(req.id);
 		q->line = b->line_no;
 		sr.tokens = toks;
 		sr.n_tokens = n_toks;
@@ -288,14 +209,12 @@ static int start_request(struct batch *b, const char *line, size_t len)
 		}
 	}
 	free(toks);
-	if (rc) {
-		rc = error_record(b, id, b->line_no, err.msg);
-		json_decref(req);
-		return rc;
-	}
-	json_decref(req);
-	b->prompt_total += n_toks;
-	return 0;
+	if (rc)
+		rc = error_record(b, req.id, b->line_no, err.msg);
+	else
+		b->prompt_total += n_toks;
+	ntx_batch_req_free(&req);
+	return rc;
 }
 
 /* ---- input ---- */
