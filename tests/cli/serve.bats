@@ -222,6 +222,28 @@ PY
 	done
 }
 
+@test "--draft and --lookup: greedy completions equal ntx-run alone, also two at once" {
+	# the shipped model drafts for itself (same vocabulary; every draft accepted), with lookup
+	start_server -m "$M" --parallel 2 --draft "$M" --lookup 2 --draft-k 3
+	for p in "In the beginning" "The old man looked at the sea and"; do
+		body=$(python3 -c 'import json,sys; print(json.dumps({"prompt":sys.argv[1],"max_tokens":24,"temperature":0}))' "$p")
+		curl -s --max-time 60 -o "$T/b-${#p}" -H 'Content-Type: application/json' -d "$body" "$URL/v1/completions" &
+		BG_PIDS="$BG_PIDS $!"
+	done
+	wait $BG_PIDS
+	BG_PIDS=""
+	for p in "In the beginning" "The old man looked at the sea and"; do
+		alone=$("$RUN" -m "$M" -q -t 2 -p "$p" -n 24 --temp 0)
+		[ "$(jq_py "$T/b-${#p}" 'd["choices"][0]["text"]')" = "$alone" ] || { echo "differs: $p" >&2; cat "$T/b-${#p}" >&2; false; }
+	done
+	stop_server
+	[ "$SRV_RC" -eq 0 ]
+	# a missing draft is refused at start, naming it
+	run "$NTX_BIN/ntx-serve" --port 0 -m "$M" --draft "$NTX_BIN/../../models/none.gguf"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ntx-serve: --draft "* ]]
+}
+
 @test "SIGTERM: stops accepting, lets the request in flight finish, exits 0" {
 	start_server -m "$M" --parallel 1 --shutdown-timeout 150 -c 4096
 	curl -s --max-time 180 -o "$T/inflight" -w '%{http_code}' -d '{"prompt":"In the beginning","max_tokens":1500,"ignore_eos":true,"temperature":0}' \

@@ -15,6 +15,7 @@
 #include "chat.h"
 #include "parse.h"
 #include "serve.h"
+#include "spec.h"
 
 #define NTX_VERSION "0.1.0"
 
@@ -39,6 +40,10 @@ static void usage(FILE *f)
 "      --api-key KEY       require 'Authorization: Bearer KEY' (401 otherwise)\n"
 "      --alias NAME        the model's name in the API (default: the file name)\n"
 "      --chat-template NAME  force a chat format (see ntx-run --help)\n"
+"  -md, --draft FILE         speculative decoding with a draft model of the same\n"
+"                            vocabulary (every request; greedy output unchanged)\n"
+"      --lookup N            prompt lookup drafts (n-grams up to N tokens)\n"
+"      --draft-k N           tokens drafted per step (default: adaptive, up to 8)\n"
 "      --system TEXT       system message for chats that have none\n"
 "      --max-body SIZE     largest request body (default 1M; 413 above)\n"
 "      --max-header SIZE   largest request headers (default 16K; 413 above)\n"
@@ -55,7 +60,7 @@ static void usage(FILE *f)
 enum {
 	O_PLAN = 256, O_BACKEND, O_KV, O_PARALLEL, O_QUEUE, O_HOST, O_PORT, O_KEY, O_ALIAS,
 	O_TMPL, O_SYSTEM, O_MAXBODY, O_MAXHDR, O_SHUTDOWN, O_TEMP, O_TOPK, O_TOPP, O_MINP,
-	O_RPEN, O_RLAST
+	O_RPEN, O_RLAST, O_DRAFT, O_LOOKUP, O_DRAFTK
 };
 
 static const struct option longopts[] = {
@@ -84,6 +89,10 @@ static const struct option longopts[] = {
 	{ "repeat-penalty", required_argument, NULL, O_RPEN },
 	{ "repeat-last-n", required_argument, NULL, O_RLAST },
 	{ "seed", required_argument, NULL, 's' },
+	{ "draft", required_argument, NULL, O_DRAFT },
+	{ "model-draft", required_argument, NULL, O_DRAFT },
+	{ "lookup", required_argument, NULL, O_LOOKUP },
+	{ "draft-k", required_argument, NULL, O_DRAFTK },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -123,7 +132,27 @@ static int parse_opts(int argc, char **argv, struct serve_opts *o)
 		const char *a = optarg;
 
 		switch (ch) {
-		case 'm': o->model_path = a; break;
+		case 'm':
+			/* llama.cpp's -md FILE: getopt reads it as -m with "d" */
+			if (!strcmp(argv[optind - 1], "-md")) {
+				if (optind >= argc) {
+					fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
+					return usage_error();
+				}
+				o->draft_path = argv[optind++];
+				break;
+			}
+			o->model_path = a;
+			break;
+		case O_DRAFT: o->draft_path = a; break;
+		case O_LOOKUP:
+			if (ntx_parse_int(a, 1, 16, &o->lookup, &err))
+				return bad_arg("--lookup", &err);
+			break;
+		case O_DRAFTK:
+			if (ntx_parse_int(a, 1, NTX_SPEC_KMAX, &o->draft_k, &err))
+				return bad_arg("--draft-k", &err);
+			break;
 		case O_PLAN: o->plan_path = a; break;
 		case O_BACKEND:
 			if (!strcmp(a, "cpu"))
@@ -298,6 +327,14 @@ static int open_all(struct server *s, struct serve_opts *o, struct ntx_err *err)
 		ntx_err_prefix(err, "%s", o->plan_path);
 		return -1;
 	}
+	if (o->draft_path) { /* refused before any work unless it shares the vocabulary */
+		s->dmodel = ntx_model_open(o->draft_path, 0, err);
+		s->dvocab = s->dmodel ? ntx_vocab_load(s->dmodel->gguf, err) : NULL;
+		if (!s->dvocab || ntx_spec_check_vocab(s->vocab, s->dvocab, err)) {
+			ntx_err_prefix(err, "--draft %s", o->draft_path);
+			return -1;
+		}
+	}
 	s->eog = calloc((size_t)s->model->cfg.n_vocab, 1);
 	if (!s->eog)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
@@ -317,6 +354,17 @@ static int open_all(struct server *s, struct serve_opts *o, struct ntx_err *err)
 	if (!s->engine)
 		return -1;
 	s->n_ctx = ntx_engine_n_ctx(s->engine);
+	if (s->dmodel) { /* resident on the target's backend, same context and slots */
+		eo.backend = ntx_engine_backend(s->engine);
+		eo.n_ctx = s->n_ctx;
+		eo.plan = NULL;
+		eo.n_ubatch = 0;
+		s->draft = ntx_engine_new(s->dmodel, &eo, err);
+		if (!s->draft) {
+			ntx_err_prefix(err, "--draft %s", o->draft_path);
+			return -1;
+		}
+	}
 	base = strrchr(mpath, '/');
 	s->model_name = o->alias ? o->alias : base ? base + 1 : mpath;
 	return 0;
@@ -403,6 +451,9 @@ int main(int argc, char **argv)
 out:
 	ntx_sched_free(s.sched);
 	free(s.running);
+	ntx_engine_free(s.draft);
+	ntx_vocab_free(s.dvocab);
+	ntx_model_close(s.dmodel);
 	ntx_engine_free(s.engine);
 	ntx_vocab_free(s.vocab);
 	ntx_plan_free(s.plan);

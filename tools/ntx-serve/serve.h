@@ -48,6 +48,8 @@ struct serve_opts {
 	size_t max_body, max_header;
 	double shutdown_s;          /* SIGTERM: how long in-flight requests may finish */
 	int quiet, verbose;
+	const char *draft_path;     /* --draft: speculative decoding with a draft model */
+	int lookup, draft_k;        /* --lookup N, --draft-k N (0: adaptive) */
 };
 
 enum sreq_kind { SREQ_CHAT, SREQ_COMPLETION };
@@ -92,6 +94,9 @@ struct server {
 	struct ntx_vocab *vocab;
 	struct ntx_plan *plan;
 	struct ntx_engine *engine;
+	struct ntx_model *dmodel;   /* --draft: its model, vocabulary and engine */
+	struct ntx_vocab *dvocab;
+	struct ntx_engine *draft;
 	uint8_t *eog;
 	const char *model_name;
 	int n_ctx;

@@ -264,6 +264,10 @@ int serve_worker_start(struct server *s, struct ntx_err *err)
 	s->sched = ntx_sched_new(s->engine, s->eog, err);
 	if (!s->sched)
 		return -1;
+	if ((s->draft || s->o->lookup) &&
+	    ntx_sched_set_spec(s->sched, s->draft, s->o->lookup,
+			       s->o->draft_k > 0 ? s->o->draft_k : 4, s->o->draft_k == 0, err))
+		return -1;
 	s->running = calloc((size_t)ntx_sched_n_slots(s->sched), sizeof *s->running);
 	if (!s->running)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
