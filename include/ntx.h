@@ -232,9 +232,9 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 /* Frees everything; active batch requests end without callbacks. */
 void ntx_ctx_free(struct ntx_ctx *ctx);
 
-/* Ask the ntx_ctx_generate or ntx_ctx_step in progress to stop soon (they
- * return NTX_STATUS_INTERRUPTED, or a result with NTX_FINISH_INTERRUPTED).
- * Any thread, and async-signal-safe. */
+/* Ask the ntx_ctx_generate or ntx_ctx_step in progress (else the next one) to
+ * stop soon: generate ends with NTX_FINISH_INTERRUPTED, step returns
+ * NTX_STATUS_INTERRUPTED. Any thread, and async-signal-safe. */
 void ntx_ctx_interrupt(struct ntx_ctx *ctx);
 
 /* Sampling, llama.cpp's options and defaults. */
