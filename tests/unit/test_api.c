@@ -303,6 +303,26 @@ int main(void)
 	t_ok(st == NTX_OK && cs.n_requests == 3,
 	     "stats kept: %lld requests", (long long)cs.n_requests);
 
+	/* an interrupt set between calls stops the next one, then is cleared */
+	ntx_ctx_interrupt(ctx);
+	memset(&got, 0, sizeof got);
+	st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+	t_ok(st == NTX_OK && res.finish == NTX_FINISH_INTERRUPTED && got.n < ref.n,
+	     "interrupted generation: finish %d, %d tokens: %s", (int)res.finish, got.n,
+	     msg(st, err));
+	ntx_ctx_interrupt(ctx);
+	st = ntx_ctx_submit(ctx, &rq, &id0, err);
+	if (st == NTX_OK)
+		st = ntx_ctx_step(ctx, &n_active, err);
+	t_ok(st == NTX_STATUS_INTERRUPTED && n_active == 1, "interrupted step: %s, %d active",
+	     ntx_status_name(st), n_active);
+	for (steps = 0; steps < 1000; steps++)
+		if (ntx_ctx_step(ctx, &n_active, err) != NTX_OK || n_active == 0)
+			break;
+	t_ok(n_active == 0 && batch[id0 & 1].n == ref.n &&
+		     !memcmp(batch[id0 & 1].ids, ref.ids, (size_t)ref.n * sizeof *ref.ids),
+	     "stepping on after the interrupt: the same tokens");
+
 	/* placements: planned in memory, to JSON, loaded back, a context on it */
 	{
 		struct ntx_placement_params pp;
