@@ -125,8 +125,11 @@ int main(void)
 	/* versions */
 	t_ok(!strcmp(ntx_version(), NTX_VERSION), "ntx_version() %s is the suite's %s",
 	     ntx_version(), NTX_VERSION);
-	t_ok(ntx_version_number() == NTX_VERSION_NUMBER && NTX_VERSION_NUMBER == 0x000100,
-	     "ntx_version_number() 0x%06x", ntx_version_number());
+	snprintf(buf, sizeof buf, "%d.%d.%d", NTX_VERSION_MAJOR, NTX_VERSION_MINOR,
+		 NTX_VERSION_PATCH);
+	t_ok(ntx_version_number() == NTX_VERSION_NUMBER && !strcmp(buf, NTX_VERSION),
+	     "ntx_version_number() 0x%06x; ntx.h's %s is version.h's %s", ntx_version_number(),
+	     buf, NTX_VERSION);
 	t_ok(err != NULL, "ntx_error_new");
 
 	/* errors: a missing file, NULL handles, bad options */
