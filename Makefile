@@ -5,7 +5,8 @@
 #   make bench      benchmarks, JSON on stdout
 #   make demo       the README's main job: inspect -> plan -> pack -> run
 #   make asan       everything under AddressSanitizer + UBSan (in build-asan/)
-#   make install    PREFIX=/usr/local (tools, man pages, the specs in share/doc/ntx)
+#   make install    PREFIX=/usr/local (tools, man pages, the specs in share/doc/ntx,
+#                   include/ntx.h, libntx.a, libntx.so*, lib/pkgconfig/ntx.pc)
 #   make clean
 
 PREFIX  ?= /usr/local
@@ -16,8 +17,9 @@ CC      ?= cc
 OPT     ?= -O2 -g
 SAN     ?=
 # Messages are truncated on purpose at NTX_ERR_MAX, hence -Wno-format-truncation.
-CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -pthread \
-	-Ilib/common -Ikernels -Ikernels/cpu -Ikernels/cuda $(OPT) $(SAN) $(CFLAGS)
+# -fPIC: the library's objects also make libntx.so.
+CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -pthread -fPIC \
+	-Iinclude -Ilib/common -Ikernels -Ikernels/cpu -Ikernels/cuda $(OPT) $(SAN) $(CFLAGS)
 LDLIBS_ALL = -ljansson -lzstd -lm -pthread -ldl -lrt
 # libraries of one tool only
 LDLIBS_ntx-serve = -lmicrohttpd
@@ -49,6 +51,13 @@ endif
 LIB_SRC  := $(wildcard lib/common/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libntx.a
+# The shared library: the same objects, only the ntx.h calls exported
+# (lib/libntx.map), soname libntx.so.MAJOR; the version is version.h's.
+SO_VERSION := $(shell sed -n 's/^\#define NTX_VERSION "\(.*\)"/\1/p' lib/common/version.h)
+SO_MAJOR := $(firstword $(subst ., ,$(SO_VERSION)))
+SO       := $(BUILD)/libntx.so.$(SO_VERSION)
+PC       := $(BUILD)/ntx.pc
+EXAMPLE  := $(if $(wildcard examples/example.c),$(BUILD)/bin/ntx-example)
 TOOLS    := ntx-inspect ntx-plan ntx-pack ntx-run ntx-skip-calib ntx-serve
 TOOL_BIN := $(foreach t,$(TOOLS),$(if $(wildcard tools/$(t)/*.c),$(BUILD)/bin/$(t)))
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -70,10 +79,16 @@ $(BUILD)/kernels/cpu/%_avx512.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx5
 $(BUILD)/kernels/cpu/%_amx.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c \
 	-mamx-tile -mamx-int8
 
-.PHONY: all test test-gpu bench demo asan install clean fuzz
-all: $(LIB) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN) $(BENCH_BIN) $(GPU_TEST_BIN) $(CUDA_HOST_TEST)
+.PHONY: all test test-gpu bench demo asan install clean fuzz FORCE
+all: $(LIB) $(SO) $(PC) $(EXAMPLE) $(TOOL_BIN) $(TEST_BIN) $(GEN_BIN) $(BENCH_BIN) $(GPU_TEST_BIN) $(CUDA_HOST_TEST)
 
-$(BUILD)/%.o: %.c
+# C objects are rebuilt when the compiler flags change (-fPIC came late).
+$(BUILD)/.cflags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS_ALL)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(BUILD)/%.o: %.c $(BUILD)/.cflags
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS_ALL) $(XFLAGS) -MMD -MP -c $< -o $@
@@ -87,6 +102,32 @@ $(LIB): $(LIB_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
+
+$(SO): $(LIB_OBJ) $(CUDA_OBJ) lib/libntx.map
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -shared -Wl,-soname,libntx.so.$(SO_MAJOR) \
+		-Wl,--version-script=lib/libntx.map -Wl,--no-undefined -o $@ \
+		$(LIB_OBJ) $(CUDA_OBJ) $(LDLIBS_ALL)
+	$(Q)ln -sf libntx.so.$(SO_VERSION) $(BUILD)/libntx.so.$(SO_MAJOR)
+	$(Q)ln -sf libntx.so.$(SO_MAJOR) $(BUILD)/libntx.so
+
+# ntx.pc for PREFIX, rewritten only when PREFIX or the version changes.
+$(PC): FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+		'Name: ntx' 'Description: run Llama GGUF models on the CPU or a CUDA GPU' \
+		'Version: $(SO_VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lntx' \
+		'Libs.private: $(LDLIBS_ALL)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+FORCE:
+
+# The example uses only include/ntx.h and libntx.so (found beside bin/).
+$(BUILD)/bin/ntx-example: examples/example.c include/ntx.h $(SO)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -std=c11 -Wall -Wextra -Werror -pedantic $(OPT) $(SAN) $(CFLAGS) -Iinclude -o $@ $< \
+		-L$(BUILD) -lntx -Wl,-rpath,'$$ORIGIN/..'
 
 define tool_rule
 $(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB)
@@ -152,6 +193,13 @@ install: all
 	install -m 644 doc/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/ntx/
 	install -m 644 doc/*.md $(DESTDIR)$(PREFIX)/share/doc/ntx/doc/
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/ntx.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libntx.so.$(SO_VERSION) $(DESTDIR)$(PREFIX)/lib/libntx.so.$(SO_MAJOR)
+	ln -sf libntx.so.$(SO_MAJOR) $(DESTDIR)$(PREFIX)/lib/libntx.so
+	install -m 644 $(PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1,0 +1,339 @@
+/* ntx.h - the public C API of libntx: run Llama GGUF models on the CPU or
+ * a CUDA GPU from a C program.
+ *
+ * The parts, in the order a program uses them:
+ *   struct ntx_error      where a failed call leaves its code and message
+ *   struct ntx_lm         an open model: metadata, tokenizer
+ *   struct ntx_placement  where each layer lives (VRAM, RAM, disk): loaded
+ *                         from ntx-plan's JSON or planned in memory
+ *   struct ntx_ctx        an engine over a model: KV caches, sequences,
+ *                         generation, continuous batching, statistics
+ *
+ * Rules every call follows (doc/libntx.md is the full contract):
+ *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
+ *     a struct ntx_error * as its last argument (NULL: the code only).
+ *   - Handles are opaque. open/close and new/free pair up; every close and
+ *     free accepts NULL.
+ *   - Every struct starts with a `size` field: set it to sizeof the struct
+ *     (the _init functions do), so a program built against an older header
+ *     keeps working with a newer library.
+ *   - No global state. Thread safety is stated per call: "any thread" calls
+ *     may run concurrently on the same handle; "one thread" calls need the
+ *     caller to serialize them per handle (distinct handles are independent).
+ *   - The library never prints and never exits.
+ *   - Strings and arrays the library returns are borrowed from the handle
+ *     named, unless the call says the caller frees them with ntx_free(). */
+#ifndef NTX_H
+#define NTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version ---- */
+
+#define NTX_VERSION_MAJOR 0
+#define NTX_VERSION_MINOR 1
+#define NTX_VERSION_PATCH 0
+/* The header's version as one number: 0x00MMmmpp. */
+#define NTX_VERSION_NUMBER \
+	((NTX_VERSION_MAJOR << 16) | (NTX_VERSION_MINOR << 8) | NTX_VERSION_PATCH)
+
+/* The library's version as "MAJOR.MINOR.PATCH" (static string). Compare with
+ * NTX_VERSION_NUMBER through ntx_version_number(): a library whose major
+ * differs from the header's is not compatible. Any thread. */
+const char *ntx_version(void);
+unsigned ntx_version_number(void);
+
+/* ---- errors ---- */
+
+enum ntx_status {
+	NTX_OK = 0,
+	NTX_STATUS_IO = 1,          /* I/O error (the message ends with the errno text) */
+	NTX_STATUS_FORMAT = 2,      /* malformed input file */
+	NTX_STATUS_UNSUPPORTED = 3, /* valid input this library does not support */
+	NTX_STATUS_INVALID = 4,     /* bad argument (NULL handle, value out of range) */
+	NTX_STATUS_NOMEM = 5,       /* out of memory */
+	NTX_STATUS_NOFIT = 6,       /* valid input with no solution (the model does not fit) */
+	NTX_STATUS_DEVICE = 7,      /* GPU / CUDA failure, or no usable GPU */
+	NTX_STATUS_INTERRUPTED = 8, /* ntx_ctx_interrupt() */
+	NTX_STATUS_MISMATCH = 9,    /* files that do not belong together */
+	NTX_STATUS_BUFFER = 10,     /* the caller's buffer is too small (the call
+				     * says how much is needed) */
+	NTX_STATUS_BUSY = 11        /* the handle is in a state that refuses the
+				     * call (e.g. batch requests are active) */
+};
+
+/* A short name for a status ("ok", "io", "format", ...; static). Any thread. */
+const char *ntx_status_name(enum ntx_status s);
+
+/* Where a failed call leaves its status and a one-line message that names
+ * the value and the limit ("models/x.gguf: No such file or directory").
+ * One per thread: calls on one error object must not overlap. */
+struct ntx_error;
+
+/* A new error object (status NTX_OK, message ""); NULL when out of memory. */
+struct ntx_error *ntx_error_new(void);
+void ntx_error_free(struct ntx_error *e);
+/* The last failure's status and message (borrowed, valid until the next
+ * call that takes e). A successful call does not clear e: a caller checks
+ * the returned status first. */
+enum ntx_status ntx_error_status(const struct ntx_error *e);
+const char *ntx_error_message(const struct ntx_error *e);
+void ntx_error_clear(struct ntx_error *e);
+
+/* Free memory the library allocated for the caller (ntx_placement_to_json).
+ * NULL ok. Any thread. */
+void ntx_free(void *p);
+
+/* ---- models ---- */
+
+struct ntx_lm;
+
+/* Open a Llama GGUF file: maps it read-only, checks every tensor, loads the
+ * tokenizer. On success *out owns the map until ntx_lm_close(). Once open, an
+ * lm is never modified: every ntx_lm_* call below is "any thread", and any
+ * number of contexts (in any threads) may use it; close it after them. */
+enum ntx_status ntx_lm_open(const char *path, struct ntx_lm **out, struct ntx_error *err);
+void ntx_lm_close(struct ntx_lm *lm);
+
+struct ntx_lm_info {
+	size_t size;              /* sizeof(struct ntx_lm_info) */
+	const char *path;         /* as given to ntx_lm_open (borrowed from lm) */
+	const char *arch;         /* general.architecture ("llama"; borrowed) */
+	const char *fingerprint;  /* 16 hex digits identifying the file (borrowed) */
+	uint64_t file_size;       /* bytes */
+	uint64_t n_params;        /* elements of every tensor */
+	int n_layer, n_embd, n_ff, n_head, n_head_kv;
+	int n_ctx_train;          /* the context length it was trained with */
+	int32_t n_vocab;
+	int32_t bos, eos;         /* -1: none */
+};
+
+/* Fill *info (info->size set by the caller). Any thread. */
+enum ntx_status ntx_lm_info(const struct ntx_lm *lm, struct ntx_lm_info *info,
+			    struct ntx_error *err);
+
+/* Is id an end-of-generation token (eos, eot, ...)? 0 for ids out of range.
+ * Any thread. */
+int ntx_lm_is_eog(const struct ntx_lm *lm, int32_t id);
+
+/* ---- tokenizer ---- */
+
+enum {
+	NTX_TOKENIZE_ADD_BOS = 1,  /* add BOS (and EOS) as the model asks */
+	NTX_TOKENIZE_SPECIAL = 2   /* text of control tokens becomes those tokens */
+};
+
+/* Tokenize text[0..len) (any bytes) with NTX_TOKENIZE_* flags into
+ * ids[0..cap). *n_ids: the number of ids; when it exceeds cap, nothing is
+ * written, NTX_STATUS_BUFFER is returned and *n_ids says how many to make
+ * room for. Any thread. */
+enum ntx_status ntx_lm_tokenize(const struct ntx_lm *lm, const char *text, size_t len,
+				unsigned flags, int32_t *ids, int cap, int *n_ids,
+				struct ntx_error *err);
+
+enum {
+	NTX_DETOKENIZE_REMOVE_SPECIAL = 1, /* drop a leading BOS (and trailing EOS) */
+	NTX_DETOKENIZE_SPECIAL = 2         /* render control tokens as their text */
+};
+
+/* The text of ids[0..n) (llama.cpp's detokenizer) into buf[0..cap), NUL-
+ * terminated; *len: its length without the NUL (the text may hold NULs and
+ * invalid UTF-8). When len + 1 exceeds cap, NTX_STATUS_BUFFER and *len say
+ * how much is needed. NTX_STATUS_INVALID for an id out of range. Any thread. */
+enum ntx_status ntx_lm_detokenize(const struct ntx_lm *lm, const int32_t *ids, int n,
+				  unsigned flags, char *buf, size_t cap, size_t *len,
+				  struct ntx_error *err);
+
+/* The bytes of one token as generation streams them (borrowed from lm, not
+ * NUL-terminated; maybe part of a UTF-8 character: the concatenated pieces
+ * are the text). Control tokens give "". NTX_STATUS_INVALID out of range.
+ * Any thread. */
+enum ntx_status ntx_lm_piece(const struct ntx_lm *lm, int32_t id, const char **piece,
+			     size_t *len, struct ntx_error *err);
+
+/* ---- placement: where the layers live ---- */
+
+struct ntx_placement;
+
+/* Read a plan written by ntx-plan (JSON, doc/plan-json.md) and check that it
+ * was made for lm (NTX_STATUS_MISMATCH otherwise). Any thread. */
+enum ntx_status ntx_placement_load(const struct ntx_lm *lm, const char *path,
+				   struct ntx_placement **out, struct ntx_error *err);
+
+struct ntx_placement_params {
+	size_t size;           /* sizeof(struct ntx_placement_params) */
+	int64_t vram_budget;   /* bytes; -1: detect (default); 0: no GPU */
+	int64_t ram_budget;    /* bytes; -1: detect (default) */
+	int n_ctx;             /* 0: min(n_ctx_train, 4096) */
+	int n_seq;             /* sequences decoded together; 0: 1 */
+	const char *pack_path; /* where disk layers are packed (ntx-pack); NULL:
+				* MODEL.ntxp */
+	int gpu_index;
+};
+void ntx_placement_params_init(struct ntx_placement_params *p);
+
+/* Plan in memory for the hardware found now within the budgets (as ntx-plan
+ * does). NTX_STATUS_NOFIT when the model fits nowhere. A plan with layers on
+ * disk needs its pack (made by ntx-pack) at pack_path. Any thread. */
+enum ntx_status ntx_placement_make(const struct ntx_lm *lm,
+				   const struct ntx_placement_params *p,
+				   struct ntx_placement **out, struct ntx_error *err);
+void ntx_placement_free(struct ntx_placement *pl);
+
+struct ntx_placement_info {
+	size_t size;              /* sizeof(struct ntx_placement_info) */
+	int n_layer;
+	int n_vram, n_ram, n_disk, n_skipped; /* layers per home */
+	int n_gpu_exec, n_cpu_exec;           /* layers per executor */
+	int n_ctx, n_seq;                     /* what its reserves were made for */
+	double predicted_tok_per_s;
+};
+/* Any thread. */
+enum ntx_status ntx_placement_info(const struct ntx_placement *pl,
+				   struct ntx_placement_info *info, struct ntx_error *err);
+/* The plan as ntx-plan's JSON; *json is NUL-terminated, the caller frees it
+ * with ntx_free(). Any thread. */
+enum ntx_status ntx_placement_to_json(const struct ntx_placement *pl, char **json,
+				      struct ntx_error *err);
+
+/* ---- contexts: the engine ---- */
+
+enum ntx_backend_choice {
+	NTX_USE_AUTO = 0,  /* the GPU when one is usable, else the CPU */
+	NTX_USE_CPU = 1,
+	NTX_USE_CUDA = 2   /* NTX_STATUS_DEVICE when no GPU is usable */
+};
+
+struct ntx_ctx_params {
+	size_t size;                   /* sizeof(struct ntx_ctx_params) */
+	enum ntx_backend_choice backend;
+	int n_ctx;       /* KV positions per sequence; 0: the placement's, else
+			  * min(n_ctx_train, 4096) */
+	int n_seq;       /* sequences (batch slots); 0: the placement's, else 1 */
+	int n_threads;   /* CPU threads; 0: every core */
+	int gpu_index;
+};
+void ntx_ctx_params_init(struct ntx_ctx_params *p);
+
+struct ntx_ctx;
+
+/* An engine for lm placed by pl (NULL: every layer on the backend); both
+ * are borrowed and must outlive the context. Any
+ * thread, for distinct contexts. Everything below on one ctx: one thread at a
+ * time, except ntx_ctx_interrupt. */
+enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement *pl,
+			    const struct ntx_ctx_params *p, struct ntx_ctx **out,
+			    struct ntx_error *err);
+/* Frees everything; active batch requests end without callbacks. */
+void ntx_ctx_free(struct ntx_ctx *ctx);
+
+/* Ask the ntx_ctx_generate or ntx_ctx_step in progress (else the next one) to
+ * stop soon: generate ends with NTX_FINISH_INTERRUPTED, step returns
+ * NTX_STATUS_INTERRUPTED. Any thread, and async-signal-safe. */
+void ntx_ctx_interrupt(struct ntx_ctx *ctx);
+
+/* Sampling, llama.cpp's options and defaults. */
+struct ntx_gen_params {
+	size_t size;          /* sizeof(struct ntx_gen_params) */
+	int n_predict;        /* tokens to generate; -1: until EOG or a full context */
+	float temperature;    /* <= 0: greedy (default 0.8) */
+	int top_k;            /* <= 0: off (default 40) */
+	float top_p;          /* >= 1: off (default 0.95) */
+	float min_p;          /* <= 0: off (default 0.05) */
+	float repeat_penalty; /* 1: off (default) */
+	int repeat_last_n;    /* tokens penalised (default 64; -1: the context) */
+	uint64_t seed;        /* same seed, same output (default 0) */
+	int ignore_eog;       /* end-of-generation tokens do not stop */
+};
+void ntx_gen_params_init(struct ntx_gen_params *p);
+
+enum ntx_finish {
+	NTX_FINISH_EOG = 1,         /* an end-of-generation token */
+	NTX_FINISH_LENGTH = 2,      /* n_predict reached */
+	NTX_FINISH_CONTEXT = 3,     /* the context is full */
+	NTX_FINISH_STOPPED = 4,     /* the token callback or ntx_ctx_cancel */
+	NTX_FINISH_INTERRUPTED = 5  /* ntx_ctx_interrupt */
+};
+
+struct ntx_gen_result {
+	size_t size;                /* sizeof(struct ntx_gen_result) */
+	int n_prompt, n_gen;        /* tokens (n_gen counts a final EOG token) */
+	int n_reused;               /* batch: prompt tokens taken from the cache */
+	enum ntx_finish finish;
+	double t_prompt_ms;         /* to the first generated token */
+	double t_gen_ms;            /* from it to the last */
+};
+
+/* Each generated token: its id and its piece (as ntx_lm_piece; "" for
+ * end-of-generation and control tokens). Return non-zero to stop
+ * (NTX_FINISH_STOPPED; the token counts as generated). */
+typedef int (*ntx_token_fn)(void *user, int32_t id, const char *piece, size_t len);
+
+/* Evaluate prompt[0..n_prompt) in sequence seq (0 .. n_seq-1; its previous
+ * contents are dropped) and generate with p (NULL: defaults), calling on_token
+ * (may be NULL) for each token. *res (may be NULL; res->size set) says how it
+ * ended. NTX_STATUS_BUSY while batch requests are active. One thread. */
+enum ntx_status ntx_ctx_generate(struct ntx_ctx *ctx, int seq, const int32_t *prompt,
+				 int n_prompt, const struct ntx_gen_params *p,
+				 ntx_token_fn on_token, void *user, struct ntx_gen_result *res,
+				 struct ntx_error *err);
+
+/* ---- batch requests: continuous batching over the context's sequences ---- */
+
+/* When a request ends (exactly once for each submitted one): r is borrowed
+ * for the call; gen[0..r->n_gen) its tokens. It may call ntx_ctx_submit. */
+typedef void (*ntx_done_fn)(void *user, int64_t id, const struct ntx_gen_result *r,
+			    const int32_t *gen);
+
+struct ntx_request {
+	size_t size;                      /* sizeof(struct ntx_request) */
+	const int32_t *prompt;            /* copied; 1 .. n_ctx tokens */
+	int n_prompt;
+	const struct ntx_gen_params *gen; /* NULL: defaults */
+	ntx_token_fn on_token;            /* may be NULL */
+	ntx_done_fn on_done;              /* may be NULL */
+	void *user;
+};
+void ntx_request_init(struct ntx_request *r);
+
+/* Start a request in a free sequence; *id (may be NULL) receives its id
+ * (>= 0, never reused). A sequence that cached the longest prefix of the
+ * prompt is chosen and that prefix is not evaluated again.
+ * NTX_STATUS_NOFIT when every sequence is busy. One thread. */
+enum ntx_status ntx_ctx_submit(struct ntx_ctx *ctx, const struct ntx_request *r, int64_t *id,
+			       struct ntx_error *err);
+/* One step: the next token of every decoding request and the next piece of
+ * every waiting prompt, in one engine pass; callbacks run inside. *n_active
+ * (may be NULL): requests still active after it (0: all done). One thread. */
+enum ntx_status ntx_ctx_step(struct ntx_ctx *ctx, int *n_active, struct ntx_error *err);
+/* End request id now (on_done runs with NTX_FINISH_STOPPED).
+ * NTX_STATUS_INVALID when id is not active. One thread. */
+enum ntx_status ntx_ctx_cancel(struct ntx_ctx *ctx, int64_t id, struct ntx_error *err);
+
+/* ---- statistics ---- */
+
+struct ntx_ctx_stats {
+	size_t size;              /* sizeof(struct ntx_ctx_stats) */
+	enum ntx_backend_choice backend; /* the backend in use (never AUTO) */
+	int n_ctx, n_seq;
+	int64_t n_eval_calls;     /* engine passes */
+	int64_t n_tokens;         /* tokens evaluated */
+	double t_eval_ms;
+	int64_t n_requests;       /* batch requests admitted */
+	int64_t n_prompt_reused;  /* batch prompt tokens taken from the cache */
+	int64_t n_batch_gen;      /* tokens generated by batch requests */
+};
+/* Cumulative since ntx_ctx_new. One thread. */
+enum ntx_status ntx_ctx_stats(const struct ntx_ctx *ctx, struct ntx_ctx_stats *st,
+			      struct ntx_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,389 @@
+/* test_api - the public API (include/ntx.h) on the shipped tiny model: its
+ * tokens and greedy generation equal the internal modules' (tokenizer.h,
+ * generate.h), batch requests equal generation alone, placements round-trip
+ * through JSON, and every misuse gets its status and a message naming the
+ * value. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntx.h"
+#include "t.h"
+
+#include "engine.h"
+#include "generate.h"
+#include "model.h"
+#include "tokenizer.h"
+#include "version.h"
+
+#define MODEL "models/tinymodel-q4_k_m.gguf"
+#define PROMPT "Once upon a time"
+#define N_GEN 16
+
+struct rec {
+	int32_t ids[64];
+	char text[1024];
+	size_t len;
+	int n, stop_after;
+};
+
+/* The message of a call that failed, for the diagnostics. */
+static const char *msg(enum ntx_status st, const struct ntx_error *e)
+{
+	return st ? ntx_error_message(e) : "ok";
+}
+
+static int on_token(void *user, int32_t id, const char *piece, size_t len)
+{
+	struct rec *r = user;
+
+	if (r->n < 64)
+		r->ids[r->n] = id;
+	r->n++;
+	if (r->len + len < sizeof r->text) {
+		memcpy(r->text + r->len, piece, len);
+		r->len += len;
+	}
+	return r->stop_after && r->n >= r->stop_after;
+}
+
+static int internal_tok(void *user, int32_t tok)
+{
+	struct rec *r = user;
+
+	if (r->n < 64)
+		r->ids[r->n++] = tok;
+	return 0;
+}
+
+/* The reference: 16 greedy tokens through the internal API. */
+static int internal_generate(struct rec *ref)
+{
+	struct ntx_err err = { 0 };
+	struct ntx_model *m = ntx_model_open(MODEL, 0, &err);
+	struct ntx_vocab *v = m ? ntx_vocab_load(m->gguf, &err) : NULL;
+	struct ntx_engine_opts eo = { .backend = NTX_BACKEND_CPU };
+	struct ntx_engine *e = v ? ntx_engine_new(m, &eo, &err) : NULL;
+	struct ntx_gen_opts go = { .n_predict = N_GEN };
+	struct ntx_gen_stats st;
+	uint8_t *eog = m ? calloc((size_t)m->cfg.n_vocab, 1) : NULL;
+	const int32_t *eids;
+	int32_t *ids = NULL;
+	int n = 0, i, rc = -1;
+
+	if (e && eog && !ntx_tokenize(v, PROMPT, strlen(PROMPT), 1, 1, &ids, &n, &err)) {
+		eids = ntx_vocab_eog_ids(v, &i);
+		while (i-- > 0)
+			eog[eids[i]] = 1;
+		ntx_sampler_defaults(&go.sp);
+		go.sp.temp = 0;
+		go.eog = eog;
+		rc = ntx_generate(e, 0, ids, n, &go, internal_tok, ref, &st, &err);
+	}
+	if (rc)
+		t_diag("internal: %s", err.msg);
+	free(ids);
+	free(eog);
+	ntx_engine_free(e);
+	ntx_vocab_free(v);
+	ntx_model_close(m);
+	return rc;
+}
+
+static void done_cb(void *user, int64_t id, const struct ntx_gen_result *r, const int32_t *gen)
+{
+	struct rec *recs = user;
+	struct rec *x = &recs[id & 1];
+
+	x->n = r->n_gen < 64 ? r->n_gen : 64;
+	memcpy(x->ids, gen, (size_t)x->n * sizeof *gen);
+	x->stop_after = (int)r->finish; /* reused as the finish reason */
+}
+
+int main(void)
+{
+	struct ntx_error *err = ntx_error_new();
+	struct ntx_lm *lm = NULL, *lm2 = (struct ntx_lm *)1;
+	struct ntx_ctx *ctx = NULL, *ctx2 = NULL;
+	struct ntx_placement *pl = NULL, *pl2 = NULL;
+	struct ntx_lm_info info;
+	struct ntx_ctx_params cp;
+	struct ntx_gen_params gp;
+	struct ntx_gen_result res;
+	struct ntx_ctx_stats cs;
+	struct rec ref = { 0 }, got = { 0 }, stop = { 0 }, batch[2];
+	struct ntx_request rq;
+	int32_t ids[64], *iids = NULL;
+	int n = 0, n_int = 0, i, same, n_active = -1, steps;
+	struct ntx_err ierr = { 0 };
+	char buf[1024], *json = NULL;
+	size_t len = 0;
+	int64_t id0 = -1, id1 = -1;
+	enum ntx_status st;
+
+	/* versions */
+	t_ok(!strcmp(ntx_version(), NTX_VERSION), "ntx_version() %s is the suite's %s",
+	     ntx_version(), NTX_VERSION);
+	snprintf(buf, sizeof buf, "%d.%d.%d", NTX_VERSION_MAJOR, NTX_VERSION_MINOR,
+		 NTX_VERSION_PATCH);
+	t_ok(ntx_version_number() == NTX_VERSION_NUMBER && !strcmp(buf, NTX_VERSION),
+	     "ntx_version_number() 0x%06x; ntx.h's %s is version.h's %s", ntx_version_number(),
+	     buf, NTX_VERSION);
+	t_ok(err != NULL, "ntx_error_new");
+
+	/* errors: a missing file, NULL handles, bad options */
+	t_ok(ntx_lm_open("no/such.gguf", &lm2, err) == NTX_STATUS_IO && lm2 == NULL &&
+		     ntx_error_status(err) == NTX_STATUS_IO &&
+		     !strcmp(ntx_error_message(err), "no/such.gguf: No such file or directory"),
+	     "missing file: io, *out NULL, message '%s'", ntx_error_message(err));
+	t_ok(ntx_lm_open(NULL, &lm2, NULL) == NTX_STATUS_INVALID, "NULL path, NULL error object");
+	info.size = sizeof info;
+	t_ok(ntx_lm_info(NULL, &info, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "lm is NULL"),
+	     "ntx_lm_info(NULL): '%s'", ntx_error_message(err));
+	t_ok(ntx_ctx_generate(NULL, 0, ids, 1, NULL, NULL, NULL, NULL, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "ctx is NULL"),
+	     "ntx_ctx_generate(NULL): '%s'", ntx_error_message(err));
+	t_ok(ntx_ctx_step(NULL, NULL, err) == NTX_STATUS_INVALID, "ntx_ctx_step(NULL)");
+	ntx_lm_close(NULL);
+	ntx_ctx_free(NULL);
+	ntx_placement_free(NULL);
+	ntx_error_free(NULL);
+	t_ok(!strcmp(ntx_status_name(NTX_STATUS_NOFIT), "nofit") &&
+		     !strcmp(ntx_status_name((enum ntx_status)99), "unknown"),
+	     "ntx_status_name");
+
+	st = ntx_lm_open(MODEL, &lm, err);
+	if (!t_ok(st == NTX_OK, "open %s: %s", MODEL, msg(st, err)))
+		return t_done();
+	info.size = sizeof info;
+	st = ntx_lm_info(lm, &info, err);
+	t_ok(st == NTX_OK && info.n_layer > 0 && info.n_vocab > 0 &&
+		     info.file_size > 0 && info.n_params > 0 && !strcmp(info.arch, "llama") &&
+		     strlen(info.fingerprint) == 16 && !strcmp(info.path, MODEL),
+	     "info: %d layers, vocab %d, ctx %d, %llu params, %llu bytes", info.n_layer,
+	     info.n_vocab, info.n_ctx_train, (unsigned long long)info.n_params,
+	     (unsigned long long)info.file_size);
+	info.size = 0;
+	t_ok(ntx_lm_info(lm, &info, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "size 0"),
+	     "info.size 0: '%s'", ntx_error_message(err));
+	t_ok(ntx_lm_is_eog(lm, info.eos) && !ntx_lm_is_eog(lm, -1), "eos is end-of-generation");
+
+	/* tokenizer: the internal one's ids; the buffer rule; the text back */
+	{
+		struct ntx_model *m = ntx_model_open(MODEL, NTX_MODEL_VOCAB_ONLY, &ierr);
+		struct ntx_vocab *v = m ? ntx_vocab_load(m->gguf, &ierr) : NULL;
+
+		if (v)
+			ntx_tokenize(v, PROMPT, strlen(PROMPT), 1, 1, &iids, &n_int, &ierr);
+		ntx_vocab_free(v);
+		ntx_model_close(m);
+	}
+	st = ntx_lm_tokenize(lm, PROMPT, strlen(PROMPT), NTX_TOKENIZE_ADD_BOS | NTX_TOKENIZE_SPECIAL,
+			     ids, 64, &n, err);
+	t_ok(st == NTX_OK &&
+		     iids && n == n_int && !memcmp(ids, iids, (size_t)n * sizeof *ids) &&
+		     ids[0] == info.bos,
+	     "tokenize: %d ids, as ntx_tokenize", n);
+	i = -1;
+	st = ntx_lm_tokenize(lm, PROMPT, strlen(PROMPT), NTX_TOKENIZE_ADD_BOS, ids, 2, &i, err);
+	t_ok(st == NTX_STATUS_BUFFER && i == n,
+	     "tokenize into 2 ids: buffer, %d needed: '%s'", i, ntx_error_message(err));
+	t_ok(ntx_lm_tokenize(lm, PROMPT, 3, 0x80, ids, 64, &i, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "0x80"),
+	     "unknown tokenize flag: '%s'", ntx_error_message(err));
+	st = ntx_lm_detokenize(lm, ids, n, NTX_DETOKENIZE_REMOVE_SPECIAL, buf, sizeof buf, &len,
+			       err);
+	t_ok(st == NTX_OK && !strcmp(buf, PROMPT) && len == strlen(PROMPT),
+	     "detokenize: '%s'", buf);
+	st = ntx_lm_detokenize(lm, ids, n, NTX_DETOKENIZE_REMOVE_SPECIAL, buf, 4, &len, err);
+	t_ok(st == NTX_STATUS_BUFFER && len == strlen(PROMPT),
+	     "detokenize into 4 bytes: buffer, %zu needed", len);
+	ids[n] = info.n_vocab;
+	t_ok(ntx_lm_detokenize(lm, ids, n + 1, 0, buf, sizeof buf, &len, err) ==
+		     NTX_STATUS_INVALID,
+	     "detokenize an id out of range: '%s'", ntx_error_message(err));
+	{
+		const char *p;
+
+		t_ok(ntx_lm_piece(lm, info.n_vocab, &p, &len, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "out of range"),
+		     "piece out of range: '%s'", ntx_error_message(err));
+	}
+
+	/* contexts: bad options, then greedy generation equal to ntx_generate's */
+	ntx_ctx_params_init(&cp);
+	cp.backend = (enum ntx_backend_choice)7;
+	t_ok(ntx_ctx_new(lm, NULL, &cp, &ctx, err) == NTX_STATUS_INVALID && !ctx &&
+		     strstr(ntx_error_message(err), "backend 7"),
+	     "backend 7: '%s'", ntx_error_message(err));
+	cp.backend = NTX_USE_CPU;
+	cp.n_seq = 2;
+	cp.n_ctx = 256;
+	st = ntx_ctx_new(lm, NULL, &cp, &ctx, err);
+	if (!t_ok(st == NTX_OK, "ntx_ctx_new: %s", msg(st, err)))
+		return t_done();
+	ntx_gen_params_init(&gp);
+	gp.temperature = NAN;
+	t_ok(ntx_ctx_generate(ctx, 0, ids, n, &gp, NULL, NULL, NULL, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "temperature nan"),
+	     "temperature NaN: '%s'", ntx_error_message(err));
+	gp.temperature = 0;
+	gp.n_predict = N_GEN;
+	t_ok(ntx_ctx_generate(ctx, 2, ids, n, &gp, NULL, NULL, NULL, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "sequence 2"),
+	     "sequence 2 of 2: '%s'", ntx_error_message(err));
+	st = internal_generate(&ref) ? NTX_STATUS_INVALID : NTX_OK;
+	t_ok(st == NTX_OK && ref.n > 0, "internal reference: %d tokens", ref.n);
+	res.size = sizeof res;
+	st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+	t_ok(st == NTX_OK,
+	     "generate: %s", msg(st, err));
+	same = got.n == ref.n && !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids);
+	t_ok(same && res.n_gen == ref.n && res.n_prompt == n &&
+		     (res.finish == NTX_FINISH_LENGTH || res.finish == NTX_FINISH_EOG),
+	     "%d greedy tokens equal ntx_generate's (finish %d)", got.n, (int)res.finish);
+	got.text[got.len] = '\0';
+	t_diag("text: '%s'", got.text);
+	t_ok(ntx_lm_detokenize(lm, got.ids, got.n, 0, buf, sizeof buf, &len, err) == NTX_OK &&
+		     got.len > 0,
+	     "the pieces make text (%zu bytes)", got.len);
+	stop.stop_after = 3;
+	st = ntx_ctx_generate(ctx, 1, ids, n, &gp, on_token, &stop, &res, err);
+	t_ok(st == NTX_OK && res.finish == NTX_FINISH_STOPPED && res.n_gen == 3 && stop.n == 3,
+	     "the callback stops after 3 tokens (finish %d, n_gen %d)", (int)res.finish, res.n_gen);
+
+	/* batch requests: two at once, each equal to generation alone */
+	memset(batch, 0, sizeof batch);
+	ntx_request_init(&rq);
+	rq.prompt = ids;
+	rq.n_prompt = n;
+	rq.gen = &gp;
+	rq.on_done = done_cb;
+	rq.user = batch;
+	st = ntx_ctx_submit(ctx, &rq, &id0, err);
+	if (st == NTX_OK)
+		st = ntx_ctx_submit(ctx, &rq, &id1, err);
+	t_ok(st == NTX_OK && id1 == id0 + 1,
+	     "submit two requests (%lld, %lld): %s", (long long)id0, (long long)id1,
+	     msg(st, err));
+	t_ok(ntx_ctx_submit(ctx, &rq, NULL, err) == NTX_STATUS_NOFIT,
+	     "a third with 2 sequences: nofit: '%s'", ntx_error_message(err));
+	t_ok(ntx_ctx_generate(ctx, 0, ids, n, &gp, NULL, NULL, NULL, err) == NTX_STATUS_BUSY,
+	     "generate while requests are active: busy: '%s'", ntx_error_message(err));
+	for (steps = 0; steps < 1000; steps++)
+		if (ntx_ctx_step(ctx, &n_active, err) != NTX_OK || n_active == 0)
+			break;
+	t_ok(n_active == 0, "every request done after %d steps", steps);
+	for (i = 0; i < 2; i++)
+		t_ok(batch[i].n == ref.n &&
+			     !memcmp(batch[i].ids, ref.ids, (size_t)ref.n * sizeof *ref.ids),
+		     "batch request %d: %d tokens equal generation alone (finish %d)", i,
+		     batch[i].n, batch[i].stop_after);
+	t_ok(ntx_ctx_cancel(ctx, id0, err) == NTX_STATUS_INVALID,
+	     "cancel a finished request: '%s'", ntx_error_message(err));
+	cs.size = sizeof cs;
+	st = ntx_ctx_stats(ctx, &cs, err);
+	t_ok(st == NTX_OK && cs.backend == NTX_USE_CPU &&
+		     cs.n_ctx == 256 && cs.n_seq == 2 && cs.n_requests == 2 &&
+		     cs.n_batch_gen == 2 * ref.n && cs.n_tokens > 0 && cs.n_eval_calls > 0,
+	     "stats: %lld requests, %lld batch tokens, %lld evaluated",
+	     (long long)cs.n_requests, (long long)cs.n_batch_gen, (long long)cs.n_tokens);
+	/* a cancelled request */
+	memset(batch, 0, sizeof batch);
+	t_ok(ntx_ctx_submit(ctx, &rq, &id0, err) == NTX_OK &&
+		     ntx_ctx_cancel(ctx, id0, err) == NTX_OK &&
+		     batch[id0 & 1].stop_after == NTX_FINISH_STOPPED,
+	     "cancel: on_done with finish stopped");
+	/* generation after batches drops the scheduler and keeps its counts */
+	memset(&got, 0, sizeof got);
+	t_ok(ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, NULL, err) == NTX_OK &&
+		     got.n == ref.n && !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids),
+	     "generate after batches: the same tokens");
+	st = ntx_ctx_stats(ctx, &cs, err);
+	t_ok(st == NTX_OK && cs.n_requests == 3,
+	     "stats kept: %lld requests", (long long)cs.n_requests);
+
+	/* an interrupt set between calls stops the next one, then is cleared */
+	ntx_ctx_interrupt(ctx);
+	memset(&got, 0, sizeof got);
+	st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+	t_ok(st == NTX_OK && res.finish == NTX_FINISH_INTERRUPTED && got.n < ref.n,
+	     "interrupted generation: finish %d, %d tokens: %s", (int)res.finish, got.n,
+	     msg(st, err));
+	ntx_ctx_interrupt(ctx);
+	st = ntx_ctx_submit(ctx, &rq, &id0, err);
+	if (st == NTX_OK)
+		st = ntx_ctx_step(ctx, &n_active, err);
+	t_ok(st == NTX_STATUS_INTERRUPTED && n_active == 1, "interrupted step: %s, %d active",
+	     ntx_status_name(st), n_active);
+	for (steps = 0; steps < 1000; steps++)
+		if (ntx_ctx_step(ctx, &n_active, err) != NTX_OK || n_active == 0)
+			break;
+	t_ok(n_active == 0 && batch[id0 & 1].n == ref.n &&
+		     !memcmp(batch[id0 & 1].ids, ref.ids, (size_t)ref.n * sizeof *ref.ids),
+	     "stepping on after the interrupt: the same tokens");
+
+	/* placements: planned in memory, to JSON, loaded back, a context on it */
+	{
+		struct ntx_placement_params pp;
+		struct ntx_placement_info pi;
+		char path[64];
+		FILE *f;
+
+		snprintf(path, sizeof path, "/tmp/ntx-test-api-%ld.json", (long)getpid());
+		ntx_placement_params_init(&pp);
+		pp.vram_budget = 0;
+		pp.n_ctx = 128;
+		st = ntx_placement_make(lm, &pp, &pl, err);
+		t_ok(st == NTX_OK, "placement_make: %s", msg(st, err));
+		memset(&pi, 0, sizeof pi);
+		pi.size = sizeof pi;
+		st = pl ? ntx_placement_info(pl, &pi, err) : NTX_STATUS_INVALID;
+		t_ok(st == NTX_OK &&
+			     pi.n_layer == info.n_layer && pi.n_ram == info.n_layer &&
+			     pi.n_vram == 0 && pi.n_cpu_exec == info.n_layer && pi.n_ctx == 128,
+		     "placement: %d of %d layers in RAM, computed on the CPU", pi.n_ram,
+		     pi.n_layer);
+		t_ok(pl && ntx_placement_to_json(pl, &json, err) == NTX_OK && json &&
+			     strstr(json, "\"ntx.plan\""),
+		     "placement JSON");
+		f = fopen(path, "w");
+		if (f && json) {
+			fputs(json, f);
+			fclose(f);
+		}
+		st = ntx_placement_load(lm, path, &pl2, err);
+		ntx_placement_free(pl2);
+		pl2 = NULL;
+		t_ok(st == NTX_OK, "placement_load: %s", msg(st, err));
+		remove(path);
+		t_ok(ntx_placement_load(lm, "no/plan.json", &pl2, err) == NTX_STATUS_IO &&
+			     !pl2 && strstr(ntx_error_message(err), "no/plan.json"),
+		     "missing plan: '%s'", ntx_error_message(err));
+		pp.ram_budget = 1000;
+		t_ok(ntx_placement_make(lm, &pp, &pl2, err) == NTX_STATUS_NOFIT && !pl2,
+		     "1000 bytes of RAM: nofit: '%s'", ntx_error_message(err));
+		ntx_ctx_params_init(&cp);
+		cp.backend = NTX_USE_CPU;
+		memset(&got, 0, sizeof got);
+		st = ntx_ctx_new(lm, pl, &cp, &ctx2, err);
+		if (st == NTX_OK)
+			st = ntx_ctx_generate(ctx2, 0, ids, n, &gp, on_token, &got, NULL, err);
+		t_ok(st == NTX_OK && got.n == ref.n &&
+			     !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids) &&
+			     ntx_ctx_stats(ctx2, &cs, err) == NTX_OK && cs.n_ctx == 128,
+		     "a context on the placement generates the same tokens: %s",
+		     msg(st, err));
+	}
+	ntx_free(json);
+	ntx_ctx_free(ctx2);
+	ntx_placement_free(pl);
+	ntx_ctx_free(ctx);
+	ntx_lm_close(lm);
+	ntx_error_free(err);
+	free(iids);
+	return t_done();
+}
