@@ -83,7 +83,8 @@ PY
 	[ "$status" -eq 2 ]
 }
 
-# tmux helpers: the pane's text, and waiting (bounded) for a pattern in it.
+# tmux helpers: the pane's text, and waiting (bounded: tries x 0.05 s; 1500 generated
+# tokens get 120 s, for slow builds such as make asan) for a pattern in it.
 pane() { tm capture-pane -p -t "$SESSION" -S -200; }
 wait_pane() { # REGEX [tries]
 	local i
@@ -114,14 +115,14 @@ wait_prompt() {
 		"'$RUN' -m '$M' -t 2 -c 4096 -n 1500 --ignore-eos --temp 0 -i; echo EXIT=\$? >'$T/exit'; sleep 30"
 	wait_pane '^>\s*$'
 	tm send-keys -t "$SESSION" 'Hello' Enter
-	wait_pane 'turn 1: .* 1500 generated' 400
+	wait_pane 'turn 1: .* 1500 generated' 2400
 	tm send-keys -t "$SESSION" 'Tell me a long story' Enter
 	wait_pane 'turn 1: .*' && sleep 0.3
 	tm send-keys -t "$SESSION" C-c
-	wait_pane 'turn 2: .*, interrupted$' 400
+	wait_pane 'turn 2: .*, interrupted$' 2400
 	wait_prompt
 	tm send-keys -t "$SESSION" 'Go on' Enter
-	wait_pane 'turn 3: .* 1500 generated' 400
+	wait_pane 'turn 3: .* 1500 generated' 2400
 	# the interrupted reply stayed in the history: turn 3 reuses it
 	n=$(pane | sed -n 's/.*turn 3: [0-9]* prompt tokens (\([0-9]*\) reused.*/\1/p')
 	[ "$n" -gt 1500 ]
