@@ -279,3 +279,13 @@ void ntx_getopt_complaint(const char *prog, int ch, char *const argv[])
 	else
 		fprintf(stderr, "%s: invalid option '%s'\n", prog, argv[optind - 1]);
 }
+
+int ntx_getopt_md(int argc, char *const argv[], const char **path)
+{
+	if (optind < 1 || strcmp(argv[optind - 1], "-md"))
+		return 0;
+	if (optind >= argc)
+		return -1;
+	*path = argv[optind++];
+	return 1;
+}

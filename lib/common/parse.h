@@ -30,6 +30,12 @@ int ntx_parse_int(const char *s, int min, int max, int *out, struct ntx_err *err
  * with ':') returned ch: ':' a missing value, else an unknown option. */
 void ntx_getopt_complaint(const char *prog, int ch, char *const argv[]);
 
+/* llama.cpp's "-md FILE" (the draft model), which getopt_long reads as -m
+ * with the argument "d": call where -m was returned. 0 when the option was a
+ * plain -m; 1 with *path = the next argument (optind moves past it); -1 when
+ * "-md" is the last argument. */
+int ntx_getopt_md(int argc, char *const argv[], const char **path);
+
 /* Parse a finite floating-point number in [min, max]. */
 int ntx_parse_double(const char *s, double min, double max, double *out,
 		     struct ntx_err *err);

@@ -1,6 +1,8 @@
 /* sampler.c - token sampling (see sampler.h). */
 #include "sampler.h"
 
+#include "parse.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,4 +339,39 @@ int32_t ntx_sampler_sample(struct ntx_sampler *s, const float *logits)
 			return s->c[i].id;
 	}
 	return s->c[n - 1].id;
+}
+
+/* ---- options ---- */
+
+int ntx_sampler_parse_opt(const char *name, const char *arg, struct ntx_sampler_params *sp,
+			  struct ntx_err *err)
+{
+	double d;
+	int64_t v;
+
+	if (!strcmp(name, "temp") || !strcmp(name, "top-p") || !strcmp(name, "min-p")) {
+		if (ntx_parse_double(arg, 0, name[0] == 't' && name[1] == 'e' ? 100 : 1, &d, err))
+			return -1;
+		*(name[0] == 'm' ? &sp->min_p : name[1] == 'e' ? &sp->temp : &sp->top_p) = (float)d;
+		return 1;
+	}
+	if (!strcmp(name, "repeat-penalty")) {
+		if (ntx_parse_double(arg, 0, 100, &d, err))
+			return -1;
+		if (d <= 0)
+			return ntx_err_set(err, NTX_EINVAL, "must be > 0");
+		sp->repeat_penalty = (float)d;
+		return 1;
+	}
+	if (!strcmp(name, "top-k"))
+		return ntx_parse_int(arg, 0, 1 << 30, &sp->top_k, err) ? -1 : 1;
+	if (!strcmp(name, "repeat-last-n"))
+		return ntx_parse_int(arg, -1, 1 << 30, &sp->repeat_last_n, err) ? -1 : 1;
+	if (!strcmp(name, "seed")) {
+		if (ntx_parse_i64(arg, 0, INT64_MAX, &v, err))
+			return -1;
+		sp->seed = (uint64_t)v;
+		return 1;
+	}
+	return 0;
 }

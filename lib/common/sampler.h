@@ -59,4 +59,12 @@ int ntx_sampler_is_argmax(const struct ntx_sampler *s);
 /* Index of the largest value (lowest index on ties). */
 int32_t ntx_argmax(const float *x, int64_t n);
 
+/* The sampling options every tool takes, by their long name (llama.cpp's):
+ * "temp" [0, 100], "top-k" [0, 2^30], "top-p" and "min-p" [0, 1],
+ * "repeat-penalty" (0, 100], "repeat-last-n" [-1, 2^30], "seed" [0, 2^63).
+ * Returns 1 when name is one of them and arg was stored in *sp, 0 when it
+ * is another option, -1 with *err for a bad value. */
+int ntx_sampler_parse_opt(const char *name, const char *arg, struct ntx_sampler_params *sp,
+			  struct ntx_err *err);
+
 #endif

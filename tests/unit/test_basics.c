@@ -1,9 +1,11 @@
 /* test_basics.c - size/number parsing, fp16 conversion, hashing, type table. */
+#include <getopt.h>
 #include <math.h>
 #include <string.h>
 
 #include "hash.h"
 #include "parse.h"
+#include "sampler.h"
 #include "t.h"
 #include "types.h"
 
@@ -130,8 +132,45 @@ static void test_types(void)
 	t_ok(ntx_type_from_name("q8_0") == NTX_TYPE_Q8_0, "type from name");
 }
 
+/* The sampling options the tools share (ntx_sampler_parse_opt) and -md. */
+static void test_tool_opts(void)
+{
+	struct ntx_sampler_params sp;
+	struct ntx_err err;
+	char *argv[] = { "prog", "-md", "d.gguf", "-md", NULL };
+	const char *path = NULL;
+
+	ntx_sampler_defaults(&sp);
+	t_ok(ntx_sampler_parse_opt("temp", "0.5", &sp, &err) == 1 && sp.temp == 0.5f &&
+		     ntx_sampler_parse_opt("top-p", "0.9", &sp, &err) == 1 && sp.top_p == 0.9f &&
+		     ntx_sampler_parse_opt("min-p", "0.1", &sp, &err) == 1 && sp.min_p == 0.1f &&
+		     ntx_sampler_parse_opt("top-k", "7", &sp, &err) == 1 && sp.top_k == 7 &&
+		     ntx_sampler_parse_opt("repeat-last-n", "-1", &sp, &err) == 1 &&
+		     sp.repeat_last_n == -1 &&
+		     ntx_sampler_parse_opt("repeat-penalty", "1.1", &sp, &err) == 1 &&
+		     sp.repeat_penalty == 1.1f && ntx_sampler_parse_opt("seed", "42", &sp, &err) == 1 &&
+		     sp.seed == 42,
+	     "sampling options: each stored in its field");
+	t_ok(ntx_sampler_parse_opt("threads", "4", &sp, &err) == 0, "another option: 0");
+	t_ok(ntx_sampler_parse_opt("repeat-penalty", "0", &sp, &err) == -1 &&
+		     !strcmp(err.msg, "must be > 0"),
+	     "repeat-penalty 0: %s", err.msg);
+	t_ok(ntx_sampler_parse_opt("top-p", "1.5", &sp, &err) == -1 &&
+		     ntx_sampler_parse_opt("temp", "x", &sp, &err) == -1 &&
+		     ntx_sampler_parse_opt("seed", "-1", &sp, &err) == -1 && sp.seed == 42,
+	     "out-of-range or malformed values refused, nothing stored");
+	optind = 2;
+	t_ok(ntx_getopt_md(4, argv, &path) == 1 && !strcmp(path, "d.gguf") && optind == 3,
+	     "-md FILE: the next argument");
+	optind = 4;
+	t_ok(ntx_getopt_md(4, argv, &path) == -1, "-md last: missing file");
+	optind = 3;
+	t_ok(ntx_getopt_md(4, argv, &path) == 0, "a plain -m: 0");
+}
+
 int main(void)
 {
+	test_tool_opts();
 	test_sizes();
 	test_numbers();
 	test_fp16();

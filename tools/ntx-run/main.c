@@ -294,9 +294,7 @@ int main(int argc, char **argv)
 	struct run_opts o;
 	struct run_ctx c;
 	struct ntx_err err = { 0 };
-	int ch, rc;
-	double d;
-	int64_t v;
+	int ch, rc, li = 0;
 
 	memset(&o, 0, sizeof o);
 	ntx_sampler_defaults(&o.sp);
@@ -316,7 +314,7 @@ int main(int argc, char **argv)
 			argv[ch] = (char *)"--conversation";
 	if ((rc = foreign_options(argc, argv)) != 0)
 		return rc;
-	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhVi", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhVi", longopts, &li)) != -1) {
 		const char *a = optarg;
 
 		/* a file name that looks like an option is the option forgotten
@@ -330,17 +328,13 @@ int main(int argc, char **argv)
 		}
 		switch (ch) {
 		case 'm':
-			/* llama.cpp's -md FILE (the draft model): getopt reads it
-			 * as -m with the argument "d" */
-			if (!strcmp(argv[optind - 1], "-md")) {
-				if (optind >= argc) {
-					fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
-					return usage_error();
-				}
-				o.draft_path = argv[optind++];
-				break;
+			switch (ntx_getopt_md(argc, argv, &o.draft_path)) {
+			case 1: break;
+			case -1:
+				fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
+				return usage_error();
+			default: o.model_path = a;
 			}
-			o.model_path = a;
 			break;
 		case O_DRAFT: o.draft_path = a; break;
 		case O_LOOKUP:
@@ -422,42 +416,18 @@ int main(int argc, char **argv)
 			if (ntx_parse_int(a, -1, 1 << 30, &o.n_predict, &err))
 				return bad_arg("--n-predict", &err);
 			break;
-		case O_TEMP:
-			if (ntx_parse_double(a, 0, 100, &d, &err))
-				return bad_arg("--temp", &err);
-			o.sp.temp = (float)d;
-			break;
-		case O_TOPK:
-			if (ntx_parse_int(a, 0, 1 << 30, &o.sp.top_k, &err))
-				return bad_arg("--top-k", &err);
-			break;
-		case O_TOPP:
-			if (ntx_parse_double(a, 0, 1, &d, &err))
-				return bad_arg("--top-p", &err);
-			o.sp.top_p = (float)d;
-			break;
-		case O_MINP:
-			if (ntx_parse_double(a, 0, 1, &d, &err))
-				return bad_arg("--min-p", &err);
-			o.sp.min_p = (float)d;
-			break;
-		case O_RPEN:
-			if (ntx_parse_double(a, 0, 100, &d, &err) || d <= 0) {
-				if (!err.msg[0])
-					ntx_err_set(&err, NTX_EINVAL, "must be > 0");
-				return bad_arg("--repeat-penalty", &err);
+		case O_TEMP: case O_TOPK: case O_TOPP: case O_MINP: case O_RPEN: case O_RLAST:
+		case 's': {
+			const char *nm = ch == 's' ? "seed" : longopts[li].name;
+
+			if (ntx_sampler_parse_opt(nm, a, &o.sp, &err) < 0) {
+				char opt[40];
+
+				snprintf(opt, sizeof opt, "--%s", nm);
+				return bad_arg(opt, &err);
 			}
-			o.sp.repeat_penalty = (float)d;
 			break;
-		case O_RLAST:
-			if (ntx_parse_int(a, -1, 1 << 30, &o.sp.repeat_last_n, &err))
-				return bad_arg("--repeat-last-n", &err);
-			break;
-		case 's':
-			if (ntx_parse_i64(a, 0, INT64_MAX, &v, &err))
-				return bad_arg("--seed", &err);
-			o.sp.seed = (uint64_t)v;
-			break;
+		}
 		case O_IGNEOS: o.ignore_eos = 1; break;
 		case O_SKIP: o.skip_file = a; break;
 		case O_SKIPL: {
