@@ -301,6 +301,20 @@ enum ntx_status ntx_lm_piece(const struct ntx_lm *lm, int32_t id, const char **p
 
 /* ---- placement ---- */
 
+/* Hand a computed or loaded plan to the caller as a placement (taken
+ * either way). */
+static enum ntx_status wrap_plan(struct ntx_plan *p, struct ntx_placement **out,
+				 struct ntx_error *e)
+{
+	*out = malloc(sizeof **out);
+	if (!*out) {
+		ntx_plan_free(p);
+		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
+	}
+	(*out)->p = p;
+	return NTX_OK;
+}
+
 enum ntx_status ntx_placement_load(const struct ntx_lm *lm, const char *path,
 				   struct ntx_placement **out, struct ntx_error *e)
 {
@@ -321,13 +335,7 @@ enum ntx_status ntx_placement_load(const struct ntx_lm *lm, const char *path,
 	}
 	if (!p)
 		return ntx_api_fail(e, &ie);
-	*out = malloc(sizeof **out);
-	if (!*out) {
-		ntx_plan_free(p);
-		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
-	}
-	(*out)->p = p;
-	return NTX_OK;
+	return wrap_plan(p, out, e);
 }
 
 void ntx_placement_params_init(struct ntx_placement_params *p)
@@ -384,13 +392,7 @@ enum ntx_status ntx_placement_make(const struct ntx_lm *lm,
 	ntx_plan_model_free(&pm);
 	if (rc)
 		return ntx_api_fail(e, &ie);
-	*out = malloc(sizeof **out);
-	if (!*out) {
-		ntx_plan_free(p);
-		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
-	}
-	(*out)->p = p;
-	return NTX_OK;
+	return wrap_plan(p, out, e);
 }
 
 void ntx_placement_free(struct ntx_placement *pl)
