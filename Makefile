@@ -18,8 +18,14 @@ OPT     ?= -O2 -g
 SAN     ?=
 # Messages are truncated on purpose at NTX_ERR_MAX, hence -Wno-format-truncation.
 # -fPIC: the library's objects also make libntx.so.
+# The library's parts (lib/README.md), lowest first. Kernels see only
+# lib/base (KINC); everything else sees every part (INC) and
+# scripts/check-layers holds them to their order.
+LIB_PARTS := base format text plan stream engine api
+KINC    := -Iinclude -Ilib/base -Ikernels -Ikernels/cpu -Ikernels/cuda
+INC     := -Iinclude $(foreach p,$(LIB_PARTS),-Ilib/$(p)) -Ikernels -Ikernels/cpu -Ikernels/cuda
 CFLAGS_ALL = -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -pthread -fPIC \
-	-Iinclude -Ilib/common -Ikernels -Ikernels/cpu -Ikernels/cuda $(OPT) $(SAN) $(CFLAGS)
+	$(INC) $(OPT) $(SAN) $(CFLAGS)
 LDLIBS_ALL = -ljansson -lzstd -lm -pthread -ldl -lrt
 # libraries of one tool only
 LDLIBS_ntx-serve = -lmicrohttpd
@@ -48,12 +54,12 @@ CUDA_SRC   := $(wildcard kernels/cuda/*.cu)
 CUDA_OBJ   := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 endif
 
-LIB_SRC  := $(wildcard lib/common/*.c) $(wildcard kernels/cpu/*.c)
+LIB_SRC  := $(foreach p,$(LIB_PARTS),$(wildcard lib/$(p)/*.c)) $(wildcard kernels/cpu/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libntx.a
 # The shared library: the same objects, only the ntx.h calls exported
-# (lib/libntx.map), soname libntx.so.MAJOR; the version is version.h's.
-SO_VERSION := $(shell sed -n 's/^\#define NTX_VERSION "\(.*\)"/\1/p' lib/common/version.h)
+# (lib/api/libntx.map), soname libntx.so.MAJOR; the version is version.h's.
+SO_VERSION := $(shell sed -n 's/^\#define NTX_VERSION "\(.*\)"/\1/p' lib/base/version.h)
 SO_MAJOR := $(firstword $(subst ., ,$(SO_VERSION)))
 SO       := $(BUILD)/libntx.so.$(SO_VERSION)
 PC       := $(BUILD)/ntx.pc
@@ -74,6 +80,8 @@ GPU_TEST_BIN := $(if $(CUDA_SRC),$(patsubst tests/gpu/%.c,$(BUILD)/tests-gpu/%,$
 CUDA_HOST_TEST := $(if $(CUDA_SRC),$(if $(wildcard tests/gpu/host_blockmath.cu),$(BUILD)/tests/test_cuda_host))
 
 # SIMD variants are compiled with their own flags and chosen at run time.
+# kernels depend on lib/base at most
+$(BUILD)/kernels/%.o: INC = $(KINC)
 $(BUILD)/kernels/cpu/%_avx2.o: XFLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/kernels/cpu/%_avx512.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 $(BUILD)/kernels/cpu/%_amx.o: XFLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c \
@@ -96,18 +104,18 @@ $(BUILD)/%.o: %.c $(BUILD)/.cflags
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
-	$(Q)$(NVCC) $(NVCCFLAGS) -Ilib/common -Ikernels -Ikernels/cuda -DNTX_HAVE_CUDA=1 -MMD -MP -c $< -o $@
+	$(Q)$(NVCC) $(NVCCFLAGS) $(KINC) -DNTX_HAVE_CUDA=1 -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ) $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
 
-$(SO): $(LIB_OBJ) $(CUDA_OBJ) lib/libntx.map
+$(SO): $(LIB_OBJ) $(CUDA_OBJ) lib/api/libntx.map
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -shared -Wl,-soname,libntx.so.$(SO_MAJOR) \
-		-Wl,--version-script=lib/libntx.map -Wl,--no-undefined -o $@ \
+		-Wl,--version-script=lib/api/libntx.map -Wl,--no-undefined -o $@ \
 		$(LIB_OBJ) $(CUDA_OBJ) $(LDLIBS_ALL)
 	$(Q)ln -sf libntx.so.$(SO_VERSION) $(BUILD)/libntx.so.$(SO_MAJOR)
 	$(Q)ln -sf libntx.so.$(SO_MAJOR) $(BUILD)/libntx.so

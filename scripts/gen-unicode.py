@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen-unicode.py - generate lib/common/unicode_data.c, the Unicode tables the
+"""gen-unicode.py - generate lib/text/unicode_data.c, the Unicode tables the
 tokenizers need, matching llama.cpp's src/unicode-data.cpp (commit c392e509).
 
 What llama.cpp's tables hold, and so what these hold:
@@ -26,7 +26,7 @@ lower-case of a code point with ASCII letters; the script checks that no
 non-ASCII code point lower-cases to one of those letters, so no lower-case
 table is needed (C tolower on ASCII is exact).
 
-Usage: scripts/gen-unicode.py [/usr/share/unicode/UnicodeData.txt] > lib/common/unicode_data.c
+Usage: scripts/gen-unicode.py [/usr/share/unicode/UnicodeData.txt] > lib/text/unicode_data.c
 """
 import sys
 import unicodedata

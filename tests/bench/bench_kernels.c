@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cpu_impl.h"
 #include "parse.h"
 
@@ -47,14 +48,6 @@ static const struct shape shapes[] = {
 static const uint32_t types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q8_0,
 				  NTX_TYPE_Q6_K, NTX_TYPE_Q5_K, NTX_TYPE_Q4_K, NTX_TYPE_Q4_0 };
 #define N_TYPES (int)(sizeof types / sizeof types[0])
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng = 88172645463325252ull;
 
@@ -122,7 +115,7 @@ static double time_matmul(struct ntx_pool *pool, const unsigned char *arena, uin
 		ntx_cpu_matmul(pool, &w, x, n_tok, y, scratch);
 	}
 	for (int r = 0; r < ROUNDS; r++) {
-		double t0 = now_s(), el;
+		double t0 = ntx_now_s(), el;
 		long k = 0;
 
 		do {
@@ -130,7 +123,7 @@ static double time_matmul(struct ntx_pool *pool, const unsigned char *arena, uin
 
 			ntx_cpu_matmul(pool, &w, x, n_tok, y, scratch);
 			calls++, k++;
-			el = now_s() - t0;
+			el = ntx_now_s() - t0;
 		} while (el < min_s / ROUNDS || k < 3);
 		if (el / (double)k < best)
 			best = el / (double)k;
@@ -228,13 +221,13 @@ int main(int argc, char **argv)
 	json_object_set_new(root, "hugepages", json_boolean(huge));
 	{
 		long n = 20000;
-		double t0 = now_s();
+		double t0 = ntx_now_s();
 
 		for (long i = 0; i < n; i++)
 			ntx_pool_run(pools[1], noop, NULL);
 		pool_j = json_object();
 		json_object_set_new(pool_j, "threads", json_integer(nth));
-		json_object_set_new(pool_j, "empty_run_ns", json_real((now_s() - t0) / (double)n * 1e9));
+		json_object_set_new(pool_j, "empty_run_ns", json_real((ntx_now_s() - t0) / (double)n * 1e9));
 		json_object_set_new(root, "pool", pool_j);
 	}
 	gemv = json_array();

@@ -21,18 +21,12 @@
 #include <time.h>
 #include <zstd.h>
 
+#include "clock.h"
 #include "layout.h"
 #include "model.h"
 #include "pack.h"
+#include "pack_read.h"
 #include "parse.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct result {
 	uint64_t raw, stored, stored_auto;
@@ -54,23 +48,23 @@ static int run(const unsigned char *buf, size_t n, size_t frame, int level, int 
 	for (off = 0; off < n; off += frame) {
 		size_t len = n - off < frame ? n - off : frame, c, d;
 		const unsigned char *src = buf + off;
-		double t0 = now_s();
+		double t0 = ntx_now_s();
 
 		if (w) {
 			ntx_pack_planes_split(src, planes, len, w);
 			src = planes;
 		}
 		c = ZSTD_compressCCtx(cc, out, cap, src, len, level);
-		r->t_comp += now_s() - t0;
+		r->t_comp += ntx_now_s() - t0;
 		if (ZSTD_isError(c)) {
 			rc = -1;
 			break;
 		}
-		t0 = now_s();
+		t0 = ntx_now_s();
 		d = ZSTD_decompressDCtx(dc, w ? tmp : back, frame, out, c);
 		if (w)
 			ntx_pack_planes_merge(tmp, back, len, w);
-		r->t_dec += now_s() - t0;
+		r->t_dec += ntx_now_s() - t0;
 		if (ZSTD_isError(d) || d != len || memcmp(back, buf + off, len) != 0) {
 			rc = -1;
 			break;
@@ -153,7 +147,7 @@ static int read_pack(const char *path, int threads, int inflight, int verify)
 		if (any_zstd)
 			memset(raw[k], 0, (size_t)p->max_raw);
 	}
-	t0 = now_s();
+	t0 = ntx_now_s();
 	c0 = cpu_s();
 	for (x = 0; x < p->n_extents + inflight; x++) {
 		if (x >= inflight) {
@@ -179,7 +173,7 @@ static int read_pack(const char *path, int threads, int inflight, int verify)
 			}
 		}
 	}
-	dt = now_s() - t0;
+	dt = ntx_now_s() - t0;
 	dc = cpu_s() - c0;
 	doc = json_pack("{s:s, s:i, s:s, s:b, s:i, s:i, s:b, s:I, s:I, s:f, s:f, s:f, s:f}",
 			"format", "ntx.bench.pack_read", "version", 1, "pack", path, "direct",
@@ -307,17 +301,17 @@ int main(int argc, char **argv)
 
 		memset(tmp, 0, n); /* fault the pages in first */
 		for (k = 0; k < repeat; k++) {
-			t0 = now_s();
+			t0 = ntx_now_s();
 			(void)ntx_pack_checksum(buf, n);
-			dt = now_s() - t0;
+			dt = ntx_now_s() - t0;
 			best[0] = dt < best[0] ? dt : best[0];
-			t0 = now_s();
+			t0 = ntx_now_s();
 			ntx_pack_planes_merge(buf, tmp, n / 4 * 4, 2);
-			dt = now_s() - t0;
+			dt = ntx_now_s() - t0;
 			best[1] = dt < best[1] ? dt : best[1];
-			t0 = now_s();
+			t0 = ntx_now_s();
 			memcpy(tmp, buf, n);
-			dt = now_s() - t0;
+			dt = ntx_now_s() - t0;
 			best[2] = dt < best[2] ? dt : best[2];
 		}
 		json_object_set_new(doc, "xxh64_gb_per_s", json_real((double)n / best[0] / 1e9));

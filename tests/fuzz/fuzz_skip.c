@@ -1,5 +1,5 @@
 /* fuzz_skip.c - libFuzzer target for the skip-set reader
- * (ntx_plan_skip_from_json, behind --skip and --draft-skip): any input must
+ * (ntx_skip_from_json, behind --skip and --draft-skip): any input must
  * be refused with a message or give sorted, unique layers in range. The
  * first input byte picks the layer count, the second the set (-1: "skip").
  * Built and run by scripts/fuzz. */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "skipset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data + 2, size - 2);
 	text[size - 2] = '\0';
 	err.msg[0] = '\0';
-	if (ntx_plan_skip_from_json(text, size - 2, "fuzz.json", n_layer, set,
+	if (ntx_skip_from_json(text, size - 2, "fuzz.json", n_layer, set,
 				    data[0] & 128 ? "0123456789abcdef" : NULL, &layers, &n, &err)) {
 		if (!err.msg[0] || layers)
 			abort();

@@ -24,6 +24,7 @@
 #include "layout.h"
 #include "model.h"
 #include "pack.h"
+#include "pack_read.h"
 #include "plan.h"
 #include "t.h"
 

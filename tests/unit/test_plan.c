@@ -15,6 +15,7 @@
 #include "model.h"
 #include "plan.h"
 #include "plan_int.h"
+#include "skipset.h"
 #include "t.h"
 #include "types.h"
 
@@ -891,30 +892,30 @@ static void test_skip_files(void)
 		t_ok(0, "temporary files");
 		return;
 	}
-	t_ok(ntx_plan_skip_parse("3,5,10-12", 80, -1, NULL, &ls, &n, &err) == 0 && n == 5 &&
+	t_ok(ntx_skip_parse("3,5,10-12", 80, -1, NULL, &ls, &n, &err) == 0 && n == 5 &&
 		     ls[2] == 10,
 	     "skip list 3,5,10-12");
 	free(ls);
-	t_ok(ntx_plan_skip_parse(f1, 80, -1, "00000000000000a4", &ls, &n, &err) == 0 && n == 2 &&
+	t_ok(ntx_skip_parse(f1, 80, -1, "00000000000000a4", &ls, &n, &err) == 0 && n == 2 &&
 		     ls[0] == 3 && ls[1] == 7,
 	     "skip file: top-level skip array (sorted, unique)");
 	free(ls);
-	t_ok(ntx_plan_skip_parse(f1, 80, 1, NULL, &ls, &n, &err) == 0 && n == 2 && ls[1] == 4,
+	t_ok(ntx_skip_parse(f1, 80, 1, NULL, &ls, &n, &err) == 0 && n == 2 && ls[1] == 4,
 	     "skip file: --skip-set 1");
 	free(ls);
-	t_ok(ntx_plan_skip_parse(f1, 80, 5, NULL, &ls, &n, &err) == -1 && strstr(err.msg, "2 sets"),
+	t_ok(ntx_skip_parse(f1, 80, 5, NULL, &ls, &n, &err) == -1 && strstr(err.msg, "2 sets"),
 	     "skip file: set out of range: %s", err.msg);
-	t_ok(ntx_plan_skip_parse(f1, 80, -1, "00000000000000a6", &ls, &n, &err) == -1 &&
+	t_ok(ntx_skip_parse(f1, 80, -1, "00000000000000a6", &ls, &n, &err) == -1 &&
 		     err.code == NTX_EMISMATCH,
 	     "skip file for another model refused: %s", err.msg);
-	t_ok(ntx_plan_skip_parse(f2, 80, -1, NULL, &ls, &n, &err) == -1 &&
+	t_ok(ntx_skip_parse(f2, 80, -1, NULL, &ls, &n, &err) == -1 &&
 		     strstr(err.msg, ":2:") && strstr(err.msg, "layer 99 is out of range"),
 	     "skip file: layer out of range: %s", err.msg);
-	t_ok(ntx_plan_scores_load(f1, 80, NULL, &sc, &err) == 0 && sc[0] == 0.9 && sc[2] == 0.5 &&
+	t_ok(ntx_scores_load(f1, 80, NULL, &sc, &err) == 0 && sc[0] == 0.9 && sc[2] == 0.5 &&
 		     isnan(sc[1]),
 	     "scores: cos_mean per layer, unlisted = NAN");
 	free(sc);
-	t_ok(ntx_plan_scores_load(f3, 80, NULL, &sc, &err) == -1 && strstr(err.msg, "duplicate layer 1"),
+	t_ok(ntx_scores_load(f3, 80, NULL, &sc, &err) == -1 && strstr(err.msg, "duplicate layer 1"),
 	     "scores: duplicate layer: %s", err.msg);
 	unlink(f1);
 	unlink(f2);

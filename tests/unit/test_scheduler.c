@@ -1,4 +1,4 @@
-/* test_scheduler.c - the continuous-batching scheduler (lib/common/scheduler.c):
+/* test_scheduler.c - the continuous-batching scheduler (lib/engine/scheduler.c):
  * greedy output equals ntx_generate alone, with several requests in flight;
  * prefix reuse evaluates only the rest of a prompt (a prompt that is all
  * cached still evaluates its last token) and gives the same tokens as a run

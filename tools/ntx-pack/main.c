@@ -10,10 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "fileio.h"
 #include "model.h"
 #include "pack.h"
+#include "pack_read.h"
 #include "parse.h"
 #include "plan.h"
 #include "version.h"
@@ -77,19 +79,11 @@ struct bar {
 	int last_pct;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void bar_cb(void *arg, uint64_t done, uint64_t total)
 {
 	struct bar *b = arg;
 	int pct = total ? (int)(done * 100 / total) : 100, i, fill = pct * 30 / 100;
-	double dt = now_s() - b->t0;
+	double dt = ntx_now_s() - b->t0;
 	char a[32], t[32];
 
 	if (!b->on || (pct == b->last_pct && done != total))
@@ -132,7 +126,7 @@ static int verify(const char *pack_path, const struct ntx_model *m, const struct
 {
 	struct ntx_err err;
 	struct ntx_pack *p;
-	struct bar b = { !quiet && isatty(2), "verify", now_s(), -1 };
+	struct bar b = { !quiet && isatty(2), "verify", ntx_now_s(), -1 };
 	char sz[32];
 
 	p = ntx_pack_open(pack_path, &err);
@@ -402,7 +396,7 @@ int main(int argc, char **argv)
 	wo.n_layers = n_layers;
 	b.on = !quiet && isatty(2);
 	b.what = "pack";
-	b.t0 = now_s();
+	b.t0 = ntx_now_s();
 	b.last_pct = -1;
 	wo.progress = bar_cb;
 	wo.progress_arg = &b;

@@ -17,6 +17,7 @@
 #include "model.h"
 #include "parse.h"
 #include "plan.h"
+#include "skipset.h"
 #include "fileio.h"
 #include "version.h"
 
@@ -217,7 +218,7 @@ static int load_model(const char *in, struct ntx_plan_model *pm, struct ntx_mode
 		*mout = m;
 		return 0;
 	}
-	text = ntx_plan_read_file(in, &len, err);
+	text = ntx_read_text_file(in, &len, err);
 	if (!text)
 		return -1;
 	{ /* neither GGUF nor JSON: say so, as the other tools do */
@@ -477,7 +478,7 @@ int main(int argc, char **argv)
 		return die_usage("%s%s", "--skip-set needs --skip FILE", "");
 	if (load_model(argv[optind], &pm, &m, &err))
 		goto fail;
-	if (skip_arg && ntx_plan_skip_parse(skip_arg, pm.n_layer, skip_set, pm.fingerprint, &skip,
+	if (skip_arg && ntx_skip_parse(skip_arg, pm.n_layer, skip_set, pm.fingerprint, &skip,
 					    &n_skip, &err)) {
 		if (err.code == NTX_EINVAL) {
 			rc = die_usage("--skip: %s%s", err.msg, "");
@@ -488,7 +489,7 @@ int main(int argc, char **argv)
 	o.skip = skip;
 	o.n_skip = n_skip;
 	if (scores_path) {
-		if (ntx_plan_scores_load(scores_path, pm.n_layer, pm.fingerprint, &scores, &err))
+		if (ntx_scores_load(scores_path, pm.n_layer, pm.fingerprint, &scores, &err))
 			goto fail;
 		o.scores = scores;
 	}

@@ -9,7 +9,7 @@
  * with the line number (a bad line never stops the others). Ctrl-C ends the
  * run with a record for each request in flight (stop_reason "interrupted");
  * a closed stdout ends it quietly. The scheduling (slots, steps, samplers,
- * stop conditions, prefix reuse) is lib/common/scheduler.c, shared with
+ * stop conditions, prefix reuse) is lib/engine/scheduler.c, shared with
  * ntx-serve; this file reads requests and writes records. */
 #include <errno.h>
 #include <jansson.h>
@@ -24,6 +24,7 @@
 #include "batchreq.h"
 #include "chat.h"
 #include "chat_json.h"
+#include "clock.h"
 #include "run.h"
 #include "scheduler.h"
 
@@ -50,14 +51,6 @@ struct batch {
 	double t0, t_progress;
 	int tty;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- output ---- */
 
@@ -291,7 +284,7 @@ static int fill_slots(struct batch *b)
 
 static void progress(struct batch *b, int final)
 {
-	double t = now_s(), el = t - b->t0;
+	double t = ntx_now_s(), el = t - b->t0;
 
 	if (!b->tty || b->c->o->quiet || (!final && t - b->t_progress < 0.2))
 		return;
@@ -354,7 +347,7 @@ int mode_batch(struct run_ctx *c)
 	b.c = c;
 	b.n_ctx = ntx_engine_n_ctx(c->engine);
 	b.tty = isatty(2);
-	b.t0 = now_s();
+	b.t0 = ntx_now_s();
 	b.sched = ntx_sched_new(c->engine, c->eog, &err);
 	if (!b.sched)
 		return run_fail(&err);
@@ -389,7 +382,7 @@ int mode_batch(struct run_ctx *c)
 		ntx_sched_cancel_all(b.sched, NTX_STOP_NONE);
 		rc = run_fail(&err);
 	}
-	t = now_s() - b.t0;
+	t = ntx_now_s() - b.t0;
 	if (b.werr == EPIPE) {
 		/* the reader has gone (| head): end quietly */
 		goto out;

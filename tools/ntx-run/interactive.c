@@ -1,7 +1,7 @@
 /* interactive.c - ntx-run -i (--chat -i, -cnv): a conversation on a terminal
  * or a pipe. Each line of stdin is a user turn; the whole conversation is
  * rendered with the chat template and submitted to the scheduler
- * (lib/common/scheduler.c), whose prefix reuse keeps the KV cache of the
+ * (lib/engine/scheduler.c), whose prefix reuse keeps the KV cache of the
  * earlier turns: only the new tokens (the end of the last reply, the new
  * user message, the assistant header) are evaluated. The reply streams to
  * stdout; per-turn counts and timings go to stderr (and --stats-json).
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "chat.h"
+#include "clock.h"
 #include "run.h"
 #include "scheduler.h"
 
@@ -119,14 +120,6 @@ static int read_turn(char **line, size_t *cap)
 	return 1;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int mode_interactive(struct run_ctx *c)
 {
 	const struct run_opts *o = c->o;
@@ -205,7 +198,7 @@ int mode_interactive(struct run_ctx *c)
 		sr.on_token = on_token;
 		sr.on_done = on_done;
 		sr.user = &t;
-		t0 = now_s();
+		t0 = ntx_now_s();
 		if (!t.dt || ntx_sched_submit(sc, &sr, &err) < 0) {
 			free(toks);
 			ntx_detok_free(t.dt);

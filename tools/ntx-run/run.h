@@ -1,5 +1,5 @@
 /* run.h - ntx-run's options and modes (the tool's own code: options, I/O,
- * output; the model logic is in lib/common). */
+ * output; the model logic is in lib/). */
 #ifndef NTX_RUN_H
 #define NTX_RUN_H
 

@@ -3,7 +3,7 @@
  * Threads: libmicrohttpd runs one thread per connection (http.c); each
  * parses its request, renders and tokenizes the prompt, and queues it. One
  * worker thread (worker.c) owns the engine and the scheduler
- * (lib/common/scheduler.c: continuous batching, prefix reuse): it admits
+ * (lib/engine/scheduler.c: continuous batching, prefix reuse): it admits
  * queued requests into free slots, steps, and appends each request's text
  * as tokens come. Connections wait on a condition variable for text or the
  * end; a connection whose client went away marks its request cancelled and

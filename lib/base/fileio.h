@@ -18,6 +18,11 @@ int ntx_open_regular(const char *path, uint64_t *size, struct ntx_err *err);
  * stderr when rc is 0 and the close failed. */
 int ntx_close_stdout(const char *prog, int rc);
 
+/* Read a whole text file ("-" = stdin) into a NUL-terminated buffer (caller
+ * frees); *len excludes the NUL. For plans, inspect and skip JSON (refuses
+ * more than 4 GiB). */
+char *ntx_read_text_file(const char *path, size_t *len, struct ntx_err *err);
+
 /* ---- output files written through a temporary name ---- */
 
 /* An output file that replaces its destination only when complete: a

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "jsonpos.h"
 #include "plan_int.h"
 
@@ -307,7 +308,7 @@ static int read_model(struct ntx_jrd *r, json_t *root, struct ntx_plan_model *pm
 		return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
 	if (ntx_jrd_bytes(r, m, "model", "file_size_bytes", &pm->file_size) ||
 	    ntx_jrd_str(r, m, "model", "fingerprint", 0, &s) ||
-	    ntx_plan_check_fingerprint(r, "model.fingerprint", s))
+	    ntx_jrd_fingerprint(r, "model.fingerprint", s))
 		return -1;
 	memcpy(pm->fingerprint, s, 17);
 	if (ntx_jrd_int(r, m, "model", "n_layer", 1, 10000, &pm->n_layer) ||
@@ -725,61 +726,6 @@ fail:
 	return NULL;
 }
 
-static char *read_all(const char *path, size_t *len, struct ntx_err *err)
-{
-	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-
-	if (!f) {
-		ntx_err_errno(err, errno, "%s", path);
-		return NULL;
-	}
-	for (;;) {
-		size_t got;
-
-		if (cap - n < 65536) {
-			char *t;
-
-			if (cap > ((size_t)1 << 32)) {
-				ntx_err_set(err, NTX_EFORMAT, "%s: larger than 4 GiB: not a JSON document",
-					    path);
-				goto fail;
-			}
-			cap = cap ? cap * 2 : 65536 * 2;
-			t = realloc(buf, cap + 1);
-			if (!t) {
-				ntx_err_set(err, NTX_ENOMEM, "out of memory");
-				goto fail;
-			}
-			buf = t;
-		}
-		got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	if (ferror(f)) {
-		ntx_err_errno(err, errno ? errno : EIO, "%s", path);
-		goto fail;
-	}
-	if (f != stdin)
-		fclose(f);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-fail:
-	if (f != stdin)
-		fclose(f);
-	free(buf);
-	return NULL;
-}
-
-char *ntx_plan_read_file(const char *path, size_t *len, struct ntx_err *err)
-{
-	return read_all(path, len, err);
-}
-
 /* ---- paths in a plan file ---- */
 
 static int is_relative(const char *s)
@@ -816,7 +762,7 @@ static int prepend_dir(char **s, const char *dir, size_t dlen, int keep_existing
 struct ntx_plan *ntx_plan_load(const char *path, struct ntx_err *err)
 {
 	size_t len;
-	char *text = read_all(path, &len, err);
+	char *text = ntx_read_text_file(path, &len, err);
 	struct ntx_plan *p;
 	const char *sl;
 

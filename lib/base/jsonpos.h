@@ -109,4 +109,8 @@ int ntx_jrd_str(struct ntx_jrd *r, json_t *obj, const char *opath, const char *k
 int ntx_jrd_enum(struct ntx_jrd *r, json_t *obj, const char *opath, const char *key,
 		 const char *const *names, int n, int *out);
 
+/* A model fingerprint as plans, skip files and inspect JSON write it: 16
+ * lowercase hexadecimal digits; else an error at path. Returns 0 or -1. */
+int ntx_jrd_fingerprint(struct ntx_jrd *r, const char *path, const char *fp);
+
 #endif

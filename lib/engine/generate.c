@@ -1,5 +1,6 @@
 /* generate.c - prompt processing, sampling loop, self-speculative decoding
  * and perplexity (see generate.h). */
+#include "clock.h"
 #include "generate.h"
 #include "spec.h"
 
@@ -25,14 +26,6 @@ const char *ntx_stop_name(enum ntx_stop s)
 	default:
 		return "none";
 	}
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int dump_rows(FILE *f, const float *rows, int n, int64_t V, struct ntx_err *err)
@@ -290,13 +283,13 @@ static int draft_model(struct gen *g, int k, int src, int greedy, struct ntx_err
 /* A step without a draft: evaluate cur alone. */
 static int plain_step(struct gen *g, int32_t cur, int32_t *next, struct ntx_err *err)
 {
-	double t0 = now_s();
+	double t0 = ntx_now_s();
 
 	if (gen_eval(g, &cur, g->n_past, 1, SPAN_LAST, NULL, err))
 		return fail_or_interrupt(g, err) ? -1 : 1;
-	ntx_spec_tuner_observe_pass(&g->tun[0], 1, now_s() - t0);
-	ntx_spec_tuner_observe_pass(&g->tun[1], 1, now_s() - t0);
-	g->st->t_verify_s += now_s() - t0;
+	ntx_spec_tuner_observe_pass(&g->tun[0], 1, ntx_now_s() - t0);
+	ntx_spec_tuner_observe_pass(&g->tun[1], 1, ntx_now_s() - t0);
+	g->st->t_verify_s += ntx_now_s() - t0;
 	g->st->n_full_passes++;
 	g->n_past++;
 	*next = gen_pick(g, 0);
@@ -310,7 +303,7 @@ static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
 {
 	int greedy = ntx_sampler_is_greedy(g->smp), i, k = 0, n_acc, src = SRC_NONE;
 	int fixed = !g->o->adaptive_k;
-	double t0 = now_s(), t1;
+	double t0 = ntx_now_s(), t1;
 
 	g->draft[0] = cur;
 	if (g->o->lookup > 0) {
@@ -331,7 +324,7 @@ static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
 	}
 	if (k == 0)
 		return plain_step(g, cur, out_cur, err);
-	t1 = now_s();
+	t1 = ntx_now_s();
 	/* verify: cur, d_1..d_k at n_past.. -> k+1 rows */
 	if (gen_eval(g, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, err))
 		return fail_or_interrupt(g, err) ? -1 : 1;
@@ -339,9 +332,9 @@ static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
 	n_acc = ntx_spec_accept(g->smp, g->V, g->logits, g->top1 ? g->ids : NULL,
 				src == SRC_LOOKUP ? NULL : g->q, g->draft, k, g->p, out_cur);
 	ntx_spec_tuner_observe(&g->tun[src == SRC_LOOKUP ? 0 : 1], k, n_acc, t1 - t0,
-			       now_s() - t1, src != SRC_LOOKUP);
+			       ntx_now_s() - t1, src != SRC_LOOKUP);
 	g->st->t_draft_s += t1 - t0;
-	g->st->t_verify_s += now_s() - t1;
+	g->st->t_verify_s += ntx_now_s() - t1;
 	g->st->n_drafted += k;
 	g->st->n_accepted += n_acc;
 	if (src == SRC_LOOKUP) {
@@ -456,7 +449,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 	}
 
 	/* prompt */
-	t0 = now_s();
+	t0 = ntx_now_s();
 	if (o->dump_logits) {
 		/* every row, in chunks so the buffer stays (kmax+1) rows */
 		int done = 0, chunk = kmax + 1 > 1 ? kmax + 1 : 1;
@@ -501,7 +494,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		}
 	}
 	st->n_prompt = n_prompt;
-	st->t_prompt_s = now_s() - t0;
+	st->t_prompt_s = ntx_now_s() - t0;
 	g.n_past = n_prompt;
 	if (o->n_predict == 0) {
 		st->stop = NTX_STOP_LENGTH;
@@ -515,10 +508,10 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 	}
 
 	/* generation */
-	t0 = now_s();
+	t0 = ntx_now_s();
 	cur = next_token(&g, g.logits);
 	rc = spec && !o->force ? decode_spec(&g, cur, err) : decode_plain(&g, cur, err);
-	st->t_gen_s = now_s() - t0;
+	st->t_gen_s = ntx_now_s() - t0;
 out:
 	ntx_sampler_free(g.smp);
 	free(g.logits);

@@ -21,11 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dio.h"
 #include "err.h"
 #include "layout.h"
 #include "model.h"
-#include "plan.h"
 
 /* ---- format constants (doc/pack-format.md) ---- */
 
@@ -154,12 +152,6 @@ const struct ntx_pack_extent *ntx_pack_extent_for_layer(const struct ntx_pack *p
 int ntx_pack_check_model(const struct ntx_pack *p, const struct ntx_model *m,
 			 struct ntx_err *err);
 
-/* The pack serves this plan: same model (fingerprint, layer count) and every
- * layer whose home is disk (and not skipped) is in the pack. Returns 0 or -1
- * (NTX_EMISMATCH). */
-int ntx_pack_check_plan(const struct ntx_pack *p, const struct ntx_plan *plan,
-			struct ntx_err *err);
-
 /* Decode an extent read from the file: stored holds at least data_size bytes
  * of it (a stored_size buffer), raw receives raw_size bytes. With verify,
  * the checksum is checked first (error NTX_EFORMAT naming the layer). For an
@@ -188,42 +180,8 @@ uint64_t ntx_pack_checksum(const void *stored, uint64_t data_size);
 void ntx_pack_planes_split(const void *src, void *dst, size_t n, int w);
 void ntx_pack_planes_merge(const void *src, void *dst, size_t n, int w);
 
-/* ---- streaming reads (pack_read.c, over dio.h) ---- */
-
+/* Progress: done of total bytes (the writer, the verifier). */
 typedef void (*ntx_pack_progress_fn)(void *arg, uint64_t done, uint64_t total);
-
-/* Read an extent with the direct-I/O pool and decode it on the pool's
- * threads (checksum with verify, frames in parallel). stored: a buffer of
- * at least e->stored_size bytes aligned to NTX_DIO_ALIGN (pinned staging);
- * raw: e->raw_size bytes, or == stored for an uncompressed extent (then the
- * layer is used in place). r is caller-owned and must stay valid and
- * untouched until ntx_pack_read_wait() returns. Several reads may be in
- * flight at once. Returns 0 or -1 (bad arguments; nothing submitted). */
-struct ntx_pack_read {
-	const struct ntx_pack *p;
-	const struct ntx_pack_extent *e;
-	const void *stored;
-	void *raw;
-	int verify;
-	struct ntx_dio_req req;
-};
-int ntx_pack_read_submit(struct ntx_dio *d, const struct ntx_pack *p,
-			 const struct ntx_pack_extent *e, void *stored, void *raw, int verify,
-			 struct ntx_pack_read *r, struct ntx_err *err);
-
-/* Wait for a read submitted above: 0 when raw holds the layer, or -1 with
- * the first error (read error, truncation, checksum, decode). Always
- * returns, never hangs. */
-int ntx_pack_read_wait(struct ntx_dio *d, struct ntx_pack_read *r, struct ntx_err *err);
-
-/* Read every extent (through a direct-I/O pool of threads threads; 0 =
- * default) and compare it, byte for byte, with the model's layer as
- * ntx_layer_pack_copy() lays it out; padding must be zero. Calls
- * progress(arg, done, total) with stored bytes read (may be NULL). Returns 0,
- * or -1 with the first difference or error. Also checks the model first
- * (ntx_pack_check_model). */
-int ntx_pack_verify(const struct ntx_pack *p, const struct ntx_model *m, int threads,
-		    ntx_pack_progress_fn progress, void *arg, struct ntx_err *err);
 
 /* ---- the writer (pack_write.c) ---- */
 

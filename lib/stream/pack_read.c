@@ -8,7 +8,7 @@
  * decodes on all the pool's threads at once while the engine's own threads
  * compute. The engine calls ntx_pack_read_submit() for the layers ahead and
  * ntx_pack_read_wait() for the one it needs next. */
-#include "pack.h"
+#include "pack_read.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

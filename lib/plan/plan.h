@@ -269,10 +269,6 @@ int ntx_plan_rebase(struct ntx_plan *p, const char *out_path, struct ntx_err *er
  * can be opened again ("-": the GGUF was read from stdin). Borrowed. */
 const char *ntx_plan_model_file(const struct ntx_plan *p, struct ntx_err *err);
 
-/* Read a whole text file ("-" = stdin) into a NUL-terminated buffer (caller
- * frees); *len excludes the NUL. For plans, inspect and skip JSON. */
-char *ntx_plan_read_file(const char *path, size_t *len, struct ntx_err *err);
-
 /* Refuse a plan made for another model: compares fingerprint and layer
  * count/bytes. Returns 0 or -1 (NTX_EMISMATCH). */
 int ntx_plan_check_model(const struct ntx_plan *p, const struct ntx_model *m,
@@ -280,26 +276,15 @@ int ntx_plan_check_model(const struct ntx_plan *p, const struct ntx_model *m,
 
 void ntx_plan_free(struct ntx_plan *p);
 
-/* ---- skip sets and importance scores (from ntx-skip-calib) ---- */
+/* ---- packs (plan_pack.c) ---- */
 
-/* The layers of a --skip argument: a layer list ("3,5,10-12") or the path of
- * an "ntx.skip" JSON document, whose top-level "skip" array is the set, or,
- * with set_index >= 0, its "sets"[set_index]."layers". When the document has
- * "model": {"fingerprint"} and fingerprint is not NULL they must match.
- * *layers: sorted, unique, caller frees. Returns 0 or -1. */
-int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
-			int **layers, int *n, struct ntx_err *err);
+struct ntx_pack;
 
-/* The same from the text of an "ntx.skip" document (name: for messages). */
-int ntx_plan_skip_from_json(const char *text, size_t len, const char *name, int n_layer,
-			    int set_index, const char *fingerprint, int **layers, int *n,
-			    struct ntx_err *err);
-
-/* Per-layer importance from an "ntx.skip" document's "layers":
- * [{"index": i, "cos_mean": x}, ...] into a new array of n_layer doubles
- * (caller frees); unlisted layers get NAN (least important). */
-int ntx_plan_scores_load(const char *path, int n_layer, const char *fingerprint,
-			 double **scores, struct ntx_err *err);
+/* The pack serves this plan: same model (fingerprint, layer count) and every
+ * layer whose home is disk (and not skipped) is in the pack. Returns 0 or -1
+ * (NTX_EMISMATCH). */
+int ntx_pack_check_plan(const struct ntx_pack *p, const struct ntx_plan *plan,
+			struct ntx_err *err);
 
 /* ---- hardware detection (hw.c) ---- */
 

@@ -134,3 +134,53 @@ void ntx_outfile_abort(struct ntx_outfile *o)
 	free(o->path);
 	memset(o, 0, sizeof *o);
 }
+
+char *ntx_read_text_file(const char *path, size_t *len, struct ntx_err *err)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!f) {
+		ntx_err_errno(err, errno, "%s", path);
+		return NULL;
+	}
+	for (;;) {
+		size_t got;
+
+		if (cap - n < 65536) {
+			char *t;
+
+			if (cap > ((size_t)1 << 32)) {
+				ntx_err_set(err, NTX_EFORMAT, "%s: larger than 4 GiB: not a JSON document",
+					    path);
+				goto fail;
+			}
+			cap = cap ? cap * 2 : 65536 * 2;
+			t = realloc(buf, cap + 1);
+			if (!t) {
+				ntx_err_set(err, NTX_ENOMEM, "out of memory");
+				goto fail;
+			}
+			buf = t;
+		}
+		got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		ntx_err_errno(err, errno ? errno : EIO, "%s", path);
+		goto fail;
+	}
+	if (f != stdin)
+		fclose(f);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+fail:
+	if (f != stdin)
+		fclose(f);
+	free(buf);
+	return NULL;
+}

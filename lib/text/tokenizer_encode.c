@@ -6,21 +6,6 @@
 
 #include "tokenizer_int.h"
 
-int ntx_idvec_push(struct ntx_idvec *a, int32_t id, struct ntx_err *err)
-{
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 64;
-		int32_t *p = realloc(a->v, cap * sizeof *p);
-
-		if (!p)
-			return ntx_err_set(err, NTX_ENOMEM, "out of memory for %zu token ids", cap);
-		a->v = p;
-		a->cap = cap;
-	}
-	a->v[a->n++] = id;
-	return 0;
-}
-
 struct frag {
 	int32_t id;     /* a special token, or -1 for raw text */
 	size_t off, len;

@@ -518,3 +518,15 @@ int ntx_jrd_format(struct ntx_jrd *r, json_t *root, const char *format)
 	return 0;
 }
 
+int ntx_jrd_fingerprint(struct ntx_jrd *r, const char *path, const char *fp)
+{
+	size_t i;
+
+	if (strlen(fp) != 16)
+		return ntx_jrd_error(r, path, "\"fingerprint\" must be 16 hexadecimal digits");
+	for (i = 0; i < 16; i++)
+		if (!((fp[i] >= '0' && fp[i] <= '9') || (fp[i] >= 'a' && fp[i] <= 'f')))
+			return ntx_jrd_error(r, path,
+					     "\"fingerprint\" must be 16 lowercase hexadecimal digits");
+	return 0;
+}

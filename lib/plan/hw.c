@@ -20,17 +20,10 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "clock.h"
 #include "ntx_cpu.h"
 #include "plan_int.h"
 #include "types.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- detection ---- */
 
@@ -334,7 +327,7 @@ static int probe_disk(struct ntx_plan_hw *hw, const char *dir, struct ntx_err *e
 			goto out;
 		}
 	}
-	t0 = now_s();
+	t0 = ntx_now_s();
 	for (i = 0; i < PROBE_THREADS; i++) {
 		if (pthread_create(&th[i], NULL, read_worker, &jobs[i]))
 			break;
@@ -342,7 +335,7 @@ static int probe_disk(struct ntx_plan_hw *hw, const char *dir, struct ntx_err *e
 	}
 	for (i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	t = now_s() - t0;
+	t = ntx_now_s() - t0;
 	if (started < PROBE_THREADS) {
 		ntx_err_set(err, NTX_EIO, "probe: disk: cannot start reader threads");
 		goto out;
@@ -380,7 +373,7 @@ static double probe_rate(struct ntx_pool *pool, struct ntx_wmat *w, const unsign
 			 size_t n_mats, uint64_t mat, const float *x, int64_t n_tok, float *y,
 			 void *scratch)
 {
-	double t0 = now_s(), t;
+	double t0 = ntx_now_s(), t;
 	long calls = 0;
 	size_t k;
 
@@ -390,7 +383,7 @@ static double probe_rate(struct ntx_pool *pool, struct ntx_wmat *w, const unsign
 			ntx_cpu_matmul(pool, w, x, n_tok, y, scratch);
 			calls++;
 		}
-		t = now_s() - t0;
+		t = ntx_now_s() - t0;
 	} while (t < PROBE_CPU_SECONDS);
 	return ntx_plan_round6((double)mat * (double)n_tok * (double)calls / t / 1e9);
 }

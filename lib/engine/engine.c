@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 
+#include "clock.h"
 #include "engine_int.h"
 #include "sampler.h"
 
@@ -21,14 +22,6 @@ const char *ntx_backend_name(enum ntx_backend b)
 int ntx_engine_gpu_usable(int device, char *why, size_t why_len)
 {
 	return ntx_gpu_usable(device, why, why_len);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int kv_alloc(struct ntx_kv_layer *kv, const struct ntx_llama_config *c, int n_ctx,
@@ -427,7 +420,7 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 {
 	struct eng_layer *L = &e->layers[l];
 	struct ntx_layer_w w = L->w;
-	double t0 = now_s();
+	double t0 = ntx_now_s();
 
 	if (from_job) {
 		const void *base;
@@ -438,7 +431,7 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 	}
 	ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos, &e->s);
 	e->st.bytes_cpu_weights += L->lo.total;
-	e->st.t_cpu_s += now_s() - t0;
+	e->st.t_cpu_s += ntx_now_s() - t0;
 	if (from_job && ntx_stream_release(e, l, err))
 		return -1;
 	return 0;
@@ -527,11 +520,11 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 				return -1;
 		} else {
 			if (on_gpu) {
-				double t0 = now_s();
+				double t0 = ntx_now_s();
 
 				if (ntx_gpu_x_to_host(e, n, err))
 					return -1;
-				e->st.t_cpu_wait_s += now_s() - t0;
+				e->st.t_cpu_wait_s += ntx_now_s() - t0;
 			}
 			on_gpu = 0;
 			if (e->o.collect_cos)
@@ -593,7 +586,7 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 		    float *logits, struct ntx_err *err)
 {
 	int done = 0, i;
-	double t0 = now_s();
+	double t0 = ntx_now_s();
 	int64_t V = e->cfg.n_vocab;
 	int32_t *ids = b->ids;
 
@@ -645,7 +638,7 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 	}
 	e->st.n_eval_calls++;
 	e->st.n_tokens += b->n_tok;
-	e->st.t_eval_s += now_s() - t0;
+	e->st.t_eval_s += ntx_now_s() - t0;
 	if (e->gpu) {
 		double tc = 0, tw = 0;
 

@@ -7,6 +7,7 @@
  * with. A step puts every decoding slot's cur and the next prompt pieces
  * (oldest request first, while they fit in the ubatch) in one engine call;
  * the rows that come back are sampled in row order. */
+#include "clock.h"
 #include "scheduler.h"
 #include "spec.h"
 
@@ -68,14 +69,6 @@ struct ntx_sched {
 	float *dlogits;           /* [n_slots * V] draft model rows */
 	float *p;                 /* [V] */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct ntx_sched *ntx_sched_new(struct ntx_engine *e, const uint8_t *eog, struct ntx_err *err)
 {
@@ -240,7 +233,7 @@ int64_t ntx_sched_submit(struct ntx_sched *sc, const struct ntx_sched_req *r, st
 	ntx_engine_kv_truncate(sc->e, i, s->n_reused);
 	s->id = s->last_used = sc->next_id++;
 	s->state = SLOT_PREFILL;
-	s->t_submit = now_s();
+	s->t_submit = ntx_now_s();
 	s->t_first = 0;
 	sc->n_active++;
 	sc->st.n_requests++;
@@ -263,7 +256,7 @@ static void finish(struct ntx_sched *sc, struct slot *s)
 	r.stop = s->stop;
 	r.t_submit = s->t_submit;
 	r.t_first = s->t_first;
-	r.t_end = now_s();
+	r.t_end = ntx_now_s();
 	if (s->req.on_done) {
 		ntx_sched_done_fn done = s->req.on_done;
 		void *user = s->req.user;
@@ -335,7 +328,7 @@ static int take_rows(struct ntx_sched *sc, int nr, struct ntx_err *err)
 		if (s->state == SLOT_PREFILL) {
 			s->state = SLOT_DECODE;
 			s->n_past = s->n_prompt;
-			s->t_first = now_s();
+			s->t_first = ntx_now_s();
 			if (s->req.n_predict == 0) { /* the prompt only, as -n 0 */
 				s->stop = NTX_STOP_LENGTH;
 				finish(sc, s);
@@ -645,7 +638,7 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 {
 	int ns = 0, a, n = 0, top1 = 1, i, off;
 	size_t stride = (size_t)sc->kmax + 1;
-	double t0 = now_s(), t1, t2;
+	double t0 = ntx_now_s(), t1, t2;
 	struct ntx_batch b;
 
 	for (i = 0; i < sc->n_slots; i++) {
@@ -686,7 +679,7 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 		forget_caches(sc);
 		return -1;
 	}
-	t1 = now_s();
+	t1 = ntx_now_s();
 	/* verification: cur and the drafts of every slot */
 	for (a = 0; a < ns; a++) {
 		int k;
@@ -713,7 +706,7 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 		forget_caches(sc);
 		return -1;
 	}
-	t2 = now_s();
+	t2 = ntx_now_s();
 	sc->st.t_draft_s += t1 - t0;
 	sc->st.t_verify_s += t2 - t1;
 	/* acceptance, slot by slot in row order */

@@ -28,10 +28,6 @@ uint64_t ntx_plan_sat_mul(uint64_t a, uint64_t b);
 /* x rounded to 6 significant digits, exactly as the JSON writer prints it, so
  * a plan read back holds the same doubles. */
 double ntx_plan_round6(double x);
-/* A model fingerprint as plans and inspect JSON write it: 16 lowercase hex
- * digits; else an error at path. */
-struct ntx_jrd;
-int ntx_plan_check_fingerprint(struct ntx_jrd *r, const char *path, const char *fp);
 /* GPU time of a decode step of n_tok tokens per weight byte, in units of a
  * single-token GEMV pass (1 for one token). */
 double ntx_plan_gpu_batch_cost(int n_tok);

@@ -22,9 +22,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "dio.h"
 #include "engine_int.h"
-#include "pack.h"
+#include "pack_read.h"
 
 struct sjob {
 	int layer;
@@ -60,14 +61,6 @@ struct ntx_streamer {
 	uint64_t bytes_h2d, bytes_disk;
 	double t_disk;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int64_t dseq(const struct ntx_streamer *s, int64_t k)
 {
@@ -117,7 +110,7 @@ static int staging_free(const struct ntx_streamer *s, int b)
 /* Account the time the reader had reads outstanding. */
 static void busy_tick(struct ntx_streamer *s, int outstanding, double *last)
 {
-	double t = now_s();
+	double t = ntx_now_s();
 
 	pthread_mutex_lock(&s->mu);
 	if (outstanding > 0)
@@ -149,7 +142,7 @@ static void *reader_main(void *p)
 	struct ntx_err err = { 0 };
 	struct inflight q[2];
 	int qh = 0, qn = 0;
-	double last = now_s();
+	double last = ntx_now_s();
 	int64_t k;
 
 	for (k = 0;; k++) {
@@ -532,7 +525,7 @@ int ntx_stream_acquire(struct ntx_engine *e, int l, const void **base, struct nt
 	struct ntx_streamer *s = e->str;
 	const struct sjob *j = expect(s, l, err);
 	int64_t k = s->next;
-	double t0 = now_s();
+	double t0 = ntx_now_s();
 
 	if (!j)
 		return -1;
@@ -545,7 +538,7 @@ int ntx_stream_acquire(struct ntx_engine *e, int l, const void **base, struct nt
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (!j->to_gpu) {
-		e->st.t_cpu_wait_s += now_s() - t0;
+		e->st.t_cpu_wait_s += ntx_now_s() - t0;
 		*base = s->staging[dseq(s, k) % s->n_staging];
 		return 0;
 	}

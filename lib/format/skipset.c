@@ -1,167 +1,28 @@
-/* plan_inputs.c - what ntx-plan reads besides plans: ntx-inspect's JSON (to
- * plan without the GGUF at hand), skip sets and importance scores from
- * ntx-skip-calib. Every error names file:line:col (jsonpos). */
-#include "plan.h"
+/* skipset.c - skip sets and importance scores from ntx-skip-calib's
+ * "ntx.skip" documents, as layer lists or layer flags (see skipset.h).
+ * Every error names file:line:col (jsonpos). */
+#include "skipset.h"
 
 #include <jansson.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "jsonpos.h"
 #include "parse.h"
-#include "plan_int.h"
 
-int ntx_plan_check_fingerprint(struct ntx_jrd *r, const char *path, const char *fp)
+int ntx_skipset_load(const char *path, const struct ntx_model *m, uint8_t *flags,
+		     struct ntx_err *err)
 {
-	size_t i;
+	int *layers, n, i;
 
-	if (strlen(fp) != 16)
-		return ntx_jrd_error(r, path, "\"fingerprint\" must be 16 hexadecimal digits");
-	for (i = 0; i < 16; i++)
-		if (!((fp[i] >= '0' && fp[i] <= '9') || (fp[i] >= 'a' && fp[i] <= 'f')))
-			return ntx_jrd_error(r, path,
-					     "\"fingerprint\" must be 16 lowercase hexadecimal digits");
-	return 0;
-}
-
-/* ---- ntx-inspect JSON ---- */
-
-int ntx_plan_model_from_inspect(const char *text, size_t len, const char *name,
-				struct ntx_plan_model *pm, struct ntx_err *err)
-{
-	struct ntx_jrd r = { text, len, name ? name : "<inspect>", err };
-	json_t *root, *m, *ls, *nl, *e;
-	char kp[NTX_JRD_PATH], ep[64];
-	const char *s;
-	int64_t v;
-	size_t i;
-	int *seen = NULL;
-
-	memset(pm, 0, sizeof *pm);
-	root = ntx_jrd_parse(text, len, r.name, err);
-	if (!root)
+	if (ntx_skip_parse(path, m->cfg.n_layer, -1, m->fingerprint_hex, &layers, &n, err))
 		return -1;
-	if (ntx_jrd_format(&r, root, "ntx.inspect") || ntx_jrd_str(&r, root, "", "path", 0, &s))
-		goto fail;
-	if (!(pm->path = strdup(s))) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		goto fail;
-	}
-	if (ntx_jrd_bytes(&r, root, "", "file_size_bytes", &pm->file_size) ||
-	    ntx_jrd_str(&r, root, "", "fingerprint", 0, &s) || ntx_plan_check_fingerprint(&r, "fingerprint", s))
-		goto fail;
-	memcpy(pm->fingerprint, s, 17);
-	m = ntx_jrd_member(&r, root, "", "model", 1, kp);
-	if (!m)
-		goto fail;
-	if (json_is_null(m)) {
-		ntx_jrd_error(&r, "model", "not a Llama model (\"model\" is null): nothing to plan");
-		goto fail;
-	}
-	if (ntx_jrd_want(&r, m, "model", "model", JSON_OBJECT, "an object") ||
-	    ntx_jrd_int(&r, m, "model", "n_layer", 1, 10000, &pm->n_layer) ||
-	    ntx_jrd_int(&r, m, "model", "n_embd", 1, 1 << 20, &pm->n_embd) ||
-	    ntx_jrd_int(&r, m, "model", "n_ff", 1, 1 << 22, &pm->n_ff) ||
-	    ntx_jrd_int(&r, m, "model", "n_head", 1, 1 << 14, &pm->n_head) ||
-	    ntx_jrd_int(&r, m, "model", "n_head_kv", 1, 1 << 14, &pm->n_head_kv) ||
-	    ntx_jrd_int(&r, m, "model", "head_dim", 1, 1 << 14, &pm->head_dim) ||
-	    ntx_jrd_int(&r, m, "model", "n_ctx_train", 1, 1 << 24, &pm->n_ctx_train) ||
-	    ntx_jrd_i64(&r, m, "model", "n_vocab", 1, INT32_MAX, &v, NULL) ||
-	    ntx_jrd_bool(&r, m, "model", "output_tied", &pm->output_tied, NULL))
-		goto fail;
-	pm->n_vocab = v;
-	pm->layer_bytes = calloc((size_t)pm->n_layer, sizeof *pm->layer_bytes);
-	seen = calloc((size_t)pm->n_layer, sizeof *seen);
-	if (!pm->layer_bytes || !seen) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		goto fail;
-	}
-	ls = ntx_jrd_member(&r, root, "", "layers", 1, kp);
-	if (!ls || ntx_jrd_want(&r, ls, "layers", "layers", JSON_ARRAY, "an array"))
-		goto fail;
-	json_array_foreach(ls, i, e) {
-		json_t *ty;
-		const char *key;
-		json_t *val;
-		int idx;
-
-		snprintf(ep, sizeof ep, "layers[%zu]", i);
-		if (!json_is_object(e)) {
-			ntx_jrd_error(&r, ep, "expected an object for %s (found %s)", ep, ntx_json_type_name(e));
-			goto fail;
-		}
-		if (ntx_jrd_int(&r, e, ep, "index", INT32_MIN, INT32_MAX, &idx))
-			goto fail;
-		ntx_jrd_path(kp, ep, "index");
-		if (idx < 0 || idx >= pm->n_layer) {
-			ntx_jrd_error(&r, kp, "layer index %d is out of range [0, %d]", idx, pm->n_layer - 1);
-			goto fail;
-		}
-		if (seen[idx]) {
-			ntx_jrd_error(&r, kp, "duplicate layer %d", idx);
-			goto fail;
-		}
-		seen[idx] = 1;
-		if (ntx_jrd_bytes(&r, e, ep, "bytes", &pm->layer_bytes[idx]) ||
-		    ntx_jrd_obj(&r, e, ep, "types", &ty, kp))
-			goto fail;
-		json_object_foreach(ty, key, val) {
-			int t = ntx_type_from_name(key);
-			uint64_t b;
-
-			if (t < 0) {
-				ntx_jrd_error(&r, kp, "unknown tensor type \"%.40s\"", key);
-				goto fail;
-			}
-			if (ntx_jrd_bytes(&r, ty, kp, key, &b))
-				goto fail;
-			pm->layer_type_bytes[t] += b;
-		}
-	}
-	for (i = 0; i < (size_t)pm->n_layer; i++)
-		if (!seen[i]) {
-			ntx_jrd_error(&r, "layers", "layer %zu is missing (the model has %d layers)", i,
-			     pm->n_layer);
-			goto fail;
-		}
-	nl = ntx_jrd_member(&r, root, "", "nonlayer", 1, kp);
-	if (!nl || ntx_jrd_want(&r, nl, "nonlayer", "nonlayer", JSON_ARRAY, "an array"))
-		goto fail;
-	json_array_foreach(nl, i, e) {
-		uint64_t b;
-
-		snprintf(ep, sizeof ep, "nonlayer[%zu]", i);
-		if (!json_is_object(e)) {
-			ntx_jrd_error(&r, ep, "expected an object for %s (found %s)", ep, ntx_json_type_name(e));
-			goto fail;
-		}
-		if (ntx_jrd_str(&r, e, ep, "name", 0, &s) || ntx_jrd_bytes(&r, e, ep, "bytes", &b))
-			goto fail;
-		if (strcmp(s, "token_embd.weight") == 0)
-			pm->tok_embd_bytes = b;
-		else if (strcmp(s, "output.weight") == 0 && !pm->output_tied)
-			pm->output_bytes = b;
-		else
-			pm->other_bytes += b;
-	}
-	if (!pm->tok_embd_bytes) {
-		ntx_jrd_error(&r, "nonlayer", "no \"token_embd.weight\" among the non-layer tensors");
-		goto fail;
-	}
-	if (!pm->output_tied && !pm->output_bytes) {
-		ntx_jrd_error(&r, "nonlayer", "no \"output.weight\" among the non-layer tensors and the output is not tied");
-		goto fail;
-	}
-	free(seen);
-	json_decref(root);
+	for (i = 0; i < n; i++)
+		flags[layers[i]] = 1;
+	free(layers);
 	return 0;
-fail:
-	free(seen);
-	json_decref(root);
-	ntx_plan_model_free(pm);
-	return -1;
 }
 
 /* ---- skip sets and scores ---- */
@@ -215,7 +76,7 @@ static json_t *parse_skip_doc(struct ntx_jrd *r, const char *text, size_t len,
 static json_t *load_skip_doc(struct ntx_jrd *r, const char *path, char **text, size_t *len,
 			     const char *fingerprint)
 {
-	*text = ntx_plan_read_file(path, len, r->err);
+	*text = ntx_read_text_file(path, len, r->err);
 	if (!*text)
 		return NULL;
 	return parse_skip_doc(r, *text, *len, fingerprint);
@@ -228,7 +89,7 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
+int ntx_skip_parse(const char *arg, int n_layer, int set_index, const char *fingerprint,
 			int **layers, int *n, struct ntx_err *err)
 {
 	char *text;
@@ -243,16 +104,16 @@ int ntx_plan_skip_parse(const char *arg, int n_layer, int set_index, const char 
 					   "--skip-set needs a skip file, not a layer list");
 		return ntx_parse_range_list(arg, n_layer, layers, n, err);
 	}
-	text = ntx_plan_read_file(arg, &len, err);
+	text = ntx_read_text_file(arg, &len, err);
 	if (!text)
 		return -1;
-	rc = ntx_plan_skip_from_json(text, len, arg, n_layer, set_index, fingerprint, layers, n,
+	rc = ntx_skip_from_json(text, len, arg, n_layer, set_index, fingerprint, layers, n,
 				     err);
 	free(text);
 	return rc;
 }
 
-int ntx_plan_skip_from_json(const char *text, size_t len, const char *name, int n_layer,
+int ntx_skip_from_json(const char *text, size_t len, const char *name, int n_layer,
 			    int set_index, const char *fingerprint, int **layers, int *n,
 			    struct ntx_err *err)
 {
@@ -345,7 +206,7 @@ fail:
 	return -1;
 }
 
-int ntx_plan_scores_load(const char *path, int n_layer, const char *fingerprint,
+int ntx_scores_load(const char *path, int n_layer, const char *fingerprint,
 			 double **scores, struct ntx_err *err)
 {
 	struct ntx_jrd r = { NULL, 0, path, err };

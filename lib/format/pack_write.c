@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "clock.h"
 #include "hash.h"
 #include "types.h"
 
@@ -433,14 +435,6 @@ static int check_opts(const struct ntx_model *m, const struct ntx_pack_write_opt
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* fsync the directory holding path, so the rename is durable. */
 static int sync_dir(const char *path, struct ntx_err *err)
 {
@@ -502,7 +496,7 @@ int ntx_pack_write(const struct ntx_model *m, const char *path,
 	unsigned char *slots[2][2] = { { NULL, NULL }, { NULL, NULL } };
 	uint64_t dir_size = 0, data_offset, pos, raw_total = 0, raw_done = 0;
 	int x, i, k, per_batch, rc = -1, cur;
-	double t0 = now_s();
+	double t0 = ntx_now_s();
 	size_t tl;
 
 	ntx_err_clear(err);
@@ -717,7 +711,7 @@ int ntx_pack_write(const struct ntx_model *m, const char *path,
 			stats->stored_bytes += r.ex[x].stored_size;
 			stats->n_compressed += r.ex[x].compression == NTX_PACK_COMP_ZSTD;
 		}
-		stats->seconds = now_s() - t0;
+		stats->seconds = ntx_now_s() - t0;
 	}
 	rc = 0;
 	goto out;
