@@ -6,8 +6,9 @@
  * chunks (fully coalesced), U chunks per row in flight per lane before the
  * first use; activations come through L1 as float4. FMA in float. One
  * launch serves several matrices of one float type (gemv_multi). */
-#include <stdlib.h>
 #include <string.h>
+
+#include <atomic>
 
 #include "gemv.cuh"
 
@@ -218,33 +219,26 @@ extern "C" int ntx_cuda_wtype_q8(uint32_t wtype)
 
 /* ---- which kernel: direct loads (gemv_dl.cu) or staged (gemv_q8.cu) ---- */
 
-static int g_dl_force = -1; /* ntx_cuda_gemv_dl_set */
+static std::atomic<int> g_dl_force{ -1 }; /* ntx_cuda_gemv_dl_set */
 
 extern "C" void ntx_cuda_gemv_dl_set(int on)
 {
-	g_dl_force = on < 0 ? -1 : !!on;
+	g_dl_force.store(on < 0 ? -1 : !!on, std::memory_order_relaxed);
 }
 
 extern "C" int ntx_cuda_gemv_dl_enabled(void)
 {
-	static int env = -1;
+	int f = g_dl_force.load(std::memory_order_relaxed);
 
-	if (g_dl_force >= 0)
-		return g_dl_force;
-	if (env < 0)
-		env = ntx_cu_env_on("NTX_GEMV_DL");
-	return env;
+	return f >= 0 ? f : ntx_cu_knob(NTX_CU_GEMV_DL);
 }
 
-/* NTX_GEMV_EARLY=0: the direct-load GEMV waits for the kernel before it
- * (PDL) before its first weight loads rather than after (for measuring). */
+/* gemv_early = 0 (NTX_GEMV_EARLY=0): the direct-load GEMV waits for the
+ * kernel before it (PDL) before its first weight loads rather than after
+ * (for measuring). */
 static int gv_early(void)
 {
-	static int env = -1;
-
-	if (env < 0)
-		env = ntx_cu_env_on("NTX_GEMV_EARLY");
-	return env;
+	return ntx_cu_knob(NTX_CU_GEMV_EARLY);
 }
 
 /* Split rows always take the direct-load kernel (the staged one reads GGUF
