@@ -153,70 +153,6 @@ static int gvf(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err)
 	}
 }
 
-/* ---- work split ---- */
-
-static int gv_sm_count(void)
-{
-	static int n;
-
-	if (!n) {
-		int dev = 0, v = 0;
-
-		if (cudaGetDevice(&dev) == cudaSuccess &&
-		    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
-			n = v;
-		else
-			n = 100;
-		cudaGetLastError();
-	}
-	return n;
-}
-
-int ntx_gv_want_warps(void)
-{
-	return gv_sm_count() * 32;
-}
-
-/* Warps wanted in flight: about 32 per SM. Fewer row groups than that:
- * split rows over 2 or 4 warps, as long as each warp keeps whole stages. */
-int ntx_gv_plan(gv_args &a, int rh, int n_st)
-{
-	const int64_t want = (int64_t)gv_sm_count() * 32;
-	int64_t groups = 0;
-	int ks = 1;
-
-	for (int i = 0; i < a.n_seg; i++) {
-		a.seg[i].g0 = (int)groups;
-		groups += (a.seg[i].n_out + rh - 1) / rh;
-	}
-	while (ks < GV_WARPS && groups * ks < want && n_st >= 2 * ks)
-		ks *= 2;
-	a.ks = ks;
-	return (int)((groups + GV_WARPS / ks - 1) / (GV_WARPS / ks));
-}
-
-/* ---- entry points ---- */
-
-extern "C" int ntx_cuda_wtype_q8(uint32_t wtype)
-{
-	if (wtype & NTX_CUDA_SPLIT)
-		return ntx_cu_type_bs(wtype) ? 1 : -1;
-	switch (wtype) {
-	case NTX_TYPE_Q4_0:
-	case NTX_TYPE_Q8_0:
-	case NTX_TYPE_Q4_K:
-	case NTX_TYPE_Q5_K:
-	case NTX_TYPE_Q6_K:
-		return 1;
-	case NTX_TYPE_F32:
-	case NTX_TYPE_F16:
-	case NTX_TYPE_BF16:
-		return 0;
-	default:
-		return -1;
-	}
-}
-
 /* ---- which kernel: direct loads (gemv_dl.cu) or staged (gemv_q8.cu) ---- */
 
 static std::atomic<int> g_dl_force{ -1 }; /* ntx_cuda_gemv_dl_set */
@@ -254,6 +190,8 @@ static int gv_use_dl(uint32_t t)
 		return 0;
 	return (t & NTX_CUDA_SPLIT) || ntx_cuda_gemv_dl_enabled();
 }
+
+/* ---- entry points ---- */
 
 /* Check one matrix of a GEMV call; q8: its type takes q8 activations. */
 static int gv_check(const char *fn, uint32_t type, const void *w, int64_t n_in, int64_t n_out,
