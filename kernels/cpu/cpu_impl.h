@@ -97,12 +97,14 @@ ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype);
 int ntx_cpu_has_amx(void);
 #endif
 
-/* The ISA in use (selected once from the CPU and NTX_CPU_SCALAR; changed by
- * ntx_cpu_force_scalar and ntx_cpu_isa_select). Never NULL. */
+/* The ISA in use (chosen on first use from the CPU and the switches of
+ * ntx_cpu_tunables_set; changed by ntx_cpu_force_scalar and
+ * ntx_cpu_isa_select). Never NULL. */
 const struct ntx_cpu_isa *ntx_cpu_isa(void);
 
 /* Pin an ISA by name: "scalar", "avx2", "avx512" or "amx". Returns 0, or -1
- * when the CPU lacks it (nothing changes). "auto" returns to the best one. */
+ * when the CPU lacks it (nothing changes). "auto" returns to the automatic
+ * choice (the best one the switches of ntx_cpu_tunables_set allow). */
 int ntx_cpu_isa_select(const char *name);
 
 /* Heads and head size the SIMD attention takes per call. */

@@ -1,20 +1,29 @@
 /* dispatch.c - choose the kernel ISA at run time and route the fast-path
  * entry points of ntx_cpu.h to it.
  *
- * The choice is made once, on first use: AVX-512 (F, BW, VL, DQ, VNNI) with
+ * The choice is made on first use: AVX-512 (F, BW, VL, DQ, VNNI) with
  * AMX-INT8 tiles when the CPU has them and the kernel grants this process
- * the tile state, else AVX-512, else AVX2 + FMA + F16C, else scalar;
- * NTX_CPU_SCALAR=1 in the environment forces scalar, NTX_NO_AMX=1 keeps
- * AMX out. ntx_cpu_force_scalar() and
- * ntx_cpu_isa_select() change it later (tests, benchmarks); they are not meant
- * to race with running kernels. */
+ * the tile state, else AVX-512, else AVX2 + FMA + F16C, else scalar. The
+ * engine hands its tunables over with ntx_cpu_tunables_set: cpu_scalar
+ * (NTX_CPU_SCALAR) forces scalar, no_amx (NTX_NO_AMX) keeps AMX out; an
+ * automatic choice already made is made again with them, a pinned one
+ * (ntx_cpu_isa_select of a name) stays. ntx_cpu_force_scalar() and
+ * ntx_cpu_isa_select() change it later (tests, benchmarks); they are not
+ * meant to race with running kernels. This file never reads the
+ * environment. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_impl.h"
+#include "tunables.h"
 
 static _Atomic(const struct ntx_cpu_isa *) isa_current;
+/* the current choice is automatic (isa_best), not pinned by name */
+static atomic_int isa_auto = 1;
+/* ntx_cpu_tunables_set: ISA_SCALAR, ISA_NO_AMX */
+enum { ISA_SCALAR = 1, ISA_NO_AMX = 2 };
+static atomic_int isa_flags;
 
 /* ---- detection ---- */
 
@@ -43,17 +52,13 @@ static int has_avx512(void)
 
 static const struct ntx_cpu_isa *isa_best(void)
 {
-	const char *s = getenv("NTX_CPU_SCALAR");
+	int f = atomic_load_explicit(&isa_flags, memory_order_relaxed);
 
-	if (s && *s && strcmp(s, "0") != 0)
+	if (f & ISA_SCALAR)
 		return &ntx_cpu_isa_scalar;
 #if defined(__x86_64__) || defined(__i386__)
-	{
-		const char *na = getenv("NTX_NO_AMX");
-
-		if (has_avx512() && !(na && *na && strcmp(na, "0") != 0) && ntx_cpu_has_amx())
-			return &ntx_cpu_isa_amx;
-	}
+	if (has_avx512() && !(f & ISA_NO_AMX) && ntx_cpu_has_amx())
+		return &ntx_cpu_isa_amx;
 	if (has_avx512())
 		return &ntx_cpu_isa_avx512;
 	if (has_avx2())
@@ -74,11 +79,22 @@ const struct ntx_cpu_isa *ntx_cpu_isa(void)
 	return isa;
 }
 
+void ntx_cpu_tunables_set(const struct ntx_tunables *t)
+{
+	int f = t ? (t->cpu_scalar ? ISA_SCALAR : 0) | (t->no_amx ? ISA_NO_AMX : 0) : 0;
+
+	if (atomic_exchange(&isa_flags, f) == f)
+		return; /* the same switches: the choice stands */
+	if (atomic_load(&isa_auto))
+		atomic_store_explicit(&isa_current, NULL, memory_order_release); /* choose again */
+}
+
 int ntx_cpu_isa_select(const char *name)
 {
 	const struct ntx_cpu_isa *isa = NULL;
+	int is_auto = strcmp(name, "auto") == 0;
 
-	if (strcmp(name, "auto") == 0)
+	if (is_auto)
 		isa = isa_best();
 	else if (strcmp(name, "scalar") == 0)
 		isa = &ntx_cpu_isa_scalar;
@@ -92,6 +108,7 @@ int ntx_cpu_isa_select(const char *name)
 #endif
 	if (!isa)
 		return -1;
+	atomic_store(&isa_auto, is_auto);
 	atomic_store_explicit(&isa_current, isa, memory_order_release);
 	return 0;
 }

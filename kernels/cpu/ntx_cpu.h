@@ -85,8 +85,17 @@ float ntx_vec_dot(uint32_t wtype, int64_t n, const void *w, const void *xq);
 /* Names of the SIMD features in use ("avx2 fma f16c", "scalar"). */
 const char *ntx_cpu_features(void);
 
-/* Force the scalar paths (tests, NTX_CPU_SCALAR=1 in the environment). */
+/* Force the scalar paths (tests); 0 returns to the automatic choice. */
 void ntx_cpu_force_scalar(int on);
+
+/* Hand the CPU kernels their switches (tunables.h: cpu_scalar, no_amx; NULL:
+ * the defaults), as the engine does when it is created. An automatic ISA
+ * choice already made is made again when they change; one pinned by
+ * ntx_cpu_isa_select stays. Process-wide; not meant to race with running
+ * kernels. Until it is called the kernels use the defaults: they never read
+ * the environment. */
+struct ntx_tunables;
+void ntx_cpu_tunables_set(const struct ntx_tunables *t);
 
 /* y[t][r] = dot(W row r, x[t]) for t < n_tok, r < n_out; x is n_tok rows of
  * n_in floats, y n_tok rows of n_out floats. Activations are quantized once

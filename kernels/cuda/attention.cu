@@ -712,32 +712,19 @@ __global__ void ntx_attn_combine_kernel(at_args a)
 		*(float4 *)&a.out[((int64_t)t * a.n_head + h) * a.hd + d] = at_merge_d4(a, p0, n_eff, w, d);
 }
 
-/* NTX_ATTN_CHUNK: the least positions per split (a multiple of AT_MIN_CHUNK;
- * for measuring). */
+/* The switch attn_chunk (NTX_ATTN_CHUNK): the least positions per split, a
+ * multiple of AT_MIN_CHUNK (for measuring). */
 static int at_min_chunk(void)
 {
-	static int v = -1;
-
-	if (v < 0) {
-		const char *e = getenv("NTX_ATTN_CHUNK");
-		char *end = NULL;
-		long c = e ? strtol(e, &end, 10) : 0;
-
-		if (!e || end == e || *end || c > 65536)
-			c = 0; /* unset or not a number: the default */
-		v = c >= AT_MIN_CHUNK && c % AT_MIN_CHUNK == 0 ? (int)c : AT_MIN_CHUNK;
-	}
-	return v;
+	static_assert(AT_MIN_CHUNK == 32, "tuning.cu checks attn_chunk as multiples of 32");
+	return ntx_cu_knob(NTX_CU_ATTN_CHUNK);
 }
 
-/* NTX_ATTN_PREFETCH=0: no L2 prefetch before the PDL wait (for measuring). */
+/* attn_prefetch = 0 (NTX_ATTN_PREFETCH=0): no L2 prefetch before the PDL
+ * wait (for measuring). */
 static int at_prefetch_on(void)
 {
-	static int v = -1;
-
-	if (v < 0)
-		v = ntx_cu_env_on("NTX_ATTN_PREFETCH");
-	return v;
+	return ntx_cu_knob(NTX_CU_ATTN_PREFETCH);
 }
 
 /* Splits: enough CTAs to fill the GPU at decode (about 2048 / n_head per

@@ -1,7 +1,7 @@
 /* common.cuh - what every kernels/cuda/*.cu shares: the C headers with C
  * linkage, error helpers (argument checks and launch checks that fill a
- * struct ntx_err), the launch helper (ntx_launch, programmatic dependent
- * launch), cp.async and warp-level helpers, and the lane-parallel
+ * struct ntx_err), the switches (ntx_cu_knob, tuning.cu), the launch helper
+ * (ntx_launch, programmatic dependent launch), cp.async and warp-level helpers, and the lane-parallel
  * q8 quantizer used by ntx_cuda_quantize_q8, the fused rmsnorm and
  * attention. */
 #ifndef NTX_CUDA_COMMON_CUH
@@ -18,6 +18,7 @@
 
 extern "C" {
 #include "err.h"
+#include "tunables.h"
 #include "types.h"
 }
 #include "ntx_kernels.h"
@@ -57,14 +58,25 @@ static inline int ntx_cu_call(cudaError_t e, const char *what, struct ntx_err *e
 	return 0;
 }
 
-/* A switch for comparisons: 0 when environment variable name is "0",
- * else 1 (callers read it once). */
-static inline int ntx_cu_env_on(const char *name)
-{
-	const char *v = getenv(name);
+/* ---- switches (tuning.cu) ---- */
 
-	return !(v && !strcmp(v, "0"));
-}
+/* The switches of struct ntx_tunables the kernels use. */
+enum ntx_cu_knob {
+	NTX_CU_GEMV_DL,       /* 0/1 */
+	NTX_CU_GEMV_EARLY,    /* 0/1 */
+	NTX_CU_GEMV_DL_SHAPE, /* -1 (the default shape), 0, 1, 2 */
+	NTX_CU_ATTN_PREFETCH, /* 0/1 */
+	NTX_CU_ATTN_CHUNK,    /* a multiple of 32 in [32, 65536] */
+	NTX_CU_NO_PDL,        /* 0/1 */
+	NTX_CU_NO_CUBLAS,     /* 0/1 */
+	NTX_CU_N_KNOBS
+};
+
+/* A switch's value now: set by ntx_cuda_tunables_set, else its default.
+ * Thread-safe (a relaxed atomic load). */
+int ntx_cu_knob(enum ntx_cu_knob k);
+/* NTX_CUBLAS: the cuBLAS library to try first, "" none (into buf). */
+void ntx_cu_cublas_path(char *buf, size_t n);
 
 static inline int ntx_cu_aligned(const void *p, unsigned a)
 {
@@ -180,7 +192,7 @@ template <typename K> static inline int ntx_cu_smem(K kernel, size_t bytes, cons
  *	ntx_pdl_wait();
  *	ntx_pdl_trigger();
  * before it reads or writes global memory. With PDL on (launch.cu:
- * compute capability 9.0 or more, NTX_NO_PDL unset or "0"), a launch
+ * compute capability 9.0 or more, the switch no_pdl off), a launch
  * carries cudaLaunchAttributeProgrammaticStreamSerialization: the kernel
  * may be scheduled on the SMs as soon as every CTA of the kernel before it
  * in the stream has passed its trigger, and its CTAs then wait in

@@ -6,8 +6,9 @@
  * chunks (fully coalesced), U chunks per row in flight per lane before the
  * first use; activations come through L1 as float4. FMA in float. One
  * launch serves several matrices of one float type (gemv_multi). */
-#include <stdlib.h>
 #include <string.h>
+
+#include <atomic>
 
 #include "gemv.cuh"
 
@@ -152,99 +153,28 @@ static int gvf(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err)
 	}
 }
 
-/* ---- work split ---- */
-
-static int gv_sm_count(void)
-{
-	static int n;
-
-	if (!n) {
-		int dev = 0, v = 0;
-
-		if (cudaGetDevice(&dev) == cudaSuccess &&
-		    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
-			n = v;
-		else
-			n = 100;
-		cudaGetLastError();
-	}
-	return n;
-}
-
-int ntx_gv_want_warps(void)
-{
-	return gv_sm_count() * 32;
-}
-
-/* Warps wanted in flight: about 32 per SM. Fewer row groups than that:
- * split rows over 2 or 4 warps, as long as each warp keeps whole stages. */
-int ntx_gv_plan(gv_args &a, int rh, int n_st)
-{
-	const int64_t want = (int64_t)gv_sm_count() * 32;
-	int64_t groups = 0;
-	int ks = 1;
-
-	for (int i = 0; i < a.n_seg; i++) {
-		a.seg[i].g0 = (int)groups;
-		groups += (a.seg[i].n_out + rh - 1) / rh;
-	}
-	while (ks < GV_WARPS && groups * ks < want && n_st >= 2 * ks)
-		ks *= 2;
-	a.ks = ks;
-	return (int)((groups + GV_WARPS / ks - 1) / (GV_WARPS / ks));
-}
-
-/* ---- entry points ---- */
-
-extern "C" int ntx_cuda_wtype_q8(uint32_t wtype)
-{
-	if (wtype & NTX_CUDA_SPLIT)
-		return ntx_cu_type_bs(wtype) ? 1 : -1;
-	switch (wtype) {
-	case NTX_TYPE_Q4_0:
-	case NTX_TYPE_Q8_0:
-	case NTX_TYPE_Q4_K:
-	case NTX_TYPE_Q5_K:
-	case NTX_TYPE_Q6_K:
-		return 1;
-	case NTX_TYPE_F32:
-	case NTX_TYPE_F16:
-	case NTX_TYPE_BF16:
-		return 0;
-	default:
-		return -1;
-	}
-}
-
 /* ---- which kernel: direct loads (gemv_dl.cu) or staged (gemv_q8.cu) ---- */
 
-static int g_dl_force = -1; /* ntx_cuda_gemv_dl_set */
+static std::atomic<int> g_dl_force{ -1 }; /* ntx_cuda_gemv_dl_set */
 
 extern "C" void ntx_cuda_gemv_dl_set(int on)
 {
-	g_dl_force = on < 0 ? -1 : !!on;
+	g_dl_force.store(on < 0 ? -1 : !!on, std::memory_order_relaxed);
 }
 
 extern "C" int ntx_cuda_gemv_dl_enabled(void)
 {
-	static int env = -1;
+	int f = g_dl_force.load(std::memory_order_relaxed);
 
-	if (g_dl_force >= 0)
-		return g_dl_force;
-	if (env < 0)
-		env = ntx_cu_env_on("NTX_GEMV_DL");
-	return env;
+	return f >= 0 ? f : ntx_cu_knob(NTX_CU_GEMV_DL);
 }
 
-/* NTX_GEMV_EARLY=0: the direct-load GEMV waits for the kernel before it
- * (PDL) before its first weight loads rather than after (for measuring). */
+/* gemv_early = 0 (NTX_GEMV_EARLY=0): the direct-load GEMV waits for the
+ * kernel before it (PDL) before its first weight loads rather than after
+ * (for measuring). */
 static int gv_early(void)
 {
-	static int env = -1;
-
-	if (env < 0)
-		env = ntx_cu_env_on("NTX_GEMV_EARLY");
-	return env;
+	return ntx_cu_knob(NTX_CU_GEMV_EARLY);
 }
 
 /* Split rows always take the direct-load kernel (the staged one reads GGUF
@@ -260,6 +190,8 @@ static int gv_use_dl(uint32_t t)
 		return 0;
 	return (t & NTX_CUDA_SPLIT) || ntx_cuda_gemv_dl_enabled();
 }
+
+/* ---- entry points ---- */
 
 /* Check one matrix of a GEMV call; q8: its type takes q8 activations. */
 static int gv_check(const char *fn, uint32_t type, const void *w, int64_t n_in, int64_t n_out,

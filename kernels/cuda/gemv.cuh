@@ -1,6 +1,7 @@
-/* gemv.cuh - what the two GEMV files (gemv.cu: float weights and the public
- * entry points; gemv_q8.cu: quantized weights with q8 activations) share:
- * the argument block, the work split, the warp reduction and the epilogue.
+/* gemv.cuh - what the GEMV files (gemv.cu: float weights and the public
+ * entry points; gemv_q8.cu and gemv_dl.cu: quantized weights with q8
+ * activations; gemv_plan.cu: the work split on the host) share: the
+ * argument block, the work split, the warp reduction and the epilogue.
  *
  * Work split common to both: the rows of up to GV_MAX_SEG matrices that
  * share one input (segments: Q, K, V) are cut into row groups of RH rows
@@ -198,11 +199,13 @@ __device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const gv_wher
 	return (r < RH ? sg.w : a.w1) + (uint64_t)ri * sg.row_bytes;
 }
 
-/* Host: number the row groups of a's segments (RH rows each), choose the
- * warps per group ks (1, 2, 4: more when there are too few groups to fill
- * the GPU and each warp keeps at least one of the row's n_st stages), and
- * return the grid size. */
+/* gemv_plan.cu (host): number the row groups of a's segments (RH rows
+ * each), choose the warps per group ks (1, 2, 4: more when there are too
+ * few groups to fill the GPU and each warp keeps at least one of the row's
+ * n_st stages), and return the grid size. */
 int ntx_gv_plan(gv_args &a, int rh, int n_st);
+/* gemv_plan.cu: warps wanted in flight over the whole GPU (about 32 per SM). */
+int ntx_gv_want_warps(void);
 
 /* gemv_q8.cu: run the staged q8 GEMV over a's segments (GGUF-layout
  * quantized types, any mix; nm = 1, or 2 for the fused gate/up with one
@@ -215,7 +218,5 @@ int ntx_gv_q8(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err);
 int ntx_gv_dl(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err);
 /* Does type t go through the direct-load GEMV? */
 int ntx_gv_dl_type(uint32_t t);
-/* Warps wanted in flight over the whole GPU (about 32 per SM). */
-int ntx_gv_want_warps(void);
 
 #endif

@@ -20,6 +20,8 @@
  * step per warp; each segment has its own range of CTAs. The accumulation
  * order of a (row, token) value depends on ks only, never on n_tok or U:
  * batch invariant. */
+#include <atomic>
+
 #include "gemv.cuh"
 #include "dlmath.cuh"
 
@@ -212,25 +214,20 @@ static int dl_launch(dl_args &a, cudaStream_t s, struct ntx_err *err)
 			       err);
 }
 
-static int g_variant = -1; /* ntx_cuda_gemv_dl_variant */
+static std::atomic<int> g_variant{ -1 }; /* ntx_cuda_gemv_dl_variant */
 
 extern "C" void ntx_cuda_gemv_dl_variant(int v)
 {
-	g_variant = v < 0 || v > 2 ? -1 : v;
+	g_variant.store(v < 0 || v > 2 ? -1 : v, std::memory_order_relaxed);
 }
 
-/* NTX_GEMV_DL_SHAPE=0|1|2: every single-token direct-load GEMV in that
- * shape (for measuring; ntx_cuda_gemv_dl_variant overrides it). */
-static int dl_env_variant(void)
+/* The single-token shape: ntx_cuda_gemv_dl_variant's, else the switch
+ * gemv_dl_shape's (NTX_GEMV_DL_SHAPE=0|1|2, for measuring), else -1. */
+static int dl_variant(void)
 {
-	static int v = -2;
+	int v = g_variant.load(std::memory_order_relaxed);
 
-	if (v == -2) {
-		const char *e = getenv("NTX_GEMV_DL_SHAPE");
-
-		v = e && *e >= '0' && *e <= '2' && !e[1] ? *e - '0' : -1;
-	}
-	return v;
+	return v >= 0 ? v : ntx_cu_knob(NTX_CU_GEMV_DL_SHAPE);
 }
 
 /* One token: the shallow shape (1 step in flight, 8 CTAs per SM) for
@@ -242,7 +239,7 @@ static int dl_env_variant(void)
 template <int NM> static int dl_nt(dl_args &a, cudaStream_t s, struct ntx_err *err)
 {
 	if (a.n_tok <= 1) {
-		int v = g_variant >= 0 ? g_variant : dl_env_variant();
+		int v = dl_variant();
 
 		switch (v < 0 ? 1 : v) {
 		case 1: return dl_launch<1, NM, 1, 8>(a, s, err);

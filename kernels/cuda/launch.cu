@@ -1,13 +1,10 @@
 /* launch.cu - whether ntx_launch (common.cuh) asks for programmatic
  * dependent launch (PDL): on devices of compute capability 9.0 or more,
- * unless NTX_NO_PDL is set to something other than "0"; ntx_cuda_pdl_set
- * overrides the environment (tests and benchmarks compare both). The
- * capability is looked up once per device and the environment read once;
+ * unless the switch no_pdl is on (NTX_NO_PDL, handed over with
+ * ntx_cuda_tunables_set); ntx_cuda_pdl_set overrides the switch (tests and
+ * benchmarks compare both). The capability is looked up once per device;
  * the caches are atomics, so launching from several threads is safe (two
  * threads may both look up a device and store the same answer). */
-#include <stdlib.h>
-#include <string.h>
-
 #include <atomic>
 
 #include "common.cuh"
@@ -16,8 +13,6 @@
 
 /* Per device id: 0 not looked up yet, 1 no PDL (compute capability < 9), 2 PDL. */
 static std::atomic<int> pdl_cap[PDL_MAX_DEV];
-/* NTX_NO_PDL: 0 not read yet, 1 PDL allowed, 2 PDL disabled. */
-static std::atomic<int> pdl_env;
 /* ntx_cuda_pdl_set: -1 automatic, 0 off, 1 on where supported. */
 static std::atomic<int> pdl_force{ -1 };
 
@@ -39,24 +34,11 @@ static int pdl_supported(void)
 	return c == 2;
 }
 
-static int pdl_env_allows(void)
-{
-	int e = pdl_env.load(std::memory_order_relaxed);
-
-	if (!e) {
-		const char *no = getenv("NTX_NO_PDL");
-
-		e = no && *no && strcmp(no, "0") ? 2 : 1;
-		pdl_env.store(e, std::memory_order_relaxed);
-	}
-	return e == 1;
-}
-
 int ntx_cu_pdl(void)
 {
 	int f = pdl_force.load(std::memory_order_relaxed);
 
-	if (f == 0 || (f < 0 && !pdl_env_allows()))
+	if (f == 0 || (f < 0 && ntx_cu_knob(NTX_CU_NO_PDL)))
 		return 0;
 	return pdl_supported();
 }

@@ -9,8 +9,10 @@
  * when libcublas.so.13 can be loaded at run time, else our own WMMA kernel
  * (64 tokens x 128 rows per CTA, 8 warps of 32x32, K step 32, cp.async
  * double buffering). cuBLAS is loaded with dlopen so that binaries need no
- * CUDA install: NTX_CUBLAS=path first, then libcublas.so.13, then
- * /usr/local/cuda/lib64/libcublas.so.13; NTX_NO_CUBLAS=1 disables it. */
+ * CUDA install: the switch cublas (NTX_CUBLAS=path) first, then
+ * libcublas.so.13, then /usr/local/cuda/lib64/libcublas.so.13; no_cublas
+ * (NTX_NO_CUBLAS=1) disables it. The switches are those of the first use
+ * (ntx_cuda_tunables_set). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -42,13 +44,15 @@ static pthread_mutex_t cb_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void cb_try_load(void)
 {
-	const char *env = getenv("NTX_CUBLAS"), *no = getenv("NTX_NO_CUBLAS");
-	const char *cand[3] = { env && *env ? env : NULL, "libcublas.so.13",
-				"/usr/local/cuda/lib64/libcublas.so.13" };
+	static char path[NTX_TUNABLES_PATH_MAX]; /* under cb_mu */
+	const char *cand[3] = { path, "libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13" };
 
 	cb.state = -1;
-	if (no && *no && strcmp(no, "0"))
+	if (ntx_cu_knob(NTX_CU_NO_CUBLAS))
 		return;
+	ntx_cu_cublas_path(path, sizeof path);
+	if (!*path)
+		cand[0] = NULL;
 	for (int i = 0; i < 3 && !cb.lib; i++)
 		if (cand[i])
 			cb.lib = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);

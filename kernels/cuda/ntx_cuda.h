@@ -27,6 +27,17 @@ extern "C" {
 
 typedef struct CUstream_st *ntx_stream_t; /* == cudaStream_t */
 
+/* ---- switches ----
+ * Hand the kernels their switches (tunables.h: gemv_dl, gemv_early,
+ * gemv_dl_shape, attn_prefetch, attn_chunk, no_pdl, no_cublas, cublas; NULL:
+ * the defaults), as the engine does when it creates its GPU context, before
+ * any launch. A value out of range is the default. Process-wide (every
+ * engine of a process reads the same environment); later launches use
+ * them, cuBLAS loads with the values of its first use. Until it is called
+ * the kernels use the defaults: they never read the environment. */
+struct ntx_tunables;
+void ntx_cuda_tunables_set(const struct ntx_tunables *t);
+
 /* ---- split rows: the resident layout of Q4_0, Q8_0 and Q6_K ----
  * Blocks of these types are 18, 34 and 210 bytes, so in GGUF layout their
  * quantized bytes cannot be read with aligned 16-byte loads. For weights that
@@ -161,19 +172,19 @@ int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const v
 /* The direct-load GEMV (gemv_dl.cu) reads split rows always, and GGUF-layout
  * Q4_K and Q5_K when it is enabled; otherwise those go through the staged
  * shared-memory kernel (gemv_q8.cu), as GGUF-layout Q4_0, Q8_0 and Q6_K
- * always do. Enabled unless NTX_GEMV_DL=0 is in the environment (read
- * once); when enabled the engine keeps resident Q4_0, Q8_0 and Q6_K
- * matrices in split rows. Measured on the H200 (PERF-NOTES.md, version 4):
- * tg128 of 8B Q4_K_M / Q8_0 / Q4_0 316 / 273 / 327 tok/s staged, 343 / 301
- * / 390 direct. ntx_cuda_gemv_dl_set: on = 1 enables, 0 disables, -1
- * returns to the environment's choice (tests, benchmarks; not while kernels
- * are being launched from another thread). */
+ * always do. Enabled unless the switches say gemv_dl = 0 (NTX_GEMV_DL=0);
+ * when enabled the engine keeps resident Q4_0, Q8_0 and Q6_K matrices in
+ * split rows. Measured on the H200 (PERF-NOTES.md, version 4): tg128 of 8B
+ * Q4_K_M / Q8_0 / Q4_0 316 / 273 / 327 tok/s staged, 343 / 301 / 390
+ * direct. ntx_cuda_gemv_dl_set: on = 1 enables, 0 disables, -1 returns to
+ * the switches' choice (tests, benchmarks; not while kernels are being
+ * launched from another thread). */
 void ntx_cuda_gemv_dl_set(int on);
 int ntx_cuda_gemv_dl_enabled(void);
 /* The direct-load GEMV's shape for one token (benchmarks): -1 by the
- * environment (NTX_GEMV_DL_SHAPE, else 1: the default), 0 (2 steps in
- * flight per warp, 5 CTAs per SM), 1 (1 step, 8 CTAs), 2 (2 steps, 4
- * CTAs). Results do not depend on it. */
+ * switches (gemv_dl_shape, NTX_GEMV_DL_SHAPE; else 1: the default), 0 (2
+ * steps in flight per warp, 5 CTAs per SM), 1 (1 step, 8 CTAs), 2 (2 steps,
+ * 4 CTAs). Results do not depend on it. */
 void ntx_cuda_gemv_dl_variant(int v);
 
 /* ---- matrix-matrix products (prompt processing, any n_tok) ----
@@ -197,7 +208,8 @@ int ntx_cuda_matmul_segs(uint32_t wtype, const void *w, int64_t n_in, int64_t n_
 			 int n_rows, int accumulate, void *ws, size_t ws_bytes, ntx_stream_t s,
 			 struct ntx_err *err);
 /* 1 if cuBLAS was found and is used by ntx_cuda_matmul (loads it on first
- * call; NTX_NO_CUBLAS=1 in the environment disables it). */
+ * call, with the switches then: no_cublas disables it, cublas names the
+ * library to try first). */
 int ntx_cuda_have_cublas(void);
 
 /* Dequantize n elements (multiple of the block size) of type to float (for
@@ -311,11 +323,11 @@ int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, int n_tok, i
  * latency overlaps; a CUDA graph captured with PDL on keeps it. */
 
 /* 1 if kernels launched now on the current device use PDL: compute
- * capability 9.0 or more and NTX_NO_PDL unset or "0" (read once), unless
+ * capability 9.0 or more and the switch no_pdl (NTX_NO_PDL) off, unless
  * overridden by ntx_cuda_pdl_set; else 0 (also when no device is usable). */
 int ntx_cuda_pdl_enabled(void);
 /* Override the choice for later launches (and captures): on = 1 uses PDL
- * wherever the device supports it, whatever NTX_NO_PDL says; on = 0 never;
+ * wherever the device supports it, whatever no_pdl says; on = 0 never;
  * on = -1 returns to the automatic choice. For tests and benchmarks; not
  * to be called while kernels are being launched from another thread. */
 void ntx_cuda_pdl_set(int on);

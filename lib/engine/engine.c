@@ -171,12 +171,11 @@ static void hot_worker(void *p, int ith, int nth)
 
 static void hot_copies(struct ntx_engine *e)
 {
-	const char *no = getenv("NTX_NO_HUGEPAGES");
 	struct hot_ctx c = { e };
 	uint64_t limit, used = 0, avail, *off, out_off = UINT64_MAX;
 	int l;
 
-	if (e->o.io == NTX_IO_MMAP || (no && *no && strcmp(no, "0")) || e->o.copy_limit < 0)
+	if (e->o.io == NTX_IO_MMAP || e->tun.no_hugepages || e->o.copy_limit < 0)
 		return;
 	off = malloc((size_t)e->cfg.n_layer * sizeof *off);
 	if (!off)
@@ -231,6 +230,12 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	e->m = m;
 	e->cfg = *c;
 	e->o = *o;
+	if (o->tunables)
+		e->tun = *o->tunables;
+	else
+		ntx_tunables_from_env(&e->tun);
+	e->o.tunables = NULL;
+	ntx_cpu_tunables_set(&e->tun);
 	if (!m->layers) {
 		ntx_err_set(err, NTX_EINVAL, "model has no tensors (vocabulary-only file)");
 		goto fail;

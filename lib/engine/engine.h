@@ -16,6 +16,7 @@
 #include "err.h"
 #include "model.h"
 #include "plan.h"
+#include "tunables.h"
 
 enum ntx_backend { NTX_BACKEND_AUTO = 0, NTX_BACKEND_CPU = 1, NTX_BACKEND_CUDA = 2 };
 enum ntx_io { NTX_IO_DIRECT = 0, NTX_IO_MMAP = 1 };
@@ -42,6 +43,11 @@ struct ntx_engine_opts {
 	 * one copy is resident. 0: up to MemAvailable less 2 GiB; < 0: no
 	 * copies (the page cache is the only copy, as --ram-budget wants). */
 	int64_t copy_limit;
+	/* The switches (tunables.h), copied at ntx_engine_new; NULL: read from
+	 * the environment there (ntx_tunables_from_env). The engine hands them
+	 * to the CPU and CUDA kernels, whose switches are process-wide: the
+	 * last engine created sets them. */
+	const struct ntx_tunables *tunables;
 };
 
 struct ntx_engine;

@@ -193,8 +193,8 @@ static const struct ntx_layer_tensors *dev_lt(const struct ntx_engine *e, int l)
 
 /* Rewrite the resident matrix t at w (device) in split rows where that
  * applies and the direct-load GEMV is enabled (ntx_cuda.h: aligned 16-byte
- * loads in the GEMV; off with NTX_GEMV_DL=0); *view is t with the type the device
- * data now has. */
+ * loads in the GEMV; off with the switch gemv_dl = 0, NTX_GEMV_DL=0); *view
+ * is t with the type the device data now has. */
 static int split_resident(const struct ntx_gguf_tensor *t, void *w, struct ntx_gguf_tensor *view,
 			  cudaStream_t st, struct ntx_err *err)
 {
@@ -252,6 +252,7 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	if (!g)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	e->gpu = g;
+	ntx_cuda_tunables_set(&e->tun); /* before any launch or cuBLAS load */
 	pthread_mutex_init(&g->tmu, NULL);
 	g->dev = e->o.gpu_index;
 	CK(cudaSetDevice(g->dev), "cudaSetDevice");
@@ -262,15 +263,11 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 		g->peak_gbps = 2.0 * clk * 1e3 * (bus / 8.0) / 1e9;
 	cudaGetLastError();
 	/* load cuBLAS (prompt processing) now, before any graph capture, and
-	 * decide programmatic dependent launch for this device (NTX_NO_PDL):
+	 * decide programmatic dependent launch for this device (no_pdl):
 	 * captured graphs keep the launches' choice */
 	(void)ntx_cuda_have_cublas();
 	(void)ntx_cuda_pdl_enabled();
-	{
-		const char *ng = getenv("NTX_NO_GRAPHS");
-
-		g->no_graphs = ng && *ng && strcmp(ng, "0");
-	}
+	g->no_graphs = e->tun.no_graphs;
 
 	/* activations */
 	mx = max_z(E, max_z(Q, F));

@@ -80,7 +80,8 @@ struct ntx_streamer; /* engine_stream.c */
 struct ntx_engine {
 	const struct ntx_model *m;
 	struct ntx_llama_config cfg;
-	struct ntx_engine_opts o;
+	struct ntx_engine_opts o;  /* o.tunables: NULL (tun holds them) */
+	struct ntx_tunables tun;   /* the switches, read once at ntx_engine_new */
 	enum ntx_backend backend;
 	int n_ctx, n_seq, n_ub, n_cut, n_threads; /* n_cut: prompt chunk */
 	struct ntx_rope rope;

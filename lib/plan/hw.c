@@ -473,11 +473,13 @@ out:
 /* ---- probe: all ---- */
 
 int ntx_hw_probe(struct ntx_plan_hw *hw, const char *probe_dir, int n_threads,
-		 struct ntx_err *err)
+		 const struct ntx_tunables *tun, struct ntx_err *err)
 {
 	struct ntx_err e[3] = { { 0, "" }, { 0, "" }, { 0, "" } };
 	int rc = 0, i;
 
+	if (tun)
+		ntx_cpu_tunables_set(tun);
 	hw->probed = 1;
 	if (probe_h2d(hw, &e[0]))
 		rc = -1;

@@ -9,6 +9,7 @@
 
 #include "err.h"
 #include "model.h"
+#include "tunables.h"
 #include "types.h"
 
 enum ntx_tier { NTX_TIER_VRAM = 0, NTX_TIER_RAM = 1, NTX_TIER_DISK = 2 };
@@ -307,11 +308,14 @@ void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir);
 
 /* --probe: measure pinned H2D bandwidth (GPU only), O_DIRECT read rate (of a
  * temporary file of up to 1 GiB written in probe_dir and unlinked at once)
- * and the CPU GEMV rate; fills the *_gbps fields it measured (their *_src set
- * to NTX_SRC_PROBE) and sets probed. Returns 0, or -1 when a measurement
- * failed: the others are still filled in, err says which failed and why. */
+ * and the CPU GEMV rate, with the CPU kernels the switches of tun choose
+ * (handed to them with ntx_cpu_tunables_set: NTX_CPU_SCALAR, NTX_NO_AMX;
+ * NULL: the kernels as they are); fills the *_gbps fields it measured
+ * (their *_src set to NTX_SRC_PROBE) and sets probed. Returns 0, or -1 when
+ * a measurement failed: the others are still filled in, err says which
+ * failed and why. */
 int ntx_hw_probe(struct ntx_plan_hw *hw, const char *probe_dir, int n_threads,
-		 struct ntx_err *err);
+		 const struct ntx_tunables *tun, struct ntx_err *err);
 
 /* Detect only what the NTX_HW_* bits in what ask for (the rest is left 0 and
  * its bit clear in hw->detected); ntx_hw_detect is what = NTX_HW_ALL. */

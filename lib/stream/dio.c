@@ -18,8 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "parse.h"
-
 struct ntx_dio {
 	int fd;
 	int direct;
@@ -35,7 +33,7 @@ struct ntx_dio {
 	int min_readers;      /* reads get this many threads first */
 	int stop;
 	uint64_t reads;       /* chunk reads issued */
-	uint64_t fault_at;    /* NTX_FAULT_READ (0 = off) */
+	uint64_t fault_at;    /* tunables fault_read, NTX_FAULT_READ (0 = off) */
 	int fault_every;
 };
 
@@ -201,24 +199,21 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static int fault_env(struct ntx_dio *d, struct ntx_err *err)
+/* The fault-injection switches of t (NULL: none). */
+static int fault_set(struct ntx_dio *d, const struct ntx_tunables *t, struct ntx_err *err)
 {
-	const char *s = getenv("NTX_FAULT_READ");
-	int64_t v;
-
-	if (!s || !*s)
+	if (!t || !t->fault_read)
 		return 0;
-	if (ntx_parse_i64(s, 1, INT64_MAX, &v, err)) {
-		ntx_err_prefix(err, "NTX_FAULT_READ");
-		return -1;
-	}
-	d->fault_at = (uint64_t)v;
-	s = getenv("NTX_FAULT_READ_EVERY");
-	d->fault_every = s && *s && strcmp(s, "0") != 0;
+	if (t->fault_read < 0)
+		return ntx_err_set(err, NTX_EINVAL, "NTX_FAULT_READ: not an integer in [1, %" PRId64 "]",
+				   INT64_MAX);
+	d->fault_at = (uint64_t)t->fault_read;
+	d->fault_every = t->fault_read_every;
 	return 0;
 }
 
-struct ntx_dio *ntx_dio_open(const char *path, int threads, size_t chunk, struct ntx_err *err)
+struct ntx_dio *ntx_dio_open(const char *path, int threads, size_t chunk,
+			     const struct ntx_tunables *tun, struct ntx_err *err)
 {
 	struct ntx_dio *d;
 	int i;
@@ -244,19 +239,15 @@ struct ntx_dio *ntx_dio_open(const char *path, int threads, size_t chunk, struct
 		return NULL;
 	}
 	d->chunk = chunk;
-	if (fault_env(d, err)) {
+	if (fault_set(d, tun, err)) {
 		free(d);
 		return NULL;
 	}
-	{
-		const char *nb = getenv("NTX_DIO_BUFFERED"); /* tests: force the fallback */
-
-		if (nb && *nb && strcmp(nb, "0") != 0) {
-			d->fd = -1;
-			errno = EINVAL;
-		} else {
-			d->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-		}
+	if (tun && tun->dio_buffered) { /* tests: force the fallback */
+		d->fd = -1;
+		errno = EINVAL;
+	} else {
+		d->fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	}
 	d->direct = d->fd >= 0;
 	if (d->fd < 0 && errno == EINVAL) {

@@ -17,11 +17,12 @@
  * reading, else runs a hook part of the oldest request, else reads; so the
  * disk keeps reads in flight while the other threads decode.
  *
- * Fault injection (tests): when the environment variable NTX_FAULT_READ=N
- * (N >= 1) is set at ntx_dio_open(), the N-th chunk read of that handle
- * (counted from 1 in the order the threads issue them) fails with EIO.
- * NTX_FAULT_READ_EVERY=1 makes it fail every read from the N-th on.
- * NTX_DIO_BUFFERED=1 skips O_DIRECT as if the file system refused it.
+ * Fault injection (tests), from the tunables given to ntx_dio_open()
+ * (tunables.h): fault_read = N (NTX_FAULT_READ=N, N >= 1) makes the N-th
+ * chunk read of that handle (counted from 1 in the order the threads issue
+ * them) fail with EIO; fault_read_every (NTX_FAULT_READ_EVERY=1) makes it
+ * fail every read from the N-th on. dio_buffered (NTX_DIO_BUFFERED=1) skips
+ * O_DIRECT as if the file system refused it.
  *
  * Requests are error-isolated: a failed request does not affect others. No
  * call ever hangs on an error: wait() returns once every chunk of the
@@ -34,6 +35,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "tunables.h"
 
 #define NTX_DIO_ALIGN 4096u              /* offsets, lengths, buffers (direct mode) */
 #define NTX_DIO_DEFAULT_THREADS 4
@@ -65,8 +67,11 @@ struct ntx_dio_req {
 
 /* Open path for reading with threads threads (0 = NTX_DIO_DEFAULT_THREADS)
  * reading chunk bytes at a time (0 = NTX_DIO_DEFAULT_CHUNK; rounded up to
- * NTX_DIO_ALIGN). Returns NULL and fills *err (without the path). */
-struct ntx_dio *ntx_dio_open(const char *path, int threads, size_t chunk, struct ntx_err *err);
+ * NTX_DIO_ALIGN), with the test switches of tun (borrowed, read here; NULL:
+ * none). Returns NULL and fills *err (without the path), also for
+ * fault_read < 0 (NTX_FAULT_READ set to something else than N >= 1). */
+struct ntx_dio *ntx_dio_open(const char *path, int threads, size_t chunk,
+			     const struct ntx_tunables *tun, struct ntx_err *err);
 
 /* Close: waits for requests still queued or in flight (their results are
  * lost: wait for them first), joins the threads, closes the file. NULL ok. */

@@ -91,7 +91,8 @@ static int compare(const struct ntx_pack_extent *e, const struct ntx_layer_tenso
 }
 
 int ntx_pack_verify(const struct ntx_pack *p, const struct ntx_model *m, int threads,
-		    ntx_pack_progress_fn progress, void *arg, struct ntx_err *err)
+		    const struct ntx_tunables *tun, ntx_pack_progress_fn progress, void *arg,
+		    struct ntx_err *err)
 {
 	struct ntx_pack_read rd[2];
 	unsigned char *stored[2] = { NULL, NULL }, *raw[2] = { NULL, NULL };
@@ -108,7 +109,7 @@ int ntx_pack_verify(const struct ntx_pack *p, const struct ntx_model *m, int thr
 		total += p->extents[x].stored_size;
 		any_zstd |= p->extents[x].compression != NTX_PACK_COMP_NONE;
 	}
-	d = ntx_dio_open(p->path, threads, 0, err);
+	d = ntx_dio_open(p->path, threads, 0, tun, err);
 	if (!d)
 		return -1;
 	for (s = 0; s < 2; s++) {

@@ -31,12 +31,14 @@ int ntx_pack_read_submit(struct ntx_dio *d, const struct ntx_pack *p,
 int ntx_pack_read_wait(struct ntx_dio *d, struct ntx_pack_read *r, struct ntx_err *err);
 
 /* Read every extent (through a direct-I/O pool of threads threads; 0 =
- * default) and compare it, byte for byte, with the model's layer as
+ * default; with the test switches of tun, as ntx_dio_open, NULL none) and
+ * compare it, byte for byte, with the model's layer as
  * ntx_layer_pack_copy() lays it out; padding must be zero. Calls
  * progress(arg, done, total) with stored bytes read (may be NULL). Returns 0,
  * or -1 with the first difference or error. Also checks the model first
  * (ntx_pack_check_model). */
 int ntx_pack_verify(const struct ntx_pack *p, const struct ntx_model *m, int threads,
-		    ntx_pack_progress_fn progress, void *arg, struct ntx_err *err);
+		    const struct ntx_tunables *tun, ntx_pack_progress_fn progress, void *arg,
+		    struct ntx_err *err);
 
 #endif

@@ -438,7 +438,7 @@ int ntx_stream_start(struct ntx_engine *e, struct ntx_err *err)
 		/* 8 threads, 16 MiB chunks: a queue deep enough for NVMe and large
 		 * enough reads for virtio disks (measured: 4 x 8 MiB read at 86% of
 		 * the raw O_DIRECT rate with verification running alongside) */
-		s->dio = ntx_dio_open(e->pack_path, 8, 16 << 20, err);
+		s->dio = ntx_dio_open(e->pack_path, 8, 16 << 20, &e->tun, err);
 		if (!s->dio) {
 			ntx_err_prefix(err, "%s", e->pack_path);
 			return -1;

@@ -130,7 +130,7 @@ static int read_pack(const char *path, int threads, int inflight, int verify)
 		fprintf(stderr, "bench_pack: %s: %s\n", path, err.msg);
 		return 1;
 	}
-	d = ntx_dio_open(path, threads, 0, &err);
+	d = ntx_dio_open(path, threads, 0, NULL, &err);
 	if (!d) {
 		fprintf(stderr, "bench_pack: %s: %s\n", path, err.msg);
 		return 1;

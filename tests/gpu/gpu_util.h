@@ -16,6 +16,7 @@
 #include "ntx_cpu.h"
 #include "ntx_cuda.h"
 #include "sampler.h"
+#include "tunables.h"
 
 static struct ntx_err g_err;
 
@@ -382,6 +383,15 @@ static inline int gpu_start(int argc, char **argv)
 		printf("# no CUDA device\n");
 		t_ok(0, "a CUDA device is usable");
 		exit(t_done() | 1);
+	}
+	{
+		/* the switches (NTX_NO_CUBLAS, NTX_NO_PDL, NTX_GEMV_DL, ...), read
+		 * and handed to the kernels as the engine does */
+		struct ntx_tunables tun;
+
+		ntx_tunables_from_env(&tun);
+		ntx_cpu_tunables_set(&tun);
+		ntx_cuda_tunables_set(&tun);
 	}
 	gpu_banner();
 	return 0;

@@ -11,9 +11,10 @@
  * residual stream and KV caches with PDL forced off (the reference) and on:
  * launched one by one on a stream and on the legacy default stream, and
  * captured in a CUDA graph and replayed. Also the switches:
- * ntx_cuda_pdl_set(0 / 1 / -1) and NTX_NO_PDL (run-gpu-tests.sh runs this
- * program again with NTX_NO_PDL=1). On a device without PDL (compute
- * capability < 9) "on" launches as "off", and the checks say so. */
+ * ntx_cuda_pdl_set(0 / 1 / -1), no_pdl (ntx_cuda_tunables_set) and
+ * NTX_NO_PDL (run-gpu-tests.sh runs this program again with NTX_NO_PDL=1).
+ * On a device without PDL (compute capability < 9) "on" launches as "off",
+ * and the checks say so. */
 #include "gpu_util.h"
 
 #define PL_E 2048   /* n_embd */
@@ -347,11 +348,14 @@ static void test_pdl_bitwise(int nt, int has_pdl)
 	CK(cudaStreamDestroy(s));
 }
 
-/* ntx_cuda_pdl_set and NTX_NO_PDL. Returns whether the device can use PDL. */
+/* ntx_cuda_pdl_set, the switch no_pdl (ntx_cuda_tunables_set) and
+ * NTX_NO_PDL (gpu_start hands the environment's switches over). Returns
+ * whether the device can use PDL. */
 static int test_pdl_switches(void)
 {
 	int dev = 0, major = 0, cap, auto_on;
 	const char *no = getenv("NTX_NO_PDL");
+	struct ntx_tunables tun;
 
 	CK(cudaGetDevice(&dev));
 	CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -369,6 +373,19 @@ static int test_pdl_switches(void)
 	     cap ? "on" : "off");
 	ntx_cuda_pdl_set(-1);
 	t_ok(ntx_cuda_pdl_enabled() == auto_on, "pdl_set(-1): back to automatic");
+	ntx_tunables_default(&tun);
+	tun.no_pdl = 1;
+	ntx_cuda_tunables_set(&tun);
+	t_ok(ntx_cuda_pdl_enabled() == 0, "switch no_pdl = 1: off");
+	ntx_cuda_pdl_set(1);
+	t_ok(ntx_cuda_pdl_enabled() == cap, "pdl_set(1) overrides no_pdl = 1: %s", cap ? "on" : "off");
+	ntx_cuda_pdl_set(-1);
+	tun.no_pdl = 0;
+	ntx_cuda_tunables_set(&tun);
+	t_ok(ntx_cuda_pdl_enabled() == cap, "switch no_pdl = 0: %s", cap ? "on" : "off");
+	ntx_tunables_from_env(&tun); /* back to the environment's */
+	ntx_cuda_tunables_set(&tun);
+	t_ok(ntx_cuda_pdl_enabled() == auto_on, "the environment's switches again");
 	return cap;
 }
 

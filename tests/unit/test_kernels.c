@@ -12,6 +12,7 @@
 #include "gguf.h"
 #include "ntx_cpu.h"
 #include "t.h"
+#include "tunables.h"
 
 /* ---- tolerances (normalized mean squared error, sum (a-b)^2 / sum b^2) ----
  *
@@ -753,6 +754,7 @@ int main(void)
 	ntx_cpu_isa_select("auto");
 	t_diag("best ISA: %s", ntx_cpu_features());
 	{
+		struct ntx_tunables tun;
 		char best[64];
 
 		snprintf(best, sizeof best, "%s", ntx_cpu_features());
@@ -760,10 +762,26 @@ int main(void)
 		t_ok(strcmp(ntx_cpu_features(), "scalar") == 0, "ntx_cpu_force_scalar(1) selects scalar");
 		ntx_cpu_force_scalar(0);
 		t_ok(strcmp(ntx_cpu_features(), best) == 0, "ntx_cpu_force_scalar(0) returns to %s", best);
+		/* the switches, as the engine hands them over */
 		setenv("NTX_CPU_SCALAR", "1", 1);
-		ntx_cpu_isa_select("auto");
-		t_ok(strcmp(ntx_cpu_features(), "scalar") == 0, "NTX_CPU_SCALAR=1 selects scalar");
+		ntx_tunables_from_env(&tun);
 		unsetenv("NTX_CPU_SCALAR");
+		ntx_cpu_tunables_set(&tun);
+		t_ok(strcmp(ntx_cpu_features(), "scalar") == 0, "NTX_CPU_SCALAR=1 selects scalar");
+		ntx_tunables_default(&tun);
+		ntx_cpu_tunables_set(&tun);
+		t_ok(strcmp(ntx_cpu_features(), best) == 0, "the default switches return to %s", best);
+		if (ntx_cpu_isa_select("avx2") == 0) {
+			tun.cpu_scalar = 1;
+			ntx_cpu_tunables_set(&tun);
+			t_ok(strstr(ntx_cpu_features(), "avx2") != NULL,
+			     "an ISA pinned by name stays when the switches change: %s",
+			     ntx_cpu_features());
+			ntx_cpu_isa_select("auto");
+			t_ok(strcmp(ntx_cpu_features(), "scalar") == 0,
+			     "\"auto\" then follows the switches (cpu_scalar)");
+			ntx_cpu_tunables_set(NULL);
+		}
 		ntx_cpu_isa_select("auto");
 		t_ok(ntx_cpu_isa_select("no-such-isa") == -1 && strcmp(ntx_cpu_features(), best) == 0,
 		     "an unknown ISA name is refused");

@@ -257,7 +257,7 @@ static void round_trip(const char *model, uint32_t comp, double min_saving, uint
 	t_ok(ntx_pack_check_model(p, m, &err) == 0, "%s %s: check_model", model, tag);
 	t_ok(decode_all(p, m, path) == n, "%s %s: every extent decodes to the GGUF bytes", model,
 	     tag);
-	t_ok(ntx_pack_verify(p, m, 3, NULL, NULL, &err) == 0, "%s %s: ntx_pack_verify (%s)", model,
+	t_ok(ntx_pack_verify(p, m, 3, NULL, NULL, NULL, &err) == 0, "%s %s: ntx_pack_verify (%s)", model,
 	     tag, err.msg);
 	t_diag("%s %s: raw %" PRIu64 " stored %" PRIu64 " (ratio %.3f), %d/%d extents compressed",
 	       model, tag, st.raw_bytes, st.stored_bytes,
@@ -294,7 +294,7 @@ static void test_partial(void)
 		}
 		t_ok(ok && !ntx_pack_extent_for_layer(p, -1) && !ntx_pack_extent_for_layer(p, 16),
 		     "extent_for_layer: the 4 packed layers, NULL for the rest");
-		t_ok(ntx_pack_verify(p, m, 0, NULL, NULL, &err) == 0, "partial pack verifies");
+		t_ok(ntx_pack_verify(p, m, 0, NULL, NULL, NULL, &err) == 0, "partial pack verifies");
 		{
 			json_t *doc = ntx_inspect_pack_json(p, "x.ntxp", NTX_INSPECT_FULL, &err);
 			json_t *ex = json_object_get(doc, "extents");
@@ -523,7 +523,7 @@ static void test_corrupt_extent(void)
 		ntx_pack_close(p);
 		spit(path, img, len);
 		p = ntx_pack_open(path, &err);
-		t_ok(p && ntx_pack_verify(p, mm, 2, NULL, NULL, &err) == -1 &&
+		t_ok(p && ntx_pack_verify(p, mm, 2, NULL, NULL, NULL, &err) == -1 &&
 			     strstr(err.msg, "layer 1"),
 		     "%s: verify names the corrupted layer: %s", pass ? "zstd" : "none", err.msg);
 		ntx_pack_close(p);
@@ -556,7 +556,7 @@ static void test_mismatch(void)
 	t_ok(ntx_pack_check_model(p, b, &err) == -1 && err.code == NTX_EMISMATCH &&
 		     strstr(err.msg, "another model"),
 	     "pack checked against another model: %s", err.msg);
-	t_ok(ntx_pack_verify(p, b, 0, NULL, NULL, &err) == -1 && err.code == NTX_EMISMATCH,
+	t_ok(ntx_pack_verify(p, b, 0, NULL, NULL, NULL, &err) == -1 && err.code == NTX_EMISMATCH,
 	     "verify against another model refused");
 
 	memset(&plan, 0, sizeof plan);
@@ -755,6 +755,7 @@ static void test_dio(void)
 	const size_t n = 6u << 20;
 	unsigned char *src = malloc(n), *dst[4];
 	struct ntx_dio_req req[4];
+	struct ntx_tunables tun;
 	struct ntx_err err;
 	struct ntx_dio *d;
 	char path[512];
@@ -763,7 +764,7 @@ static void test_dio(void)
 	tpath(path, sizeof path, "dio.bin");
 	fill_pattern(src, n, 7);
 	spit(path, src, n);
-	d = ntx_dio_open(path, 3, 65536, &err);
+	d = ntx_dio_open(path, 3, 65536, NULL, &err);
 	if (!t_ok(d != NULL, "dio opens (%s)", d ? "" : err.msg)) {
 		free(src);
 		return;
@@ -804,7 +805,7 @@ static void test_dio(void)
 
 	/* a file whose size is not a multiple of 4096 */
 	spit(path, src, 100000);
-	d = ntx_dio_open(path, 2, 65536, &err);
+	d = ntx_dio_open(path, 2, 65536, NULL, &err);
 	memset(&req[0], 0, sizeof req[0]);
 	req[0].layer = 2;
 	ntx_dio_submit(d, 0, 131072, dst[0], &req[0], &err);
@@ -815,9 +816,9 @@ static void test_dio(void)
 
 	/* fault injection: the 5th chunk read fails with EIO; the request
 	 * fails, others succeed, nothing hangs */
-	setenv("NTX_FAULT_READ", "5", 1);
-	d = ntx_dio_open(path, 4, 65536, &err);
-	unsetenv("NTX_FAULT_READ");
+	ntx_tunables_default(&tun);
+	tun.fault_read = 5;
+	d = ntx_dio_open(path, 4, 65536, &tun, &err);
 	for (i = 0; i < 2; i++) {
 		memset(&req[i], 0, sizeof req[i]);
 		req[i].layer = 10 + i;
@@ -829,11 +830,9 @@ static void test_dio(void)
 	t_ok(ntx_dio_wait(d, &req[1], &err) == 0 && memcmp(dst[1], src, 1048576) == 0,
 	     "dio: the next request is unaffected");
 	ntx_dio_close(d);
-	setenv("NTX_FAULT_READ", "1", 1);
-	setenv("NTX_FAULT_READ_EVERY", "1", 1);
-	d = ntx_dio_open(path, 4, 65536, &err);
-	unsetenv("NTX_FAULT_READ");
-	unsetenv("NTX_FAULT_READ_EVERY");
+	tun.fault_read = 1;
+	tun.fault_read_every = 1;
+	d = ntx_dio_open(path, 4, 65536, &tun, &err);
 	for (i = 0; i < 4; i++) {
 		memset(&req[i], 0, sizeof req[i]);
 		ntx_dio_submit(d, 0, 2097152, dst[i], &req[i], &err);
@@ -843,21 +842,33 @@ static void test_dio(void)
 		ok &= ntx_dio_wait(d, &req[i], &err) == -1;
 	t_ok(ok, "dio: every read failing: every wait returns an error");
 	ntx_dio_close(d);
+	/* from the environment, as the engine and ntx-pack read it */
 	setenv("NTX_FAULT_READ", "x", 1);
-	d = ntx_dio_open(path, 4, 0, &err);
+	ntx_tunables_from_env(&tun);
 	unsetenv("NTX_FAULT_READ");
+	d = ntx_dio_open(path, 4, 0, &tun, &err);
 	t_ok(!d && strstr(err.msg, "NTX_FAULT_READ"), "bad NTX_FAULT_READ: %s", err.msg);
 	ntx_dio_close(d);
-	d = ntx_dio_open(path, 0, 0, &err);
+	setenv("NTX_FAULT_READ", "2", 1);
+	ntx_tunables_from_env(&tun);
+	unsetenv("NTX_FAULT_READ");
+	d = ntx_dio_open(path, 4, 65536, &tun, &err);
+	memset(&req[0], 0, sizeof req[0]);
+	if (d)
+		ntx_dio_submit(d, 0, 1048576, dst[0], &req[0], &err);
+	t_ok(d && ntx_dio_wait(d, &req[0], &err) == -1 && strstr(err.msg, "Input/output error"),
+	     "NTX_FAULT_READ=2 from the environment: %s", err.msg);
 	ntx_dio_close(d);
-	t_ok(ntx_dio_open("/nonexistent/x", 0, 0, &err) == NULL &&
+	d = ntx_dio_open(path, 0, 0, NULL, &err);
+	ntx_dio_close(d);
+	t_ok(ntx_dio_open("/nonexistent/x", 0, 0, NULL, &err) == NULL &&
 		     strstr(err.msg, "No such file"),
 	     "dio: missing file: %s", err.msg);
 
 	/* the buffered fallback (as on a file system that refuses O_DIRECT) */
-	setenv("NTX_DIO_BUFFERED", "1", 1);
-	d = ntx_dio_open(path, 3, 65536, &err);
-	unsetenv("NTX_DIO_BUFFERED");
+	ntx_tunables_default(&tun);
+	tun.dio_buffered = 1;
+	d = ntx_dio_open(path, 3, 65536, &tun, &err);
 	if (t_ok(d && !ntx_dio_direct(d), "dio: buffered fallback")) {
 		memset(&req[0], 0, sizeof req[0]);
 		memset(&req[1], 0, sizeof req[1]);
@@ -896,7 +907,7 @@ static void test_dio_hooks(void)
 	unsigned char *b = ntx_dio_alloc(1 << 20);
 
 	tpath(path, sizeof path, "dio.bin");
-	d = ntx_dio_open(path, 3, 0, &err);
+	d = ntx_dio_open(path, 3, 0, NULL, &err);
 	memset(&r, 0, sizeof r);
 	r.hook = count_hook;
 	r.hook_parts = 6;
@@ -934,7 +945,7 @@ static void test_stream(void)
 	p = ntx_pack_open(path, &err);
 	if (!t_ok(p != NULL, "stream: pack opens"))
 		return;
-	d = ntx_dio_open(path, 4, 1 << 20, &err);
+	d = ntx_dio_open(path, 4, 1 << 20, NULL, &err);
 	want = malloc(p->max_raw);
 	for (x = 0; x < 3; x++) {
 		st[x] = ntx_dio_alloc(p->max_stored);

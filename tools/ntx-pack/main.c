@@ -18,6 +18,7 @@
 #include "pack_read.h"
 #include "parse.h"
 #include "plan.h"
+#include "tunables.h"
 #include "version.h"
 
 
@@ -127,8 +128,10 @@ static int verify(const char *pack_path, const struct ntx_model *m, const struct
 	struct ntx_err err;
 	struct ntx_pack *p;
 	struct bar b = { !quiet && isatty(2), "verify", ntx_now_s(), -1 };
+	struct ntx_tunables tun; /* NTX_FAULT_READ, ... (tests) */
 	char sz[32];
 
+	ntx_tunables_from_env(&tun);
 	p = ntx_pack_open(pack_path, &err);
 	if (!p) {
 		fprintf(stderr, "%s: %s: %s\n", prog, pack_path, err.msg);
@@ -139,7 +142,7 @@ static int verify(const char *pack_path, const struct ntx_model *m, const struct
 		ntx_pack_close(p);
 		return 1;
 	}
-	if (ntx_pack_verify(p, m, threads, bar_cb, &b, &err)) {
+	if (ntx_pack_verify(p, m, threads, &tun, bar_cb, &b, &err)) {
 		if (b.on && b.last_pct >= 0)
 			fputc('\n', stderr);
 		fprintf(stderr, "%s: %s: %s\n", prog, pack_path, err.msg);

@@ -520,8 +520,10 @@ int main(int argc, char **argv)
 			pack_dir);
 	if (o.probe) {
 		struct ntx_err perr = { 0, "" };
+		struct ntx_tunables tun; /* NTX_CPU_SCALAR, NTX_NO_AMX */
 
-		if (ntx_hw_probe(&hw, pack_dir, hw.cpu_cores, &perr) && !quiet)
+		ntx_tunables_from_env(&tun);
+		if (ntx_hw_probe(&hw, pack_dir, hw.cpu_cores, &tun, &perr) && !quiet)
 			fprintf(stderr, "%s: warning: %s\n", prog, perr.msg);
 	}
 	if (verbose) {

@@ -1,0 +1,88 @@
+/* tunables.c - the one reader of the NTX_* switches (tunables.h,
+ * doc/tunables.md). Two kinds of flags, as they always were: "NTX_NO_X=1"
+ * turns something off when set to anything but "" or "0"; "NTX_X=0" turns a
+ * default on off when set to exactly "0". */
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse.h"
+#include "tunables.h"
+
+/* 1 when name is set to anything but "" or "0". */
+static int env_set(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0") != 0;
+}
+
+/* 0 when name is exactly "0", else 1 (a switch that is on by default). */
+static int env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return !(v && strcmp(v, "0") == 0);
+}
+
+void ntx_tunables_default(struct ntx_tunables *t)
+{
+	memset(t, 0, sizeof *t);
+	t->gemv_dl = 1;
+	t->gemv_early = 1;
+	t->gemv_dl_shape = -1;
+	t->attn_prefetch = 1;
+	t->attn_chunk = 32;
+}
+
+/* NTX_ATTN_CHUNK: a multiple of 32 in [32, 65536] (strtol: leading blanks
+ * and a sign are read); anything else is the default. */
+static int attn_chunk(const char *e)
+{
+	char *end = NULL;
+	long c;
+
+	if (!e)
+		return 32;
+	c = strtol(e, &end, 10);
+	if (end == e || *end || c > 65536 || c < 32 || c % 32)
+		return 32;
+	return (int)c;
+}
+
+/* NTX_FAULT_READ: unset or "" 0 (off); an integer >= 1; else -1. */
+static int64_t fault_read(const char *s)
+{
+	int64_t v;
+
+	if (!s || !*s)
+		return 0;
+	return ntx_parse_i64(s, 1, INT64_MAX, &v, NULL) ? -1 : v;
+}
+
+void ntx_tunables_from_env(struct ntx_tunables *t)
+{
+	const char *s;
+
+	ntx_tunables_default(t);
+	t->cpu_scalar = env_set("NTX_CPU_SCALAR");
+	t->no_amx = env_set("NTX_NO_AMX");
+
+	t->gemv_dl = env_on("NTX_GEMV_DL");
+	t->gemv_early = env_on("NTX_GEMV_EARLY");
+	s = getenv("NTX_GEMV_DL_SHAPE");
+	t->gemv_dl_shape = s && *s >= '0' && *s <= '2' && !s[1] ? *s - '0' : -1;
+	t->attn_prefetch = env_on("NTX_ATTN_PREFETCH");
+	t->attn_chunk = attn_chunk(getenv("NTX_ATTN_CHUNK"));
+	t->no_pdl = env_set("NTX_NO_PDL");
+	t->no_cublas = env_set("NTX_NO_CUBLAS");
+	s = getenv("NTX_CUBLAS");
+	if (s && strlen(s) < sizeof t->cublas) /* longer: no such path (PATH_MAX) */
+		strcpy(t->cublas, s);
+
+	t->no_graphs = env_set("NTX_NO_GRAPHS");
+	t->no_hugepages = env_set("NTX_NO_HUGEPAGES");
+
+	t->fault_read = fault_read(getenv("NTX_FAULT_READ"));
+	t->fault_read_every = env_set("NTX_FAULT_READ_EVERY");
+	t->dio_buffered = env_set("NTX_DIO_BUFFERED");
+}
