@@ -1,13 +1,12 @@
 /* engine_gpu.c - the engine's device side: device memory for resident
- * weights, KV caches of GPU-executed layers, activations and the ring of
- * streaming slots; the GPU layer (a sequence of kernels from kernels/cuda on
- * the compute stream); the output head; copies and events for streaming.
- * Without CUDA this file provides stubs that say so. */
+ * weights, KV caches of GPU-executed layers and activations; the GPU layer
+ * (a sequence of kernels from kernels/cuda on the compute stream); the
+ * output head; the ring of streaming slots (lib/stream/ring.c) for the
+ * streamer. Without CUDA this file provides stubs that say so. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine_int.h"
 
@@ -22,7 +21,7 @@
 
 struct ntx_gpu {
 	int dev;
-	cudaStream_t cs, ps;            /* compute, copy (pcie) */
+	cudaStream_t cs, ps;            /* compute; uploads of resident weights */
 	double peak_gbps;
 	/* activations [n_ub rows] */
 	float *x, *xb, *q, *k, *v, *att, *h, *g, *u, *xin, *xh, *logits;
@@ -47,14 +46,7 @@ struct ntx_gpu {
 	struct ntx_gguf_tensor (*dtv)[NTX_LAYER_NT];
 	uint8_t *resident;
 	struct ntx_gguf_tensor out_t;
-	/* ring */
-	int n_slots;
-	void **slot;
-	cudaEvent_t *ev_copied, *ev_free, *ev_cp0, *ev_w0, *ev_w1;
-	int *cp_pending, *w_pending;
-	cudaEvent_t ev_stg[N_STAGING];
-	double t_copy, t_wait;
-	pthread_mutex_t tmu;
+	struct ntx_ring *ring;          /* streaming slots, or NULL */
 	/* decode steps captured as CUDA graphs (resident layers only) */
 	struct gpu_graph {
 		int n, out;           /* out: OUT_LOGITS | OUT_IDS */
@@ -96,57 +88,6 @@ int ntx_gpu_usable(int device, char *why, size_t why_len)
 		return 0;
 	}
 	return 1;
-}
-
-void *ntx_host_alloc(size_t bytes, struct ntx_err *err)
-{
-	void *p = NULL;
-	cudaError_t rc;
-	int n = 0;
-
-	if (bytes == 0)
-		bytes = 1;
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-		cudaGetLastError();
-		if (posix_memalign(&p, 4096, bytes))
-			p = NULL;
-		if (!p)
-			ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
-		return p;
-	}
-	/* page-aligned, as O_DIRECT reads need (cudaHostAlloc does not promise
-	 * it: small blocks come 2 KiB-aligned); the block's start is kept in
-	 * the word before */
-	if (bytes > SIZE_MAX - 8192) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
-		return NULL;
-	}
-	rc = cudaHostAlloc(&p, bytes + 4096 + sizeof(void *), cudaHostAllocPortable);
-	if (rc != cudaSuccess) {
-		ntx_err_set(err, NTX_ENOMEM, "cuda: cudaHostAlloc(%zu) failed: %s", bytes,
-			    cudaGetErrorString(rc));
-		return NULL;
-	}
-	{
-		char *a = (char *)(((uintptr_t)p + sizeof(void *) + 4095) & ~(uintptr_t)4095);
-
-		((void **)a)[-1] = p;
-		return a;
-	}
-}
-
-void ntx_host_free(void *p)
-{
-	struct cudaPointerAttributes a;
-
-	if (!p)
-		return;
-	if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) {
-		cudaFreeHost(((void **)p)[-1]);
-		return;
-	}
-	cudaGetLastError();
-	free(p);
 }
 
 static int dalloc(void **p, size_t bytes, const char *what, struct ntx_err *err)
@@ -252,7 +193,6 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	if (!g)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	e->gpu = g;
-	pthread_mutex_init(&g->tmu, NULL);
 	g->dev = e->o.gpu_index;
 	CK(cudaSetDevice(g->dev), "cudaSetDevice");
 	CK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -394,37 +334,11 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 	}
 	CK(cudaStreamSynchronize(g->ps), "uploading weights");
 
-	/* ring */
-	g->n_slots = n_slots;
 	if (n_slots) {
-		g->slot = calloc((size_t)n_slots, sizeof *g->slot);
-		g->ev_copied = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_free = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_cp0 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_w0 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_w1 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->cp_pending = calloc((size_t)n_slots, sizeof(int));
-		g->w_pending = calloc((size_t)n_slots, sizeof(int));
-		if (!g->slot || !g->ev_copied || !g->ev_free || !g->ev_cp0 || !g->ev_w0 ||
-		    !g->ev_w1 || !g->cp_pending || !g->w_pending)
-			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		for (i = 0; i < n_slots; i++) {
-			char what[64];
-
-			snprintf(what, sizeof what, "streaming slot %d", i);
-			if (dalloc(&g->slot[i], slot_bytes, what, err))
-				return -1;
-			/* ev_copied ends the copy that ev_cp0 starts: timed */
-			CK(cudaEventCreate(&g->ev_copied[i]), "cudaEventCreate");
-			CK(cudaEventCreateWithFlags(&g->ev_free[i], cudaEventDisableTiming),
-			   "cudaEventCreate");
-			CK(cudaEventCreate(&g->ev_cp0[i]), "cudaEventCreate");
-			CK(cudaEventCreate(&g->ev_w0[i]), "cudaEventCreate");
-			CK(cudaEventCreate(&g->ev_w1[i]), "cudaEventCreate");
-		}
+		g->ring = ntx_ring_new(n_slots, slot_bytes, N_STAGING, g->cs, err);
+		if (!g->ring)
+			return -1;
 	}
-	for (i = 0; i < N_STAGING; i++)
-		CK(cudaEventCreateWithFlags(&g->ev_stg[i], cudaEventDisableTiming), "cudaEventCreate");
 	return 0;
 }
 
@@ -442,17 +356,7 @@ void ntx_gpu_free(struct ntx_engine *e)
 		cudaFree(e->layers[l].dkv_v);
 		e->layers[l].dev = e->layers[l].dkv_k = e->layers[l].dkv_v = NULL;
 	}
-	for (i = 0; i < g->n_slots && g->slot; i++) {
-		cudaFree(g->slot[i]);
-		cudaEventDestroy(g->ev_copied[i]);
-		cudaEventDestroy(g->ev_free[i]);
-		cudaEventDestroy(g->ev_cp0[i]);
-		cudaEventDestroy(g->ev_w0[i]);
-		cudaEventDestroy(g->ev_w1[i]);
-	}
-	for (i = 0; i < N_STAGING; i++)
-		if (g->ev_stg[i])
-			cudaEventDestroy(g->ev_stg[i]);
+	ntx_ring_free(g->ring);
 	for (i = 0; i < g->n_graphs; i++)
 		cudaGraphExecDestroy(g->graphs[i].exec);
 	cudaFree(g->xb);
@@ -480,14 +384,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 	ntx_host_free(g->h_logits);
 	ntx_host_free(g->h_ids);
 	free(g->h_cos);
-	free(g->slot);
-	free(g->ev_copied);
-	free(g->ev_free);
-	free(g->ev_cp0);
-	free(g->ev_w0);
-	free(g->ev_w1);
-	free(g->cp_pending);
-	free(g->w_pending);
 	free(g->dlt);
 	free(g->dtv);
 	free(g->resident);
@@ -499,7 +395,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 		cudaStreamDestroy(g->cs);
 	if (g->ps)
 		cudaStreamDestroy(g->ps);
-	pthread_mutex_destroy(&g->tmu);
 	free(g);
 	e->gpu = NULL;
 }
@@ -1172,114 +1067,48 @@ double ntx_gpu_peak_gbps(const struct ntx_engine *e)
 	return e->gpu ? e->gpu->peak_gbps : 0;
 }
 
-/* ---- streaming ---- */
+/* ---- streaming: the ring (lib/stream/ring.c) ---- */
 
 void *ntx_gpu_slot(struct ntx_engine *e, int s)
 {
-	return e->gpu->slot[s];
-}
-
-/* Wait for an event without spinning: the streamer's threads wait for
- * copies that take milliseconds while the CPU may be computing layers on
- * every core (cudaEventSynchronize would busy-wait in the default
- * scheduling mode and take a core from the thread pool). */
-static cudaError_t event_wait(cudaEvent_t ev)
-{
-	cudaError_t rc;
-
-	while ((rc = cudaEventQuery(ev)) == cudaErrorNotReady) {
-		struct timespec ts = { 0, 50000 };
-
-		nanosleep(&ts, NULL);
-	}
-	return rc;
-}
-
-static double elapsed(cudaEvent_t a, cudaEvent_t b)
-{
-	float ms = 0;
-
-	if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
-		cudaGetLastError();
-		return 0;
-	}
-	return ms * 1e-3;
+	return ntx_ring_slot(e->gpu->ring, s);
 }
 
 int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
 		      int map_layer, struct ntx_err *err)
 {
-	struct ntx_gpu *g = e->gpu;
-
-	if (g->cp_pending[s]) { /* the slot's previous copy is long done */
-		double t;
-
-		CK(event_wait(g->ev_copied[s]), "cudaEventQuery");
-		t = elapsed(g->ev_cp0[s], g->ev_copied[s]);
-		pthread_mutex_lock(&g->tmu);
-		g->t_copy += t;
-		pthread_mutex_unlock(&g->tmu);
-	}
-	CK(cudaStreamWaitEvent(g->ps, g->ev_free[s], 0), "cudaStreamWaitEvent");
-	CK(cudaEventRecord(g->ev_cp0[s], g->ps), "cudaEventRecord");
-	if (map_layer >= 0) {
-		/* the naive baseline: pageable copies from the GGUF map */
-		CK(cudaStreamSynchronize(g->ps), "cudaStreamSynchronize");
-		if (upload_layer(e, map_layer, g->slot[s], g->ps, err))
-			return -1;
-	} else {
-		CK(cudaMemcpyAsync(g->slot[s], src, bytes, cudaMemcpyHostToDevice, g->ps),
-		   "cudaMemcpyAsync (streamed layer)");
-	}
-	/* ev_copied is the end of the copy; re-created with timing */
-	CK(cudaEventRecord(g->ev_copied[s], g->ps), "cudaEventRecord");
-	g->cp_pending[s] = 1;
-	return 0;
+	if (map_layer >= 0)
+		return ntx_ring_fill_map(e->gpu->ring, s, &e->m->layers[map_layer],
+					 &e->layers[map_layer].lo, err);
+	return ntx_ring_fill(e->gpu->ring, s, src, bytes, err);
 }
 
 int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
 {
-	CK(cudaEventRecord(e->gpu->ev_stg[b % N_STAGING], e->gpu->ps), "cudaEventRecord");
-	return 0;
+	return ntx_ring_staging_mark(e->gpu->ring, b % N_STAGING, err);
 }
 
 int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
 {
-	CK(event_wait(e->gpu->ev_stg[b % N_STAGING]), "cudaEventQuery");
-	return 0;
+	return ntx_ring_staging_wait(e->gpu->ring, b % N_STAGING, err);
 }
 
 int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err)
 {
-	struct ntx_gpu *g = e->gpu;
-
-	if (g->w_pending[s]) {
-		g->t_wait += elapsed(g->ev_w0[s], g->ev_w1[s]);
-		g->w_pending[s] = 0;
-	}
-	CK(cudaEventRecord(g->ev_w0[s], g->cs), "cudaEventRecord");
-	CK(cudaStreamWaitEvent(g->cs, g->ev_copied[s], 0), "cudaStreamWaitEvent");
-	CK(cudaEventRecord(g->ev_w1[s], g->cs), "cudaEventRecord");
-	g->w_pending[s] = 1;
-	return 0;
+	return ntx_ring_acquire(e->gpu->ring, s, err);
 }
 
 int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err)
 {
-	CK(cudaEventRecord(e->gpu->ev_free[s], e->gpu->cs), "cudaEventRecord");
-	return 0;
+	return ntx_ring_release(e->gpu->ring, s, err);
 }
 
 void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
 {
-	struct ntx_gpu *g = e->gpu;
-
-	pthread_mutex_lock(&g->tmu);
-	*t_copy = g->t_copy;
-	g->t_copy = 0;
-	pthread_mutex_unlock(&g->tmu);
-	*t_wait = g->t_wait;
-	g->t_wait = 0;
+	if (e->gpu->ring)
+		ntx_ring_take_times(e->gpu->ring, t_copy, t_wait);
+	else
+		*t_copy = *t_wait = 0;
 }
 
 #else /* no CUDA: the CPU backend only */
@@ -1289,22 +1118,6 @@ int ntx_gpu_usable(int device, char *why, size_t why_len)
 	(void)device;
 	snprintf(why, why_len, "this build has no CUDA support");
 	return 0;
-}
-
-void *ntx_host_alloc(size_t bytes, struct ntx_err *err)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, 4096, bytes ? bytes : 1))
-		p = NULL;
-	if (!p)
-		ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
-	return p;
-}
-
-void ntx_host_free(void *p)
-{
-	free(p);
 }
 
 static int no_cuda(struct ntx_err *err)

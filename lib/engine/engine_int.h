@@ -11,6 +11,7 @@
 #include "layout.h"
 #include "ntx_cpu.h"
 #include "ntx_ops.h"
+#include "ring.h"
 
 #ifdef NTX_HAVE_CUDA
 #include "ntx_cuda.h"
@@ -123,10 +124,6 @@ int ntx_gpu_usable(int device, char *why, size_t why_len);
 int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err);
 void ntx_gpu_free(struct ntx_engine *e);
 
-/* Pinned host memory (plain malloc without CUDA). */
-void *ntx_host_alloc(size_t bytes, struct ntx_err *err);
-void ntx_host_free(void *p);
-
 /* The rows of a chunk as the GPU layers take them: each run of more than
  * `small` consecutive rows of one sequence is a prompt segment (none when
  * verify), the other rows are decode rows, in chunks of at most `small`
@@ -171,7 +168,8 @@ int ntx_gpu_sync(struct ntx_engine *e, struct ntx_err *err);
 /* Peak bandwidth GB/s of the device. */
 double ntx_gpu_peak_gbps(const struct ntx_engine *e);
 
-/* Streaming support used by engine_stream.c: the ring slot s's device
+/* Streaming support used by stream.c, over the ring of device slots
+ * (lib/stream/ring.h) that ntx_gpu_init makes: the ring slot s's device
  * buffer; copy events. */
 void *ntx_gpu_slot(struct ntx_engine *e, int s);
 /* On the copy stream: wait until slot s is free, copy bytes from src
