@@ -1,8 +1,9 @@
 /* engine_gpu.c - the engine's device side: device memory for resident
  * weights, KV caches of GPU-executed layers and activations; the GPU layer
  * (a sequence of kernels from kernels/cuda on the compute stream); the
- * output head; the ring of streaming slots (lib/stream/ring.c) for the
- * streamer. Without CUDA this file provides stubs that say so. */
+ * output head; decode steps as CUDA graphs. Streamed layers come from the
+ * streamer's ring of device slots (lib/stream/ring.c), ordered against the
+ * compute stream there. Without CUDA this file provides stubs that say so. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,6 @@
 #include <cuda_runtime_api.h>
 
 #define HEAD_ROWS 64   /* logits rows computed per head pass */
-#define N_STAGING 8    /* staging events (>= the streamer's staging buffers) */
 #define MAX_GRAPHS 32  /* captured decode graphs (per token count, wanted rows, mask) */
 #define OUT_LOGITS 1   /* what the head returns: logits rows, their argmax */
 #define OUT_IDS 2
@@ -46,7 +46,6 @@ struct ntx_gpu {
 	struct ntx_gguf_tensor (*dtv)[NTX_LAYER_NT];
 	uint8_t *resident;
 	struct ntx_gguf_tensor out_t;
-	struct ntx_ring *ring;          /* streaming slots, or NULL */
 	/* decode steps captured as CUDA graphs (resident layers only) */
 	struct gpu_graph {
 		int n, out;           /* out: OUT_LOGITS | OUT_IDS */
@@ -179,7 +178,7 @@ static size_t mm_ws(const struct ntx_gguf_tensor *t, int n_tok)
 	return ntx_cuda_matmul_ws_bytes(t->ne[0], t->ne[1], n_tok);
 }
 
-int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err)
+int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 {
 	const struct ntx_llama_config *c = &e->cfg;
 	const struct ntx_model *m = e->m;
@@ -333,12 +332,6 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 		}
 	}
 	CK(cudaStreamSynchronize(g->ps), "uploading weights");
-
-	if (n_slots) {
-		g->ring = ntx_ring_new(n_slots, slot_bytes, N_STAGING, g->cs, err);
-		if (!g->ring)
-			return -1;
-	}
 	return 0;
 }
 
@@ -356,7 +349,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 		cudaFree(e->layers[l].dkv_v);
 		e->layers[l].dev = e->layers[l].dkv_k = e->layers[l].dkv_v = NULL;
 	}
-	ntx_ring_free(g->ring);
 	for (i = 0; i < g->n_graphs; i++)
 		cudaGraphExecDestroy(g->graphs[i].exec);
 	cudaFree(g->xb);
@@ -1067,48 +1059,9 @@ double ntx_gpu_peak_gbps(const struct ntx_engine *e)
 	return e->gpu ? e->gpu->peak_gbps : 0;
 }
 
-/* ---- streaming: the ring (lib/stream/ring.c) ---- */
-
-void *ntx_gpu_slot(struct ntx_engine *e, int s)
+struct CUstream_st *ntx_gpu_compute_stream(struct ntx_engine *e)
 {
-	return ntx_ring_slot(e->gpu->ring, s);
-}
-
-int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
-		      int map_layer, struct ntx_err *err)
-{
-	if (map_layer >= 0)
-		return ntx_ring_fill_map(e->gpu->ring, s, &e->m->layers[map_layer],
-					 &e->layers[map_layer].lo, err);
-	return ntx_ring_fill(e->gpu->ring, s, src, bytes, err);
-}
-
-int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	return ntx_ring_staging_mark(e->gpu->ring, b % N_STAGING, err);
-}
-
-int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	return ntx_ring_staging_wait(e->gpu->ring, b % N_STAGING, err);
-}
-
-int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	return ntx_ring_acquire(e->gpu->ring, s, err);
-}
-
-int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	return ntx_ring_release(e->gpu->ring, s, err);
-}
-
-void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
-{
-	if (e->gpu->ring)
-		ntx_ring_take_times(e->gpu->ring, t_copy, t_wait);
-	else
-		*t_copy = *t_wait = 0;
+	return e->gpu ? e->gpu->cs : NULL;
 }
 
 #else /* no CUDA: the CPU backend only */
@@ -1125,9 +1078,9 @@ static int no_cuda(struct ntx_err *err)
 	return ntx_err_set(err, NTX_EDEVICE, "this build has no CUDA support");
 }
 
-int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err)
+int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 {
-	(void)e, (void)n_slots, (void)slot_bytes;
+	(void)e;
 	return no_cuda(err);
 }
 
@@ -1198,49 +1151,6 @@ double ntx_gpu_peak_gbps(const struct ntx_engine *e)
 	return 0;
 }
 
-void *ntx_gpu_slot(struct ntx_engine *e, int s)
-{
-	(void)e, (void)s;
-	return NULL;
-}
-
-int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
-		      int map_layer, struct ntx_err *err)
-{
-	(void)e, (void)s, (void)src, (void)bytes, (void)map_layer;
-	return no_cuda(err);
-}
-
-int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	(void)e, (void)b;
-	return no_cuda(err);
-}
-
-int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	(void)e, (void)b;
-	return no_cuda(err);
-}
-
-int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	(void)e, (void)s;
-	return no_cuda(err);
-}
-
-int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	(void)e, (void)s;
-	return no_cuda(err);
-}
-
-void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
-{
-	(void)e;
-	*t_copy = *t_wait = 0;
-}
-
 int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
 			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
 			  int32_t *ids, int *nr, struct ntx_err *err)
@@ -1254,6 +1164,12 @@ int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
 {
 	(void)e;
 	return 0;
+}
+
+struct CUstream_st *ntx_gpu_compute_stream(struct ntx_engine *e)
+{
+	(void)e;
+	return NULL;
 }
 
 #endif

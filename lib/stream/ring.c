@@ -1,5 +1,5 @@
-/* ring.c - the ring of device slots and pinned host memory (ring.h).
- * The CUDA runtime is called directly here; without CUDA the
+/* ring.c - the ring of device slots and pinned host memory (ring.h,
+ * stream.h). The CUDA runtime is called directly here; without CUDA the
  * ring calls fail with "this build has no CUDA support" and pinned memory
  * is plain aligned memory. In the order a streamed layer meets them: the
  * copier fills a slot (fill, fill_map, staging_mark), the reader waits for
@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "ring.h"
+#include "stream.h"
 
 #ifdef NTX_HAVE_CUDA
 #include <cuda_runtime_api.h>

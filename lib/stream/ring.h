@@ -1,5 +1,5 @@
 /* ring.h - the ring of device slots that GPU jobs stream through (used by
- * the streamer only): slot buffers in device memory, a copy stream, and events
+ * stream.c only): slot buffers in device memory, a copy stream, and events
  * that order the copy stream against the consumer's compute stream:
  *
  *   copier thread (copy stream)          consumer thread (compute stream)
@@ -15,7 +15,6 @@
 #ifndef NTX_RING_H
 #define NTX_RING_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -60,11 +59,5 @@ void ntx_ring_take_times(struct ntx_ring *r, double *t_copy, double *t_wait);
 
 /* Wait for all device work (after a failed pass). */
 int ntx_ring_sync(struct ntx_ring *r, struct ntx_err *err);
-
-/* Pinned host memory aligned to 4096 bytes (page-locked with CUDA when a
- * device is present, else plain aligned memory). NULL and *err on
- * failure. Free with ntx_host_free (NULL ok). */
-void *ntx_host_alloc(size_t bytes, struct ntx_err *err);
-void ntx_host_free(void *p);
 
 #endif
