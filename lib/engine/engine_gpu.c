@@ -11,6 +11,40 @@
 
 #include "engine_int.h"
 
+/* ---- the rows of a chunk (engine_int.h; built without CUDA too, for
+ * tests/unit/test_engine_ref.c) ---- */
+
+void ntx_cut_rows(struct ntx_row_cut *c, const int32_t *seq, int n, int verify, int small)
+{
+	int i = 0, d0 = -1;
+
+	c->n_rows = n;
+	c->n_dc = c->n_seg = 0;
+	while (i <= n) {
+		int j = i + 1, prompt;
+
+		while (j < n && seq[j] == seq[i])
+			j++;
+		prompt = i < n && !verify && j - i > small;
+		if (i == n || prompt) { /* close the run of decode rows */
+			for (; d0 >= 0 && d0 < i; d0 += small) {
+				c->dc_r[c->n_dc] = d0;
+				c->dc_k[c->n_dc++] = i - d0 < small ? i - d0 : small;
+			}
+			d0 = -1;
+		}
+		if (i == n)
+			break;
+		if (prompt) {
+			c->seg_off[c->n_seg] = i;
+			c->seg_len[c->n_seg++] = j - i;
+		} else if (d0 < 0) {
+			d0 = i;
+		}
+		i = j;
+	}
+}
+
 #ifdef NTX_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
