@@ -1,6 +1,7 @@
 /* engine.c - batch evaluation: embedding, the layer loop (each layer on its
  * executor, its weights resident, streamed or computed in place), final norm
- * and output head; KV cache bookkeeping. See engine_int.h for the parts. */
+ * and output head; KV cache bookkeeping; the streamer's job list (the layers
+ * whose weights move, lib/stream/stream.h). See engine_int.h for the parts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,13 +216,82 @@ static void hot_copies(struct ntx_engine *e)
 		e->out_w = ntx_wmat_from_tensor(e->m->output, e->out_hot);
 }
 
+/* ---- the streamer's jobs ----
+ * Every layer whose weights move for each pass is a job, in layer order:
+ * GPU-executed layers not in VRAM (into the ring: from a pinned RAM copy,
+ * from the pack, or with --io mmap from the GGUF map) and CPU-executed disk
+ * layers (from the pack into host staging). With --io mmap, CPU layers of
+ * every home are computed in place from the map. Sets layers[l].job. */
+static int start_streamer(struct ntx_engine *e, struct ntx_err *err)
+{
+	struct ntx_stream_params p = { 0 };
+	struct ntx_stream_job *jobs = calloc((size_t)e->cfg.n_layer, sizeof *jobs);
+	int l, n = 0, mmap_io = e->o.io == NTX_IO_MMAP;
+
+	if (!jobs)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		struct eng_layer *L = &e->layers[l];
+		struct ntx_stream_job *j = &jobs[n];
+		int disk = L->home == NTX_TIER_DISK && !mmap_io;
+
+		if (e->skip[l] || L->home == NTX_TIER_VRAM)
+			continue;
+		if (L->exec != NTX_EXEC_GPU && !disk)
+			continue; /* computed in place from the GGUF map */
+		j->layer = l;
+		j->to_gpu = L->exec == NTX_EXEC_GPU;
+		j->src = disk ? NTX_STREAM_PACK : mmap_io ? NTX_STREAM_MAP : NTX_STREAM_RAM;
+		j->lt = &e->m->layers[l];
+		j->lo = &L->lo;
+		L->job = n++;
+	}
+	if (n) {
+		p.m = e->m;
+		p.pack_path = e->pack_path;
+		p.ring_slots = e->o.plan ? e->o.plan->ring_slots : 0;
+		p.pool = e->pool;
+		p.compute = ntx_gpu_compute_stream(e);
+		p.tun = &e->tun;
+		e->str = ntx_streamer_new(&p, jobs, n, err);
+	}
+	free(jobs);
+	return n && !e->str ? -1 : 0;
+}
+
+/* Acquire / release layer l's job (engine_int.h: layers[l].job >= 0); the
+ * time a CPU layer waits for its weights counts as t_cpu_wait_s, and the
+ * streamer's counters are copied at every release. */
+static int job_acquire(struct ntx_engine *e, int l, const void **base, struct ntx_err *err)
+{
+	double t0 = ntx_now_s();
+
+	if (ntx_streamer_acquire(e->str, l, base, err))
+		return -1;
+	if (e->layers[l].exec != NTX_EXEC_GPU)
+		e->st.t_cpu_wait_s += ntx_now_s() - t0;
+	return 0;
+}
+
+static int job_release(struct ntx_engine *e, int l, struct ntx_err *err)
+{
+	struct ntx_stream_stats ss;
+
+	if (ntx_streamer_release(e->str, l, err))
+		return -1;
+	ntx_streamer_stats(e->str, &ss);
+	e->st.bytes_h2d = ss.bytes_h2d;
+	e->st.bytes_disk = ss.bytes_disk;
+	e->st.t_disk_s = ss.t_disk_s;
+	return 0;
+}
+
 struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_engine_opts *o,
 				  struct ntx_err *err)
 {
 	struct ntx_engine *e = calloc(1, sizeof *e);
 	const struct ntx_llama_config *c = &m->cfg;
-	int l, n_slots = 0, any_job = 0;
-	uint64_t slot_bytes = 0;
+	int l;
 
 	if (!e) {
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
@@ -301,23 +371,15 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		if (L->exec == NTX_EXEC_CPU &&
 		    kv_alloc(&L->kv, c, e->n_ctx, e->n_seq, o->kv_type == NTX_KV_F16, err))
 			goto fail;
-		/* the same rule as ntx_stream_start(): with --io mmap, CPU layers
-		 * of every home are computed in place from the map */
-		if (L->home != NTX_TIER_VRAM &&
-		    (L->exec == NTX_EXEC_GPU ||
-		     (L->home == NTX_TIER_DISK && o->io != NTX_IO_MMAP)))
-			any_job = 1;
 	}
 	e->out_w = ntx_wmat_from_tensor(m->output, m->output->data);
 	e->out_norm = m->output_norm->data;
 	hot_copies(e);
 	if (ntx_cpu_scratch_init(&e->s, c, m, e->n_ub, e->n_ctx, e->n_threads, err))
 		goto fail;
-	if (any_job)
-		ntx_stream_ring(e, &n_slots, &slot_bytes);
-	if (e->backend == NTX_BACKEND_CUDA && ntx_gpu_init(e, n_slots, slot_bytes, err))
+	if (e->backend == NTX_BACKEND_CUDA && ntx_gpu_init(e, err))
 		goto fail;
-	if (any_job && ntx_stream_start(e, err))
+	if (start_streamer(e, err))
 		goto fail;
 	return e;
 fail:
@@ -331,7 +393,7 @@ void ntx_engine_free(struct ntx_engine *e)
 
 	if (!e)
 		return;
-	ntx_stream_stop(e);
+	ntx_streamer_free(e->str);
 	ntx_gpu_free(e);
 	if (e->layers) {
 		for (l = 0; l < e->cfg.n_layer; l++) {
@@ -430,47 +492,16 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 	if (from_job) {
 		const void *base;
 
-		if (ntx_stream_acquire(e, l, &base, err))
+		if (job_acquire(e, l, &base, err))
 			return -1;
 		ntx_layer_w_from_layout(&w, &e->m->layers[l], &L->lo, base);
 	}
 	ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos, &e->s);
 	e->st.bytes_cpu_weights += L->lo.total;
 	e->st.t_cpu_s += ntx_now_s() - t0;
-	if (from_job && ntx_stream_release(e, l, err))
+	if (from_job && job_release(e, l, err))
 		return -1;
 	return 0;
-}
-
-void ntx_cut_rows(struct ntx_row_cut *c, const int32_t *seq, int n, int verify, int small)
-{
-	int i = 0, d0 = -1;
-
-	c->n_rows = n;
-	c->n_dc = c->n_seg = 0;
-	while (i <= n) {
-		int j = i + 1, prompt;
-
-		while (j < n && seq[j] == seq[i])
-			j++;
-		prompt = i < n && !verify && j - i > small;
-		if (i == n || prompt) { /* close the run of decode rows */
-			for (; d0 >= 0 && d0 < i; d0 += small) {
-				c->dc_r[c->n_dc] = d0;
-				c->dc_k[c->n_dc++] = i - d0 < small ? i - d0 : small;
-			}
-			d0 = -1;
-		}
-		if (i == n)
-			break;
-		if (prompt) {
-			c->seg_off[c->n_seg] = i;
-			c->seg_len[c->n_seg++] = j - i;
-		} else if (d0 < 0) {
-			d0 = i;
-		}
-		i = j;
-	}
 }
 
 /* Evaluate one chunk of at most n_ub tokens. */
@@ -496,7 +527,7 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 			if (jobs && L->job >= 0) { /* keep the stream cycle */
 				const void *b;
 
-				if (ntx_stream_acquire(e, l, &b, err) || ntx_stream_release(e, l, err))
+				if (job_acquire(e, l, &b, err) || job_release(e, l, err))
 					return -1;
 			}
 			continue;
@@ -515,11 +546,11 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 			on_gpu = 1;
 			if (e->o.collect_cos && ntx_gpu_cos_begin(e, n, err))
 				return -1;
-			if (L->job >= 0 && ntx_stream_acquire(e, l, &base, err))
+			if (L->job >= 0 && job_acquire(e, l, &base, err))
 				return -1;
 			if (ntx_gpu_layer(e, l, base, n, err))
 				return -1;
-			if (L->job >= 0 && ntx_stream_release(e, l, err))
+			if (L->job >= 0 && job_release(e, l, err))
 				return -1;
 			if (e->o.collect_cos && ntx_gpu_cos_end(e, l, n, err))
 				return -1;
@@ -632,7 +663,7 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 			if (e->gpu)
 				ntx_gpu_sync(e, &e2);
 			if (e->str)
-				ntx_stream_reset(e, &e2);
+				ntx_streamer_reset(e->str, &e2);
 			return -1;
 		}
 		if (logits)
@@ -644,10 +675,10 @@ int ntx_engine_eval(struct ntx_engine *e, const struct ntx_batch *b, const uint8
 	e->st.n_eval_calls++;
 	e->st.n_tokens += b->n_tok;
 	e->st.t_eval_s += ntx_now_s() - t0;
-	if (e->gpu) {
+	if (e->str) {
 		double tc = 0, tw = 0;
 
-		ntx_gpu_stream_times(e, &tc, &tw);
+		ntx_streamer_take_times(e->str, &tc, &tw);
 		e->st.t_h2d_s += tc;
 		e->st.t_gpu_wait_s += tw;
 	}

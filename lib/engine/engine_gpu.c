@@ -1,28 +1,61 @@
 /* engine_gpu.c - the engine's device side: device memory for resident
- * weights, KV caches of GPU-executed layers, activations and the ring of
- * streaming slots; the GPU layer (a sequence of kernels from kernels/cuda on
- * the compute stream); the output head; copies and events for streaming.
- * Without CUDA this file provides stubs that say so. */
+ * weights, KV caches of GPU-executed layers and activations; the GPU layer
+ * (a sequence of kernels from kernels/cuda on the compute stream); the
+ * output head; decode steps as CUDA graphs. Streamed layers come from the
+ * streamer's ring of device slots (lib/stream/ring.c), ordered against the
+ * compute stream there. Without CUDA this file provides stubs that say so. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine_int.h"
+
+/* ---- the rows of a chunk (engine_int.h; built without CUDA too, for
+ * tests/unit/test_engine_ref.c) ---- */
+
+void ntx_cut_rows(struct ntx_row_cut *c, const int32_t *seq, int n, int verify, int small)
+{
+	int i = 0, d0 = -1;
+
+	c->n_rows = n;
+	c->n_dc = c->n_seg = 0;
+	while (i <= n) {
+		int j = i + 1, prompt;
+
+		while (j < n && seq[j] == seq[i])
+			j++;
+		prompt = i < n && !verify && j - i > small;
+		if (i == n || prompt) { /* close the run of decode rows */
+			for (; d0 >= 0 && d0 < i; d0 += small) {
+				c->dc_r[c->n_dc] = d0;
+				c->dc_k[c->n_dc++] = i - d0 < small ? i - d0 : small;
+			}
+			d0 = -1;
+		}
+		if (i == n)
+			break;
+		if (prompt) {
+			c->seg_off[c->n_seg] = i;
+			c->seg_len[c->n_seg++] = j - i;
+		} else if (d0 < 0) {
+			d0 = i;
+		}
+		i = j;
+	}
+}
 
 #ifdef NTX_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #define HEAD_ROWS 64   /* logits rows computed per head pass */
-#define N_STAGING 8    /* staging events (>= the streamer's staging buffers) */
 #define MAX_GRAPHS 32  /* captured decode graphs (per token count, wanted rows, mask) */
 #define OUT_LOGITS 1   /* what the head returns: logits rows, their argmax */
 #define OUT_IDS 2
 
 struct ntx_gpu {
 	int dev;
-	cudaStream_t cs, ps;            /* compute, copy (pcie) */
+	cudaStream_t cs, ps;            /* compute; uploads of resident weights */
 	double peak_gbps;
 	/* activations [n_ub rows] */
 	float *x, *xb, *q, *k, *v, *att, *h, *g, *u, *xin, *xh, *logits;
@@ -47,14 +80,6 @@ struct ntx_gpu {
 	struct ntx_gguf_tensor (*dtv)[NTX_LAYER_NT];
 	uint8_t *resident;
 	struct ntx_gguf_tensor out_t;
-	/* ring */
-	int n_slots;
-	void **slot;
-	cudaEvent_t *ev_copied, *ev_free, *ev_cp0, *ev_w0, *ev_w1;
-	int *cp_pending, *w_pending;
-	cudaEvent_t ev_stg[N_STAGING];
-	double t_copy, t_wait;
-	pthread_mutex_t tmu;
 	/* decode steps captured as CUDA graphs (resident layers only) */
 	struct gpu_graph {
 		int n, out;           /* out: OUT_LOGITS | OUT_IDS */
@@ -96,57 +121,6 @@ int ntx_gpu_usable(int device, char *why, size_t why_len)
 		return 0;
 	}
 	return 1;
-}
-
-void *ntx_host_alloc(size_t bytes, struct ntx_err *err)
-{
-	void *p = NULL;
-	cudaError_t rc;
-	int n = 0;
-
-	if (bytes == 0)
-		bytes = 1;
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-		cudaGetLastError();
-		if (posix_memalign(&p, 4096, bytes))
-			p = NULL;
-		if (!p)
-			ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
-		return p;
-	}
-	/* page-aligned, as O_DIRECT reads need (cudaHostAlloc does not promise
-	 * it: small blocks come 2 KiB-aligned); the block's start is kept in
-	 * the word before */
-	if (bytes > SIZE_MAX - 8192) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
-		return NULL;
-	}
-	rc = cudaHostAlloc(&p, bytes + 4096 + sizeof(void *), cudaHostAllocPortable);
-	if (rc != cudaSuccess) {
-		ntx_err_set(err, NTX_ENOMEM, "cuda: cudaHostAlloc(%zu) failed: %s", bytes,
-			    cudaGetErrorString(rc));
-		return NULL;
-	}
-	{
-		char *a = (char *)(((uintptr_t)p + sizeof(void *) + 4095) & ~(uintptr_t)4095);
-
-		((void **)a)[-1] = p;
-		return a;
-	}
-}
-
-void ntx_host_free(void *p)
-{
-	struct cudaPointerAttributes a;
-
-	if (!p)
-		return;
-	if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) {
-		cudaFreeHost(((void **)p)[-1]);
-		return;
-	}
-	cudaGetLastError();
-	free(p);
 }
 
 static int dalloc(void **p, size_t bytes, const char *what, struct ntx_err *err)
@@ -238,7 +212,7 @@ static size_t mm_ws(const struct ntx_gguf_tensor *t, int n_tok)
 	return ntx_cuda_matmul_ws_bytes(t->ne[0], t->ne[1], n_tok);
 }
 
-int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err)
+int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 {
 	const struct ntx_llama_config *c = &e->cfg;
 	const struct ntx_model *m = e->m;
@@ -253,7 +227,6 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	e->gpu = g;
 	ntx_cuda_tunables_set(&e->tun); /* before any launch or cuBLAS load */
-	pthread_mutex_init(&g->tmu, NULL);
 	g->dev = e->o.gpu_index;
 	CK(cudaSetDevice(g->dev), "cudaSetDevice");
 	CK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -390,38 +363,6 @@ int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct 
 		}
 	}
 	CK(cudaStreamSynchronize(g->ps), "uploading weights");
-
-	/* ring */
-	g->n_slots = n_slots;
-	if (n_slots) {
-		g->slot = calloc((size_t)n_slots, sizeof *g->slot);
-		g->ev_copied = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_free = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_cp0 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_w0 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->ev_w1 = calloc((size_t)n_slots, sizeof(cudaEvent_t));
-		g->cp_pending = calloc((size_t)n_slots, sizeof(int));
-		g->w_pending = calloc((size_t)n_slots, sizeof(int));
-		if (!g->slot || !g->ev_copied || !g->ev_free || !g->ev_cp0 || !g->ev_w0 ||
-		    !g->ev_w1 || !g->cp_pending || !g->w_pending)
-			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		for (i = 0; i < n_slots; i++) {
-			char what[64];
-
-			snprintf(what, sizeof what, "streaming slot %d", i);
-			if (dalloc(&g->slot[i], slot_bytes, what, err))
-				return -1;
-			/* ev_copied ends the copy that ev_cp0 starts: timed */
-			CK(cudaEventCreate(&g->ev_copied[i]), "cudaEventCreate");
-			CK(cudaEventCreateWithFlags(&g->ev_free[i], cudaEventDisableTiming),
-			   "cudaEventCreate");
-			CK(cudaEventCreate(&g->ev_cp0[i]), "cudaEventCreate");
-			CK(cudaEventCreate(&g->ev_w0[i]), "cudaEventCreate");
-			CK(cudaEventCreate(&g->ev_w1[i]), "cudaEventCreate");
-		}
-	}
-	for (i = 0; i < N_STAGING; i++)
-		CK(cudaEventCreateWithFlags(&g->ev_stg[i], cudaEventDisableTiming), "cudaEventCreate");
 	return 0;
 }
 
@@ -439,17 +380,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 		cudaFree(e->layers[l].dkv_v);
 		e->layers[l].dev = e->layers[l].dkv_k = e->layers[l].dkv_v = NULL;
 	}
-	for (i = 0; i < g->n_slots && g->slot; i++) {
-		cudaFree(g->slot[i]);
-		cudaEventDestroy(g->ev_copied[i]);
-		cudaEventDestroy(g->ev_free[i]);
-		cudaEventDestroy(g->ev_cp0[i]);
-		cudaEventDestroy(g->ev_w0[i]);
-		cudaEventDestroy(g->ev_w1[i]);
-	}
-	for (i = 0; i < N_STAGING; i++)
-		if (g->ev_stg[i])
-			cudaEventDestroy(g->ev_stg[i]);
 	for (i = 0; i < g->n_graphs; i++)
 		cudaGraphExecDestroy(g->graphs[i].exec);
 	cudaFree(g->xb);
@@ -477,14 +407,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 	ntx_host_free(g->h_logits);
 	ntx_host_free(g->h_ids);
 	free(g->h_cos);
-	free(g->slot);
-	free(g->ev_copied);
-	free(g->ev_free);
-	free(g->ev_cp0);
-	free(g->ev_w0);
-	free(g->ev_w1);
-	free(g->cp_pending);
-	free(g->w_pending);
 	free(g->dlt);
 	free(g->dtv);
 	free(g->resident);
@@ -496,7 +418,6 @@ void ntx_gpu_free(struct ntx_engine *e)
 		cudaStreamDestroy(g->cs);
 	if (g->ps)
 		cudaStreamDestroy(g->ps);
-	pthread_mutex_destroy(&g->tmu);
 	free(g);
 	e->gpu = NULL;
 }
@@ -1169,114 +1090,9 @@ double ntx_gpu_peak_gbps(const struct ntx_engine *e)
 	return e->gpu ? e->gpu->peak_gbps : 0;
 }
 
-/* ---- streaming ---- */
-
-void *ntx_gpu_slot(struct ntx_engine *e, int s)
+struct CUstream_st *ntx_gpu_compute_stream(struct ntx_engine *e)
 {
-	return e->gpu->slot[s];
-}
-
-/* Wait for an event without spinning: the streamer's threads wait for
- * copies that take milliseconds while the CPU may be computing layers on
- * every core (cudaEventSynchronize would busy-wait in the default
- * scheduling mode and take a core from the thread pool). */
-static cudaError_t event_wait(cudaEvent_t ev)
-{
-	cudaError_t rc;
-
-	while ((rc = cudaEventQuery(ev)) == cudaErrorNotReady) {
-		struct timespec ts = { 0, 50000 };
-
-		nanosleep(&ts, NULL);
-	}
-	return rc;
-}
-
-static double elapsed(cudaEvent_t a, cudaEvent_t b)
-{
-	float ms = 0;
-
-	if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
-		cudaGetLastError();
-		return 0;
-	}
-	return ms * 1e-3;
-}
-
-int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
-		      int map_layer, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-
-	if (g->cp_pending[s]) { /* the slot's previous copy is long done */
-		double t;
-
-		CK(event_wait(g->ev_copied[s]), "cudaEventQuery");
-		t = elapsed(g->ev_cp0[s], g->ev_copied[s]);
-		pthread_mutex_lock(&g->tmu);
-		g->t_copy += t;
-		pthread_mutex_unlock(&g->tmu);
-	}
-	CK(cudaStreamWaitEvent(g->ps, g->ev_free[s], 0), "cudaStreamWaitEvent");
-	CK(cudaEventRecord(g->ev_cp0[s], g->ps), "cudaEventRecord");
-	if (map_layer >= 0) {
-		/* the naive baseline: pageable copies from the GGUF map */
-		CK(cudaStreamSynchronize(g->ps), "cudaStreamSynchronize");
-		if (upload_layer(e, map_layer, g->slot[s], g->ps, err))
-			return -1;
-	} else {
-		CK(cudaMemcpyAsync(g->slot[s], src, bytes, cudaMemcpyHostToDevice, g->ps),
-		   "cudaMemcpyAsync (streamed layer)");
-	}
-	/* ev_copied is the end of the copy; re-created with timing */
-	CK(cudaEventRecord(g->ev_copied[s], g->ps), "cudaEventRecord");
-	g->cp_pending[s] = 1;
-	return 0;
-}
-
-int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	CK(cudaEventRecord(e->gpu->ev_stg[b % N_STAGING], e->gpu->ps), "cudaEventRecord");
-	return 0;
-}
-
-int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	CK(event_wait(e->gpu->ev_stg[b % N_STAGING]), "cudaEventQuery");
-	return 0;
-}
-
-int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-
-	if (g->w_pending[s]) {
-		g->t_wait += elapsed(g->ev_w0[s], g->ev_w1[s]);
-		g->w_pending[s] = 0;
-	}
-	CK(cudaEventRecord(g->ev_w0[s], g->cs), "cudaEventRecord");
-	CK(cudaStreamWaitEvent(g->cs, g->ev_copied[s], 0), "cudaStreamWaitEvent");
-	CK(cudaEventRecord(g->ev_w1[s], g->cs), "cudaEventRecord");
-	g->w_pending[s] = 1;
-	return 0;
-}
-
-int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	CK(cudaEventRecord(e->gpu->ev_free[s], e->gpu->cs), "cudaEventRecord");
-	return 0;
-}
-
-void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
-{
-	struct ntx_gpu *g = e->gpu;
-
-	pthread_mutex_lock(&g->tmu);
-	*t_copy = g->t_copy;
-	g->t_copy = 0;
-	pthread_mutex_unlock(&g->tmu);
-	*t_wait = g->t_wait;
-	g->t_wait = 0;
+	return e->gpu ? e->gpu->cs : NULL;
 }
 
 #else /* no CUDA: the CPU backend only */
@@ -1288,30 +1104,14 @@ int ntx_gpu_usable(int device, char *why, size_t why_len)
 	return 0;
 }
 
-void *ntx_host_alloc(size_t bytes, struct ntx_err *err)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, 4096, bytes ? bytes : 1))
-		p = NULL;
-	if (!p)
-		ntx_err_set(err, NTX_ENOMEM, "out of memory (%zu bytes)", bytes);
-	return p;
-}
-
-void ntx_host_free(void *p)
-{
-	free(p);
-}
-
 static int no_cuda(struct ntx_err *err)
 {
 	return ntx_err_set(err, NTX_EDEVICE, "this build has no CUDA support");
 }
 
-int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err)
+int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 {
-	(void)e, (void)n_slots, (void)slot_bytes;
+	(void)e;
 	return no_cuda(err);
 }
 
@@ -1382,49 +1182,6 @@ double ntx_gpu_peak_gbps(const struct ntx_engine *e)
 	return 0;
 }
 
-void *ntx_gpu_slot(struct ntx_engine *e, int s)
-{
-	(void)e, (void)s;
-	return NULL;
-}
-
-int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
-		      int map_layer, struct ntx_err *err)
-{
-	(void)e, (void)s, (void)src, (void)bytes, (void)map_layer;
-	return no_cuda(err);
-}
-
-int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	(void)e, (void)b;
-	return no_cuda(err);
-}
-
-int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err)
-{
-	(void)e, (void)b;
-	return no_cuda(err);
-}
-
-int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	(void)e, (void)s;
-	return no_cuda(err);
-}
-
-int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err)
-{
-	(void)e, (void)s;
-	return no_cuda(err);
-}
-
-void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait)
-{
-	(void)e;
-	*t_copy = *t_wait = 0;
-}
-
 int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
 			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
 			  int32_t *ids, int *nr, struct ntx_err *err)
@@ -1438,6 +1195,12 @@ int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
 {
 	(void)e;
 	return 0;
+}
+
+struct CUstream_st *ntx_gpu_compute_stream(struct ntx_engine *e)
+{
+	(void)e;
+	return NULL;
 }
 
 #endif

@@ -1,7 +1,8 @@
 /* engine_int.h - internals shared by the engine's files (not a public API):
- * engine.c (batch evaluation, the layer loop), engine_cpu.c (the CPU layer),
- * engine_gpu.c (device memory and the GPU layer), engine_stream.c (the
- * streamer thread that feeds non-resident layers). */
+ * engine.c (batch evaluation, the layer loop, the streamer's job list),
+ * engine_cpu.c (the CPU layer), engine_gpu.c (device memory and the GPU
+ * layer). The streamer that feeds non-resident layers is lib/stream
+ * (stream.h). */
 #ifndef NTX_ENGINE_INT_H
 #define NTX_ENGINE_INT_H
 
@@ -11,6 +12,7 @@
 #include "layout.h"
 #include "ntx_cpu.h"
 #include "ntx_ops.h"
+#include "stream.h"
 
 #ifdef NTX_HAVE_CUDA
 #include "ntx_cuda.h"
@@ -66,14 +68,12 @@ struct eng_layer {
 	struct ntx_layer_layout lo;
 	struct ntx_layer_w w;      /* host views into the GGUF map (CPU executor) */
 	struct ntx_kv_layer kv;    /* host KV cache (CPU executor) */
-	void *pinned;              /* pinned layout copy (ram home, GPU executor) */
 	void *hot;                 /* huge-page layout copy (ram home, CPU executor) */
 	void *dev;                 /* device layout copy (vram home) */
 	void *dkv_k, *dkv_v;       /* device KV cache (GPU executor) */
 };
 
 struct ntx_gpu;      /* engine_gpu.c */
-struct ntx_streamer; /* engine_stream.c */
 
 #define NTX_X_HDR(n_ub) (((size_t)(n_ub) * 2 * sizeof(int32_t) + 255) & ~(size_t)255)
 
@@ -109,7 +109,7 @@ struct ntx_engine {
 	struct ntx_cos_stats *cos;
 	struct ntx_engine_stats st;
 	struct ntx_gpu *gpu;       /* NULL on the CPU backend */
-	struct ntx_streamer *str;  /* NULL when every layer is resident */
+	struct ntx_streamer *str;  /* NULL when no layer's weights move (stream.h) */
 	const char *pack_path;
 };
 
@@ -118,15 +118,15 @@ struct ntx_engine {
 /* Is a CUDA device usable? Fills why (e.g. "no CUDA device") when not. */
 int ntx_gpu_usable(int device, char *why, size_t why_len);
 
-/* Create the device context and every device buffer the plan needs:
- * resident weights, device KV for GPU-executed layers, activations, ring
- * slots (n_slots x slot_bytes), output head. */
-int ntx_gpu_init(struct ntx_engine *e, int n_slots, uint64_t slot_bytes, struct ntx_err *err);
+/* Create the device context and every device buffer the plan needs but
+ * the streamer's ring: resident weights, device KV for GPU-executed layers,
+ * activations, output head. */
+int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err);
 void ntx_gpu_free(struct ntx_engine *e);
-
-/* Pinned host memory (plain malloc without CUDA). */
-void *ntx_host_alloc(size_t bytes, struct ntx_err *err);
-void ntx_host_free(void *p);
+/* The compute stream (a cudaStream_t) the GPU layers run on: the
+ * streamer's ring makes it wait for a slot's copy and marks slots free on
+ * it. NULL without CUDA. */
+struct CUstream_st *ntx_gpu_compute_stream(struct ntx_engine *e);
 
 /* The rows of a chunk as the GPU layers take them: each run of more than
  * `small` consecutive rows of one sequence is a prompt segment (none when
@@ -171,44 +171,5 @@ int ntx_gpu_cos_fetch(struct ntx_engine *e, struct ntx_err *err);
 int ntx_gpu_sync(struct ntx_engine *e, struct ntx_err *err);
 /* Peak bandwidth GB/s of the device. */
 double ntx_gpu_peak_gbps(const struct ntx_engine *e);
-
-/* Streaming support used by engine_stream.c: the ring slot s's device
- * buffer; copy events. */
-void *ntx_gpu_slot(struct ntx_engine *e, int s);
-/* On the copy stream: wait until slot s is free, copy bytes from src
- * (pinned host, layout of layout.h) into it, mark it copied. With
- * map_layer >= 0, src is ignored and that layer is copied tensor by tensor
- * from the GGUF map with pageable copies (the --io mmap baseline). */
-int ntx_gpu_slot_fill(struct ntx_engine *e, int s, const void *src, uint64_t bytes,
-		      int map_layer, struct ntx_err *err);
-/* Record on the copy stream that staging buffer b may be reused; wait for it. */
-int ntx_gpu_staging_mark(struct ntx_engine *e, int b, struct ntx_err *err);
-int ntx_gpu_staging_wait(struct ntx_engine *e, int b, struct ntx_err *err);
-/* On the compute stream: wait for slot s's copy / mark slot s free. */
-int ntx_gpu_slot_acquire(struct ntx_engine *e, int s, struct ntx_err *err);
-int ntx_gpu_slot_release(struct ntx_engine *e, int s, struct ntx_err *err);
-/* Copy-engine timing collected since the last call (seconds of copies,
- * seconds the compute stream waited). */
-void ntx_gpu_stream_times(struct ntx_engine *e, double *t_copy, double *t_wait);
-
-/* ---- streamer (engine_stream.c) ---- */
-
-/* Start the streamer for every non-resident layer that needs data moved:
- * GPU-executed ram/disk layers (into ring slots) and CPU-executed disk
- * layers (into host staging). Sets layers[l].job. */
-int ntx_stream_start(struct ntx_engine *e, struct ntx_err *err);
-void ntx_stream_stop(struct ntx_engine *e);
-/* Ring geometry the streamer wants (called before ntx_gpu_init). */
-void ntx_stream_ring(const struct ntx_engine *e, int *n_slots, uint64_t *slot_bytes);
-
-/* Called by the layer loop, in layer order, for every layer with a job in
- * an eval that uses streamed layers. acquire: wait until the job's data is
- * ready; gives the base of the layer layout (device slot for GPU jobs, host
- * staging for CPU jobs). release: the consumer is done with it (GPU: compute
- * enqueued; CPU: computed). skip = release without use. */
-int ntx_stream_acquire(struct ntx_engine *e, int l, const void **base, struct ntx_err *err);
-int ntx_stream_release(struct ntx_engine *e, int l, struct ntx_err *err);
-/* After a failed or interrupted eval: drain and restart the cycle. */
-int ntx_stream_reset(struct ntx_engine *e, struct ntx_err *err);
 
 #endif
