@@ -380,6 +380,25 @@ enum ntx_status ntx_output_commit(struct ntx_output *o, struct ntx_error *err);
 /* Give up: close, remove the temporary, free o. NULL ok. */
 void ntx_output_abort(struct ntx_output *o);
 
+/* ---- inspect: what is in a GGUF or pack file (ntx-inspect) ---- */
+
+enum {
+	NTX_INSPECT_ALL_ELEMENTS = 1, /* every array element (longer arrays are
+				       * otherwise summarised by type, count and
+				       * the first elements); a pack's frame tables */
+	NTX_INSPECT_SUMMARY = 2       /* a summary for people instead of JSON */
+};
+
+/* The "ntx.inspect" document (doc/inspect-json.md; a pack file, ntx-pack's,
+ * gives "kind": "pack", doc/pack-format.md) of the file at path or, with buf
+ * non-NULL, of the len bytes of buf (path is then only recorded in the
+ * document). *text: the JSON (indented, trailing newline) or, with
+ * NTX_INSPECT_SUMMARY, lines for people; NUL-terminated, freed with
+ * ntx_free(). The message of a failure does not name the file: the caller
+ * prefixes the name it shows. Any thread. */
+enum ntx_status ntx_inspect(const char *path, const void *buf, size_t len, unsigned flags,
+			    char **text, struct ntx_error *err);
+
 /* ---- calibration: layer-skip sets (ntx-skip-calib) ---- */
 
 /* After each chunk of each pass: stage ("calibration", "eval full model",

@@ -15,6 +15,11 @@
 #include "api_int.h"
 #include "calib.h"
 #include "fileio.h"
+#include "gguf.h"
+#include "inspect.h"
+#include "inspect_pack.h"
+#include "inspect_table.h"
+#include "pack.h"
 #include "parse.h"
 
 /* The caller's cancel flag is an int; the engine's is a sig_atomic_t. */
@@ -174,6 +179,61 @@ enum ntx_status ntx_placement_model_path(const char *plan_path, char **model_pat
 	*model_path = strdup(s);
 	ntx_plan_free(p);
 	return *model_path ? NTX_OK : ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
+}
+
+/* ---- inspect ---- */
+
+/* The summary for people of a document: a pack's (inspect_pack.c) or a
+ * GGUF file's (inspect_table.c). NULL when out of memory. */
+static char *doc_summary(const json_t *doc, int pack)
+{
+	char *s = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	if (pack)
+		return ntx_inspect_pack_summary(doc);
+	f = open_memstream(&s, &n);
+	if (!f)
+		return NULL;
+	ntx_inspect_table(f, doc);
+	if (fclose(f) != 0) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+enum ntx_status ntx_inspect(const char *path, const void *buf, size_t len, unsigned flags,
+			    char **text, struct ntx_error *e)
+{
+	struct ntx_err ie = { 0 };
+	struct ntx_gguf *g = NULL;
+	unsigned iflags = flags & NTX_INSPECT_ALL_ELEMENTS ? NTX_INSPECT_FULL : 0;
+	json_t *doc = NULL;
+	int pack;
+
+	if (!text)
+		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_inspect: text is NULL");
+	*text = NULL;
+	if (!path || (!buf && len))
+		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_inspect: %s",
+				   !path ? "path is NULL" : "buf is NULL");
+	if (flags & ~(unsigned)(NTX_INSPECT_ALL_ELEMENTS | NTX_INSPECT_SUMMARY))
+		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_inspect: unknown flags 0x%x", flags);
+	pack = buf ? ntx_pack_is_pack(buf, len) : ntx_pack_file_is_pack(path);
+	if (pack) /* a pack file: its own document */
+		doc = ntx_inspect_pack_file(path, buf, len, iflags, &ie);
+	else if ((g = buf ? ntx_gguf_open_buffer(buf, len, &ie) : ntx_gguf_open(path, &ie)))
+		doc = ntx_inspect_json(g, path, iflags, &ie);
+	if (!doc) {
+		ntx_gguf_close(g);
+		return ntx_api_fail(e, &ie);
+	}
+	*text = flags & NTX_INSPECT_SUMMARY ? doc_summary(doc, pack) : doc_text(doc);
+	json_decref(doc);
+	ntx_gguf_close(g);
+	return *text ? NTX_OK : ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
 }
 
 /* ---- calibration ---- */
