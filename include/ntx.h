@@ -8,6 +8,8 @@
  *                         from ntx-plan's JSON or planned in memory
  *   struct ntx_ctx        an engine over a model: KV caches, sequences,
  *                         generation, continuous batching, statistics
+ *   the tools' calls      option values (ntx_arg_*), files replaced when
+ *                         complete (struct ntx_output), inspect, calibration
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -36,7 +38,7 @@ extern "C" {
 /* ---- version ---- */
 
 #define NTX_VERSION_MAJOR 0
-#define NTX_VERSION_MINOR 1
+#define NTX_VERSION_MINOR 2
 #define NTX_VERSION_PATCH 0
 /* The header's version as one number: 0x00MMmmpp. */
 #define NTX_VERSION_NUMBER \
