@@ -137,8 +137,18 @@ $(BUILD)/bin/ntx-example: examples/example.c include/ntx.h $(SO)
 	$(Q)$(CC) -std=c11 -Wall -Wextra -Werror -pedantic $(OPT) $(SAN) $(CFLAGS) -Iinclude -o $@ $< \
 		-L$(BUILD) -lntx -Wl,-rpath,'$$ORIGIN/..'
 
+# Every tool links tools/common (tool.h: usage errors, shared options, exit
+# statuses). The tools in API_TOOLS are compiled with include/ and
+# tools/common/ only on the include path: they can use nothing but ntx.h
+# (they still link libntx.a statically); the others see the library's parts.
+TOOL_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
+API_TOOLS := ntx-inspect ntx-skip-calib
+$(BUILD)/tools/common/%.o: INC = -Iinclude -Itools/common
+$(foreach t,$(API_TOOLS),$(eval $(BUILD)/tools/$(t)/%.o: INC = -Iinclude -Itools/common))
+$(foreach t,$(filter-out $(API_TOOLS),$(TOOLS)),$(eval $(BUILD)/tools/$(t)/%.o: INC += -Itools/common))
+
 define tool_rule
-$(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB)
+$(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(TOOL_COMMON_OBJ) $(LIB)
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(Q),echo "  LINK    $$@")
 	$(Q)$$(CC) $$(CFLAGS_ALL) -o $$@ $$(filter %.o,$$^) $(LIB) $$(LDLIBS_$(1)) $$(LDLIBS_ALL)

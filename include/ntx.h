@@ -8,6 +8,8 @@
  *                         from ntx-plan's JSON or planned in memory
  *   struct ntx_ctx        an engine over a model: KV caches, sequences,
  *                         generation, continuous batching, statistics
+ *   the tools' calls      option values (ntx_arg_*), files replaced when
+ *                         complete (struct ntx_output), inspect, calibration
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -36,7 +38,7 @@ extern "C" {
 /* ---- version ---- */
 
 #define NTX_VERSION_MAJOR 0
-#define NTX_VERSION_MINOR 1
+#define NTX_VERSION_MINOR 2
 #define NTX_VERSION_PATCH 0
 /* The header's version as one number: 0x00MMmmpp. */
 #define NTX_VERSION_NUMBER \
@@ -185,6 +187,13 @@ enum ntx_status ntx_placement_make(const struct ntx_lm *lm,
 				   struct ntx_placement **out, struct ntx_error *err);
 void ntx_placement_free(struct ntx_placement *pl);
 
+/* The model file the plan at plan_path names (resolved against the plan's
+ * directory), for opening it before ntx_placement_load. *model_path is
+ * freed with ntx_free(). NTX_STATUS_INVALID when the plan names none that
+ * can be opened again (a GGUF read from stdin). Any thread. */
+enum ntx_status ntx_placement_model_path(const char *plan_path, char **model_path,
+					 struct ntx_error *err);
+
 struct ntx_placement_info {
 	size_t size;              /* sizeof(struct ntx_placement_info) */
 	int n_layer;
@@ -330,6 +339,119 @@ struct ntx_ctx_stats {
 };
 /* Cumulative since ntx_ctx_new. One thread. */
 enum ntx_status ntx_ctx_stats(const struct ntx_ctx *ctx, struct ntx_ctx_stats *st,
+			      struct ntx_error *err);
+
+/* ---- values: the one parser of numbers and sizes (the tools' options) ---- */
+
+/* Each parses all of s (no sign for sizes, no trailing garbage, no overflow)
+ * or returns NTX_STATUS_INVALID with a message naming the value and the
+ * limit ("0 is out of range [1, 1024]"), without the option's name. Any
+ * thread. */
+/* A byte size: a number with an optional binary suffix K, M, G, T (KiB,
+ * KB, ... all powers of 1024; case-insensitive) or B; fractions with a
+ * suffix ("1.5G"). */
+enum ntx_status ntx_arg_size(const char *s, uint64_t *out, struct ntx_error *err);
+/* A memory or disk budget: a size, at most 1 PiB. */
+enum ntx_status ntx_arg_budget(const char *s, int64_t *out, struct ntx_error *err);
+/* A decimal integer in [min, max]. */
+enum ntx_status ntx_arg_int(const char *s, int min, int max, int *out, struct ntx_error *err);
+/* A finite number in [min, max]. */
+enum ntx_status ntx_arg_double(const char *s, double min, double max, double *out,
+			       struct ntx_error *err);
+/* bytes for people ("23.5 GiB") into buf[0..len); returns buf. Any thread. */
+const char *ntx_size_format(uint64_t bytes, char *buf, size_t len);
+
+/* ---- output files: replaced only when complete ---- */
+
+/* A file written under a temporary name ("PATH.PID.tmp" beside it) and
+ * renamed over PATH by ntx_output_commit, so a failed or interrupted write
+ * leaves an existing PATH as it was. Devices, FIFOs and other non-regular
+ * files are written in place; "-" writes the process's standard output
+ * (flushed, never closed). One thread per output. */
+struct ntx_output;
+
+/* Open (create the temporary now: an unwritable directory fails here,
+ * before any work). Messages name path. */
+enum ntx_status ntx_output_open(const char *path, struct ntx_output **out,
+				struct ntx_error *err);
+enum ntx_status ntx_output_write(struct ntx_output *o, const void *data, size_t len,
+				 struct ntx_error *err);
+/* Flush, close and rename into place; frees o either way (on failure the
+ * temporary is removed and the destination untouched). */
+enum ntx_status ntx_output_commit(struct ntx_output *o, struct ntx_error *err);
+/* Give up: close, remove the temporary, free o. NULL ok. */
+void ntx_output_abort(struct ntx_output *o);
+
+/* ---- inspect: what is in a GGUF or pack file (ntx-inspect) ---- */
+
+enum {
+	NTX_INSPECT_ALL_ELEMENTS = 1, /* every array element (longer arrays are
+				       * otherwise summarised by type, count and
+				       * the first elements); a pack's frame tables */
+	NTX_INSPECT_SUMMARY = 2       /* a summary for people instead of JSON */
+};
+
+/* The "ntx.inspect" document (doc/inspect-json.md; a pack file, ntx-pack's,
+ * gives "kind": "pack", doc/pack-format.md) of the file at path or, with buf
+ * non-NULL, of the len bytes of buf (path is then only recorded in the
+ * document). *text: the JSON (indented, trailing newline) or, with
+ * NTX_INSPECT_SUMMARY, lines for people; NUL-terminated, freed with
+ * ntx_free(). The message of a failure does not name the file: the caller
+ * prefixes the name it shows. Any thread. */
+enum ntx_status ntx_inspect(const char *path, const void *buf, size_t len, unsigned flags,
+			    char **text, struct ntx_error *err);
+
+/* ---- calibration: layer-skip sets (ntx-skip-calib) ---- */
+
+/* After each chunk of each pass: stage ("calibration", "eval full model",
+ * "eval calibrated 2", ...; borrowed for the call), chunk of n_chunks, the
+ * running perplexity. Runs in the calling thread. */
+typedef void (*ntx_calib_progress_fn)(void *user, const char *stage, int chunk, int n_chunks,
+				      double ppl);
+/* One line worth showing a person (a warning, what was detected), without
+ * a program name or newline; borrowed for the call. */
+typedef void (*ntx_note_fn)(void *user, const char *line);
+
+struct ntx_calib_params {
+	size_t size;                /* sizeof(struct ntx_calib_params) */
+	const int *counts;          /* set sizes, each 1..1024, at most 64 of them
+				     * (read during the call); NULL: 1, 2, 4, 6 */
+	int n_counts;
+	int use_threshold;          /* also the set of layers whose mean cosine
+				     * >= threshold (it becomes the "skip" set) */
+	double threshold;           /* [-1, 1] */
+	int n_ctx;                  /* chunk size in tokens, 8..2^20 (default 512;
+				     * a shorter calibration text: one chunk) */
+	int allow_ends;             /* the first and last layers may be skipped */
+	int naive;                  /* also the last-N-layers set of each size */
+	enum ntx_backend_choice backend;
+	int n_threads;              /* 0: every core */
+	const char *calib_text;     /* the calibration text (any bytes; required) */
+	size_t calib_len;
+	const char *calib_name;     /* its name in the document and messages;
+				     * NULL or "-": "-" and "stdin" */
+	const char *eval_text;      /* held-out text; NULL: sets are not measured */
+	size_t eval_len;
+	const char *eval_name;      /* its name (NULL: "-") */
+	ntx_calib_progress_fn progress; /* may be NULL */
+	ntx_note_fn note;           /* may be NULL: the engine fell back to the CPU */
+	void *user;                 /* for progress and note */
+	/* set non-zero (from any thread or a signal handler) to stop:
+	 * NTX_STATUS_INTERRUPTED. NULL: none. */
+	volatile int *cancel;
+};
+void ntx_calib_params_init(struct ntx_calib_params *p);
+
+/* Rank lm's layers by the cosine similarity of each layer's input and
+ * output over the calibration text, build skip sets (by count, threshold,
+ * naive baseline) and, with a held-out text, measure each (perplexity, KL
+ * divergence from the full model, top-1 agreement). pl (may be NULL) places
+ * the layers; layers it skips are always skipped and never candidates.
+ * *json: the "ntx.skip" document (doc/skip-calib.md; indented, trailing
+ * newline, NUL-terminated), freed with ntx_free(). Any thread (it makes and
+ * frees its own engine). */
+enum ntx_status ntx_calibrate(const struct ntx_lm *lm, const struct ntx_placement *pl,
+			      const struct ntx_calib_params *p, char **json,
 			      struct ntx_error *err);
 
 #ifdef __cplusplus

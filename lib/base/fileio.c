@@ -33,18 +33,6 @@ int ntx_open_regular(const char *path, uint64_t *size, struct ntx_err *err)
 	return fd;
 }
 
-int ntx_close_stdout(const char *prog, int rc)
-{
-	int bad = ferror(stdout);
-
-	if ((fclose(stdout) != 0 || bad) && rc == 0) {
-		fprintf(stderr, "%s: standard output: %s\n", prog,
-			errno ? strerror(errno) : "write error");
-		rc = 1;
-	}
-	return rc;
-}
-
 /* ---- output files written through a temporary name ---- */
 
 int ntx_outfile_open(struct ntx_outfile *o, const char *path, const char *mode, FILE *dash,

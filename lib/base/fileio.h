@@ -13,11 +13,6 @@
  * directory"), or "not a regular file". */
 int ntx_open_regular(const char *path, uint64_t *size, struct ntx_err *err);
 
-/* A tool's last step: close stdout, checked (a full disk or a closed pipe
- * must not exit 0). Returns rc, or 1 after "prog: standard output: why" on
- * stderr when rc is 0 and the close failed. */
-int ntx_close_stdout(const char *prog, int rc);
-
 /* Read a whole text file ("-" = stdin) into a NUL-terminated buffer (caller
  * frees); *len excludes the NUL. For plans, inspect and skip JSON (refuses
  * more than 4 GiB). */

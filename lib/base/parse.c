@@ -270,16 +270,6 @@ char *ntx_fmt_size(uint64_t bytes, char *buf, int len)
 	return buf;
 }
 
-void ntx_getopt_complaint(const char *prog, int ch, char *const argv[])
-{
-	if (ch == ':')
-		fprintf(stderr, "%s: option '%s' needs a value\n", prog, argv[optind - 1]);
-	else if (optopt > 0 && optopt < 128)
-		fprintf(stderr, "%s: invalid option '-%c'\n", prog, optopt);
-	else
-		fprintf(stderr, "%s: invalid option '%s'\n", prog, argv[optind - 1]);
-}
-
 int ntx_getopt_md(int argc, char *const argv[], const char **path)
 {
 	if (optind < 1 || strcmp(argv[optind - 1], "-md"))

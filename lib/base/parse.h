@@ -26,10 +26,6 @@ int ntx_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out,
 /* Parse an int in [min, max]. */
 int ntx_parse_int(const char *s, int min, int max, int *out, struct ntx_err *err);
 
-/* Say on stderr, as "prog: ...", why getopt_long (option string starting
- * with ':') returned ch: ':' a missing value, else an unknown option. */
-void ntx_getopt_complaint(const char *prog, int ch, char *const argv[]);
-
 /* llama.cpp's "-md FILE" (the draft model), which getopt_long reads as -m
  * with the argument "d": call where -m was returned. 0 when the option was a
  * plain -m; 1 with *path = the next argument (optind moves past it); -1 when

@@ -11,6 +11,8 @@ setup() {
 	T="$BATS_TEST_TMPDIR"
 	Q4=models/tinymodel-q4_k_m.gguf
 	build=$(dirname "$NTX_BIN")
+	# the suite's version (lib/base/version.h): the .so's and pkg-config's
+	ver=$(sed -n 's/^#define NTX_VERSION "\(.*\)"/\1/p' lib/base/version.h)
 }
 
 @test "ntx-example prints what ntx-run -n 16 --temp 0 prints" {
@@ -36,9 +38,9 @@ setup() {
 
 @test "libntx.so: soname libntx.so.0, exports exactly the calls of ntx.h" {
 	[ "$(readlink "$build/libntx.so")" = libntx.so.0 ]
-	[ "$(readlink "$build/libntx.so.0")" = libntx.so.0.1.0 ]
-	readelf -d "$build/libntx.so.0.1.0" | grep -q 'Library soname: \[libntx.so.0\]'
-	nm -D --defined-only "$build/libntx.so.0.1.0" | awk '$2 ~ /^[TWDBR]$/ { print $3 }' |
+	[ "$(readlink "$build/libntx.so.0")" = libntx.so.$ver ]
+	readelf -d "$build/libntx.so.$ver" | grep -q 'Library soname: \[libntx.so.0\]'
+	nm -D --defined-only "$build/libntx.so.$ver" | awk '$2 ~ /^[TWDBR]$/ { print $3 }' |
 		sort >"$T/exported"
 	grep -oE '\bntx_[a-z_]+\(' include/ntx.h | tr -d '(' | sort -u >"$T/declared"
 	[ -s "$T/declared" ]
@@ -51,13 +53,13 @@ setup() {
 	run -0 make -s install NO_CUDA=1 BUILD="$build" PREFIX="$p"
 	[ -f "$p/include/ntx.h" ]
 	[ -f "$p/lib/libntx.a" ]
-	[ -f "$p/lib/libntx.so.0.1.0" ]
-	[ "$(readlink "$p/lib/libntx.so.0")" = libntx.so.0.1.0 ]
+	[ -f "$p/lib/libntx.so.$ver" ]
+	[ "$(readlink "$p/lib/libntx.so.0")" = libntx.so.$ver ]
 	[ "$(readlink "$p/lib/libntx.so")" = libntx.so.0 ]
 	grep -qx "prefix=$p" "$p/lib/pkgconfig/ntx.pc"
 	export PKG_CONFIG_PATH="$p/lib/pkgconfig"
 	run -0 pkg-config --modversion ntx
-	[ "$output" = 0.1.0 ]
+	[ "$output" = "$ver" ]
 	flags=$(pkg-config --cflags --libs ntx)
 	[[ "$flags" == *"-I$p/include"* ]]
 	# only the installed header: a copy of the example outside the tree

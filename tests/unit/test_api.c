@@ -1,8 +1,9 @@
 /* test_api - the public API (include/ntx.h) on the shipped tiny model: its
  * tokens and greedy generation equal the internal modules' (tokenizer.h,
  * generate.h), batch requests equal generation alone, placements round-trip
- * through JSON, and every misuse gets its status and a message naming the
- * value. */
+ * through JSON, the tools' calls (values, output files, inspect,
+ * calibration) give what the tools print, and every misuse gets its status
+ * and a message naming the value. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,6 +327,171 @@ int main(void)
 		     !memcmp(batch[id0 & 1].ids, ref.ids, (size_t)ref.n * sizeof *ref.ids),
 	     "stepping on after the interrupt: the same tokens");
 
+	/* values: the tools' parser of numbers and sizes */
+	{
+		uint64_t sz = 0;
+		int64_t b = 0;
+		int iv = 0;
+		double d = 0;
+		char sb[32];
+
+		t_ok(ntx_arg_size("24G", &sz, err) == NTX_OK && sz == 25769803776ull &&
+			     ntx_arg_size("1.5K", &sz, err) == NTX_OK && sz == 1536,
+		     "ntx_arg_size: 24G, 1.5K");
+		t_ok(ntx_arg_size("12X", &sz, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "12X"),
+		     "ntx_arg_size 12X: '%s'", ntx_error_message(err));
+		t_ok(ntx_arg_budget("0", &b, err) == NTX_OK && b == 0 &&
+			     ntx_arg_budget("2048T", &b, err) == NTX_STATUS_INVALID,
+		     "ntx_arg_budget: 0 ok, 2048T over 1 PiB: '%s'", ntx_error_message(err));
+		t_ok(ntx_arg_int("0", 1, 1024, &iv, err) == NTX_STATUS_INVALID &&
+			     !strcmp(ntx_error_message(err), "0 is out of range [1, 1024]") &&
+			     ntx_arg_int("64", 1, 1024, &iv, err) == NTX_OK && iv == 64,
+		     "ntx_arg_int: 64 in, 0 out of range");
+		t_ok(ntx_arg_double("0.98", -1, 1, &d, err) == NTX_OK && d == 0.98 &&
+			     ntx_arg_double("nan", -1, 1, &d, err) == NTX_STATUS_INVALID &&
+			     ntx_arg_int(NULL, 0, 1, &iv, err) == NTX_STATUS_INVALID,
+		     "ntx_arg_double: 0.98 in, nan out; NULL refused");
+		t_ok(!strcmp(ntx_size_format(1536, sb, sizeof sb), "1.50 KiB") &&
+			     !strcmp(ntx_size_format(12, sb, sizeof sb), "12 B"),
+		     "ntx_size_format: '%s'", ntx_size_format(1536, sb, sizeof sb));
+	}
+
+	/* output files: nothing at the destination until the commit; an abort
+	 * leaves the old file */
+	{
+		struct ntx_output *o = NULL;
+		char path[64], tmp[96], got_s[16] = "";
+		FILE *f;
+
+		snprintf(path, sizeof path, "/tmp/ntx-test-api-out-%ld", (long)getpid());
+		snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+		st = ntx_output_open(path, &o, err);
+		if (st == NTX_OK)
+			st = ntx_output_write(o, "new\n", 4, err);
+		t_ok(st == NTX_OK && access(path, F_OK) != 0 && access(tmp, F_OK) == 0,
+		     "output: written to the temporary only: %s", msg(st, err));
+		st = ntx_output_commit(o, err);
+		f = fopen(path, "r");
+		if (f) {
+			if (!fgets(got_s, sizeof got_s, f))
+				got_s[0] = '\0';
+			fclose(f);
+		}
+		t_ok(st == NTX_OK && !strcmp(got_s, "new\n") && access(tmp, F_OK) != 0,
+		     "output: renamed into place on commit");
+		o = NULL;
+		st = ntx_output_open(path, &o, err);
+		if (st == NTX_OK)
+			st = ntx_output_write(o, "other\n", 6, err);
+		ntx_output_abort(o);
+		f = fopen(path, "r");
+		got_s[0] = '\0';
+		if (f) {
+			if (!fgets(got_s, sizeof got_s, f))
+				got_s[0] = '\0';
+			fclose(f);
+		}
+		t_ok(st == NTX_OK && !strcmp(got_s, "new\n") && access(tmp, F_OK) != 0,
+		     "output: an abort keeps the old file and removes the temporary");
+		remove(path);
+		o = (struct ntx_output *)1;
+		t_ok(ntx_output_open("/nonexistent/dir/x.json", &o, err) == NTX_STATUS_IO && !o &&
+			     !strcmp(ntx_error_message(err),
+				     "/nonexistent/dir/x.json: No such file or directory"),
+		     "output in a missing directory: '%s'", ntx_error_message(err));
+		ntx_output_abort(NULL);
+	}
+
+	/* inspect: the document of the model, from the file and from memory */
+	{
+		char *j1 = NULL, *j2 = NULL, *sum = NULL, *mem = NULL;
+		long sz = 0;
+		FILE *f = fopen(MODEL, "rb");
+
+		if (f && !fseek(f, 0, SEEK_END) && (sz = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET)) {
+			mem = malloc((size_t)sz);
+			if (mem && fread(mem, 1, (size_t)sz, f) != (size_t)sz) {
+				free(mem);
+				mem = NULL;
+			}
+		}
+		if (f)
+			fclose(f);
+		st = ntx_inspect(MODEL, NULL, 0, 0, &j1, err);
+		t_ok(st == NTX_OK && strstr(j1, "\"format\": \"ntx.inspect\"") &&
+			     strstr(j1, info.fingerprint) && j1[strlen(j1) - 1] == '\n',
+		     "ntx_inspect: the document (%zu bytes): %s", j1 ? strlen(j1) : 0, msg(st, err));
+		st = mem ? ntx_inspect(MODEL, mem, (size_t)sz, 0, &j2, err) : NTX_STATUS_IO;
+		t_ok(st == NTX_OK && j1 && !strcmp(j1, j2), "ntx_inspect from memory: the same");
+		st = ntx_inspect(MODEL, NULL, 0, NTX_INSPECT_SUMMARY, &sum, err);
+		t_ok(st == NTX_OK && sum && !strstr(sum, "\"format\"") && strlen(sum) > 0,
+		     "ntx_inspect summary: %zu bytes", sum ? strlen(sum) : 0);
+		t_ok(ntx_inspect("no/such.gguf", NULL, 0, 0, &j2, err) ==
+			     NTX_STATUS_IO && !j2 &&
+			     !strcmp(ntx_error_message(err), "No such file or directory"),
+		     "ntx_inspect of a missing file: io, the message without the name: '%s'",
+		     ntx_error_message(err));
+		t_ok(ntx_inspect("-", "{\"a\": 1}", 8, 0, &j2, err) != NTX_OK && !j2 &&
+			     strstr(ntx_error_message(err), "not a GGUF file"),
+		     "ntx_inspect of 8 bytes of JSON: %s: '%s'",
+		     ntx_status_name(ntx_error_status(err)), ntx_error_message(err));
+		t_ok(ntx_inspect(MODEL, NULL, 0, 0x40, &j2, err) == NTX_STATUS_INVALID,
+		     "ntx_inspect: unknown flag: '%s'", ntx_error_message(err));
+		ntx_free(j1);
+		ntx_free(sum);
+		free(mem);
+	}
+
+	/* calibration: the document, its sets, the checks of its parameters */
+	{
+		static const char text[] =
+			"Once upon a time there was a little girl who lived in a village near "
+			"the forest. Whenever she went out, the little girl wore a red riding "
+			"cloak, so everyone in the village called her Little Red Riding Hood.";
+		struct ntx_calib_params cal;
+		int counts[2] = { 1, 2 }, bad[1] = { 0 };
+		char *cj = NULL;
+
+		ntx_calib_params_init(&cal);
+		t_ok(cal.size == sizeof cal && cal.n_ctx == 512 && !cal.counts,
+		     "ntx_calib_params_init: defaults");
+		cal.backend = NTX_USE_CPU;
+		cal.n_ctx = 16;
+		cal.counts = counts;
+		cal.n_counts = 2;
+		cal.calib_text = text;
+		cal.calib_len = strlen(text);
+		cal.calib_name = "text";
+		cal.eval_text = text;
+		cal.eval_len = strlen(text);
+		cal.eval_name = "held";
+		st = ntx_calibrate(lm, NULL, &cal, &cj, err);
+		t_ok(st == NTX_OK && cj && strstr(cj, "\"format\": \"ntx.skip\"") &&
+			     strstr(cj, "\"method\": \"calibrated\"") && strstr(cj, "\"kld\"") &&
+			     strstr(cj, "\"file\": \"held\"") && cj[strlen(cj) - 1] == '\n',
+		     "ntx_calibrate: the ntx.skip document with measured sets: %s", msg(st, err));
+		ntx_free(cj);
+		cj = (char *)1;
+		cal.calib_len = 5;
+		t_ok(ntx_calibrate(lm, NULL, &cal, &cj, err) == NTX_STATUS_INVALID && !cj &&
+			     strstr(ntx_error_message(err), "text: the calibration text has"),
+		     "a calibration text of 5 bytes: '%s'", ntx_error_message(err));
+		cal.calib_len = strlen(text);
+		cal.counts = bad;
+		cal.n_counts = 1;
+		t_ok(ntx_calibrate(lm, NULL, &cal, &cj, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "0 is out of range"),
+		     "set size 0: '%s'", ntx_error_message(err));
+		cal.counts = counts;
+		cal.size = 0;
+		t_ok(ntx_calibrate(lm, NULL, &cal, &cj, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "size 0"),
+		     "calib params size 0: '%s'", ntx_error_message(err));
+		t_ok(ntx_calibrate(NULL, NULL, NULL, &cj, err) == NTX_STATUS_INVALID,
+		     "ntx_calibrate(NULL lm)");
+	}
+
 	/* placements: planned in memory, to JSON, loaded back, a context on it */
 	{
 		struct ntx_placement_params pp;
@@ -359,6 +525,14 @@ int main(void)
 		ntx_placement_free(pl2);
 		pl2 = NULL;
 		t_ok(st == NTX_OK, "placement_load: %s", msg(st, err));
+		{
+			char *mp = NULL;
+
+			st = ntx_placement_model_path(path, &mp, err);
+			t_ok(st == NTX_OK && mp && strstr(mp, "tinymodel-q4_k_m.gguf"),
+			     "ntx_placement_model_path: '%s': %s", mp ? mp : "", msg(st, err));
+			ntx_free(mp);
+		}
 		remove(path);
 		t_ok(ntx_placement_load(lm, "no/plan.json", &pl2, err) == NTX_STATUS_IO &&
 			     !pl2 && strstr(ntx_error_message(err), "no/plan.json"),

@@ -1,21 +1,19 @@
 /* ntx-inspect - print what is in a GGUF file as one JSON document (or a
- * human summary). See doc/ntx-inspect.1 and doc/inspect-json.md. */
+ * human summary). See doc/ntx-inspect.1 and doc/inspect-json.md. The
+ * document and the summary are the library's (ntx_inspect in ntx.h); this
+ * program reads the options and standard input and writes the text. */
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "err.h"
-#include "fileio.h"
-#include "gguf.h"
-#include "inspect.h"
-#include "inspect_pack.h"
-#include "table.h"
-#include "version.h"
+#include "ntx.h"
+#include "tool.h"
 
+#define ARRAY_MAX 16  /* arrays longer are summarised (doc/inspect-json.md) */
+#define ARRAY_HEAD 8  /* elements shown in a summary */
 
 static const char *prog = "ntx-inspect";
 
@@ -23,6 +21,10 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: %s [--full] [--format json|table] [-o FILE] FILE\n", prog);
 }
+
+static const struct tool T = {
+	"ntx-inspect", "usage: ntx-inspect [--full] [--format json|table] [-o FILE] FILE\n"
+};
 
 static void help(void)
 {
@@ -43,17 +45,17 @@ static void help(void)
 	       "\n"
 	       "Exit status: 0 success, 1 error (unreadable or invalid file, write\n"
 	       "failure), 2 usage error.\n",
-	       NTX_INSPECT_ARRAY_MAX, NTX_INSPECT_ARRAY_HEAD);
+	       ARRAY_MAX, ARRAY_HEAD);
 }
 
-/* Read all of stdin into memory. */
-static unsigned char *slurp_stdin(size_t *len, struct ntx_err *err)
+/* Read all of stdin into memory; NULL after the message. */
+static unsigned char *slurp_stdin(size_t *len)
 {
 	size_t cap = 1 << 16, n = 0;
 	unsigned char *buf = malloc(cap);
 
 	if (!buf) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		fprintf(stderr, "%s: stdin: out of memory\n", prog);
 		return NULL;
 	}
 	for (;;) {
@@ -64,7 +66,7 @@ static unsigned char *slurp_stdin(size_t *len, struct ntx_err *err)
 
 			if (!nb) {
 				free(buf);
-				ntx_err_set(err, NTX_ENOMEM, "out of memory reading standard input");
+				fprintf(stderr, "%s: stdin: out of memory reading standard input\n", prog);
 				return NULL;
 			}
 			buf = nb;
@@ -74,7 +76,7 @@ static unsigned char *slurp_stdin(size_t *len, struct ntx_err *err)
 		n += r;
 		if (r == 0) {
 			if (ferror(stdin)) {
-				ntx_err_errno(err, errno, "read");
+				fprintf(stderr, "%s: stdin: read: %s\n", prog, strerror(errno));
 				free(buf);
 				return NULL;
 			}
@@ -85,123 +87,94 @@ static unsigned char *slurp_stdin(size_t *len, struct ntx_err *err)
 	return buf;
 }
 
+/* Write text to stdout, checked. */
+static int write_stdout(const char *text)
+{
+	errno = 0;
+	fputs(text, stdout);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "%s: standard output: %s\n", prog,
+			errno ? strerror(errno) : "write error");
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "full", no_argument, NULL, 'F' },
 		{ "format", required_argument, NULL, 'f' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		TOOL_OPTION_OUTPUT, TOOL_OPTION_HELP, TOOL_OPTION_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path, *out_path = NULL, *what;
 	unsigned flags = 0;
-	int table = 0, c, rc = 1;
-	struct ntx_err err;
-	struct ntx_gguf *g = NULL;
+	int c, rc = 1;
+	struct ntx_error *err = ntx_error_new();
+	struct ntx_output *out = NULL;
 	unsigned char *buf = NULL;
-	json_t *doc = NULL;
-	FILE *out = stdout;
-	struct ntx_outfile of = { 0 };
+	size_t len = 0;
+	char *text = NULL;
 
-	ntx_err_clear(&err);
 	argv[0] = (char *)prog; /* getopt's messages name the program */
 	while ((c = getopt_long(argc, argv, "f:o:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'F':
-			flags |= NTX_INSPECT_FULL;
+			flags |= NTX_INSPECT_ALL_ELEMENTS;
 			break;
 		case 'f':
-			if (strcmp(optarg, "json") == 0) {
-				table = 0;
-			} else if (strcmp(optarg, "table") == 0) {
-				table = 1;
-			} else {
-				fprintf(stderr, "%s: --format: '%s' is not json or table\n", prog, optarg);
-				usage(stderr);
-				return 2;
-			}
+			if (strcmp(optarg, "json") == 0)
+				flags &= ~(unsigned)NTX_INSPECT_SUMMARY;
+			else if (strcmp(optarg, "table") == 0)
+				flags |= NTX_INSPECT_SUMMARY;
+			else
+				return tool_usage(&T, "--format: '%s' is not json or table", optarg);
 			break;
 		case 'o':
 			out_path = optarg;
 			break;
 		case 'h':
 			help();
-			return ntx_close_stdout(prog, 0);
+			return tool_close_stdout(&T, 0);
 		case 'V':
-			printf("%s (ntx) %s\n", prog, NTX_VERSION);
-			return ntx_close_stdout(prog, 0);
+			tool_version(&T);
+			return tool_close_stdout(&T, 0);
 		default:
-			usage(stderr);
-			return 2;
+			return tool_usage_tail(&T);
 		}
 	}
-	if (argc - optind != 1) {
-		fprintf(stderr, "%s: %s\n", prog,
-			argc - optind ? "expected one FILE" : "missing FILE");
-		usage(stderr);
-		return 2;
-	}
+	if (argc - optind != 1)
+		return tool_usage(&T, "%s", argc - optind ? "expected one FILE" : "missing FILE");
+	if (!err)
+		return 1;
 	path = argv[optind];
 	what = strcmp(path, "-") == 0 ? "stdin" : path;
 	/* -o FILE: written through a temporary, renamed when complete */
-	if (out_path && strcmp(out_path, "-") != 0) {
-		if (ntx_outfile_open(&of, out_path, "w", stdout, &err)) {
-			fprintf(stderr, "%s: %s\n", prog, err.msg);
-			goto done;
-		}
-		out = of.f;
-	}
-
-	if (strcmp(path, "-") == 0) {
-		size_t len = 0;
-
-		buf = slurp_stdin(&len, &err);
-		if (buf && ntx_pack_is_pack(buf, len)) /* a pack file: its own document */
-			doc = ntx_inspect_pack_file(path, buf, len, flags, &err);
-		else if (buf)
-			g = ntx_gguf_open_buffer(buf, len, &err);
-	} else if (ntx_pack_file_is_pack(path)) {
-		doc = ntx_inspect_pack_file(path, NULL, 0, flags, &err);
-	} else {
-		g = ntx_gguf_open(path, &err);
-	}
-	if (!g && !doc) {
-		fprintf(stderr, "%s: %s: %s\n", prog, what, err.msg);
+	if (out_path && strcmp(out_path, "-") != 0 && ntx_output_open(out_path, &out, err)) {
+		tool_fail(&T, NULL, err);
 		goto done;
 	}
-	if (!doc)
-		doc = ntx_inspect_json(g, path, flags, &err);
-	if (!doc) {
-		fprintf(stderr, "%s: %s: %s\n", prog, what, err.msg);
+	if (strcmp(path, "-") == 0 && !(buf = slurp_stdin(&len)))
+		goto done;
+	if (ntx_inspect(path, buf, len, flags, &text, err)) {
+		tool_fail(&T, what, err);
 		goto done;
 	}
-	errno = 0;
-	if (table && !g) {
-		char *sum = ntx_inspect_pack_summary(doc);
-
-		fputs(sum ? sum : "", out);
-		free(sum);
-	} else if (table) {
-		ntx_inspect_table(out, doc);
-	} else if (json_dumpf(doc, out, JSON_INDENT(2)) == 0) {
-		fputc('\n', out);
-	}
-	if (fflush(out) != 0 || ferror(out)) {
-		fprintf(stderr, "%s: %s: %s\n", prog, out == stdout ? "standard output" : out_path,
-			errno ? strerror(errno) : "write error");
+	if (!out) {
+		rc = write_stdout(text);
 		goto done;
 	}
-	if (out != stdout && ntx_outfile_commit(&of, &err)) {
-		fprintf(stderr, "%s: %s\n", prog, err.msg);
+	if (ntx_output_write(out, text, strlen(text), err)) {
+		tool_fail(&T, NULL, err);
 		goto done;
 	}
-	rc = 0;
+	rc = ntx_output_commit(out, err) ? tool_fail(&T, NULL, err) : 0;
+	out = NULL; /* freed by the commit either way */
 done:
-	ntx_outfile_abort(&of);
-	json_decref(doc);
-	ntx_gguf_close(g);
+	ntx_output_abort(out);
+	ntx_free(text);
 	free(buf);
-	return ntx_close_stdout(prog, rc);
+	ntx_error_free(err);
+	return tool_close_stdout(&T, rc);
 }

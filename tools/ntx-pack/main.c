@@ -18,6 +18,7 @@
 #include "pack_read.h"
 #include "parse.h"
 #include "plan.h"
+#include "tool.h"
 #include "tunables.h"
 #include "version.h"
 
@@ -31,12 +32,13 @@
 static const char *prog = "ntx-pack";
 static volatile sig_atomic_t got_signal;
 
+#define USAGE "usage: ntx-pack MODEL.gguf (--plan PLAN.json | --all) [-o OUT.ntxp] [options]\n" \
+	      "       ntx-pack --verify PACK.ntxp -m MODEL.gguf [--plan PLAN.json]\n"
+static const struct tool T = { "ntx-pack", USAGE };
+
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: %s MODEL.gguf (--plan PLAN.json | --all) [-o OUT.ntxp] [options]\n"
-		"       %s --verify PACK.ntxp -m MODEL.gguf [--plan PLAN.json]\n",
-		prog, prog);
+	fputs(USAGE, f);
 }
 
 static void help(void)
@@ -166,24 +168,22 @@ static int same_file(const char *a, const char *b)
 	       sa.st_ino == sb.st_ino;
 }
 
-enum { OPT_PLAN = 256, OPT_ALL, OPT_COMPRESS, OPT_LEVEL, OPT_VERIFY, OPT_NOSPLIT, OPT_FRAME };
+enum { OPT_ALL = 256, OPT_COMPRESS, OPT_LEVEL, OPT_VERIFY, OPT_NOSPLIT, OPT_FRAME };
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "model", required_argument, NULL, 'm' },
-		{ "plan", required_argument, NULL, OPT_PLAN },
+		TOOL_OPTION_MODEL,
+		TOOL_OPTION_PLAN,
 		{ "all", no_argument, NULL, OPT_ALL },
-		{ "output", required_argument, NULL, 'o' },
+		TOOL_OPTION_OUTPUT,
 		{ "compress", required_argument, NULL, OPT_COMPRESS },
 		{ "level", required_argument, NULL, OPT_LEVEL },
 		{ "no-split", no_argument, NULL, OPT_NOSPLIT },
 		{ "frame-size", required_argument, NULL, OPT_FRAME },
-		{ "threads", required_argument, NULL, 't' },
+		TOOL_OPTION_THREADS,
 		{ "verify", no_argument, NULL, OPT_VERIFY },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		TOOL_OPTION_QUIET, TOOL_OPTION_HELP, TOOL_OPTION_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *model_path = NULL, *plan_path = NULL, *out_path = NULL, *arg = NULL;
@@ -197,39 +197,33 @@ int main(int argc, char **argv)
 	struct ntx_plan *plan = NULL;
 	struct ntx_err err;
 	struct bar b;
+	struct tool_common tc;
 
 	ntx_err_clear(&err);
 	ntx_pack_write_opts_init(&wo);
 	argv[0] = (char *)prog;
+	tool_common_init(&tc, 256);
 	while ((c = getopt_long(argc, argv, "m:o:t:qhV", opts, NULL)) != -1) {
+		int r;
+
+		if ((r = tool_common_opt(&T, c, optarg, &tc)) != TOOL_NOT_COMMON) {
+			if (r)
+				return r;
+			continue;
+		}
 		switch (c) {
-		case 'm':
-			model_path = optarg;
-			break;
-		case OPT_PLAN:
-			plan_path = optarg;
-			break;
 		case OPT_ALL:
 			all = 1;
 			break;
-		case 'o':
-			out_path = optarg;
-			break;
 		case OPT_COMPRESS:
-			if (strcmp(optarg, "none") && strcmp(optarg, "zstd") && strcmp(optarg, "auto")) {
-				fprintf(stderr, "%s: --compress: '%s' is not none, zstd or auto\n",
-					prog, optarg);
-				usage(stderr);
-				return 2;
-			}
+			if (strcmp(optarg, "none") && strcmp(optarg, "zstd") && strcmp(optarg, "auto"))
+				return tool_usage(&T, "--compress: '%s' is not none, zstd or auto",
+						  optarg);
 			compress = optarg;
 			break;
 		case OPT_LEVEL:
-			if (ntx_parse_int(optarg, -7, 22, &wo.level, &err)) {
-				fprintf(stderr, "%s: --level: %s\n", prog, err.msg);
-				usage(stderr);
-				return 2;
-			}
+			if ((r = tool_int(&T, "--level", optarg, -7, 22, &wo.level)) != 0)
+				return r;
 			break;
 		case OPT_NOSPLIT:
 			wo.split = 0;
@@ -237,40 +231,31 @@ int main(int argc, char **argv)
 		case OPT_FRAME: {
 			uint64_t v;
 
-			if (ntx_parse_size(optarg, &v, &err) || v < NTX_PACK_ALIGN ||
-			    v > NTX_PACK_FRAME_MAX || v % NTX_PACK_ALIGN) {
-				fprintf(stderr, "%s: --frame-size: %s\n", prog,
-					err.code ? err.msg : "must be a multiple of 4K up to 256M");
-				usage(stderr);
-				return 2;
-			}
+			if ((r = tool_size(&T, "--frame-size", optarg, &v)) != 0)
+				return r;
+			if (v < NTX_PACK_ALIGN || v > NTX_PACK_FRAME_MAX || v % NTX_PACK_ALIGN)
+				return tool_usage(&T, "--frame-size: must be a multiple of 4K up to 256M");
 			wo.frame_size = (uint32_t)v;
 			break;
 		}
-		case 't':
-			if (ntx_parse_int(optarg, 1, 256, &threads, &err)) {
-				fprintf(stderr, "%s: --threads: %s\n", prog, err.msg);
-				usage(stderr);
-				return 2;
-			}
-			break;
 		case OPT_VERIFY:
 			do_verify = 1;
 			break;
-		case 'q':
-			quiet = 1;
-			break;
 		case 'h':
 			help();
-			return ntx_close_stdout(prog, 0);
+			return tool_close_stdout(&T, 0);
 		case 'V':
-			printf("%s (ntx) %s\n", prog, NTX_VERSION);
-			return ntx_close_stdout(prog, 0);
+			tool_version(&T);
+			return tool_close_stdout(&T, 0);
 		default:
-			usage(stderr);
-			return 2;
+			return tool_usage_tail(&T);
 		}
 	}
+	model_path = tc.model;
+	plan_path = tc.plan;
+	out_path = tc.output;
+	threads = tc.threads;
+	quiet = tc.quiet;
 	if (argc - optind > 1) {
 		fprintf(stderr, "%s: too many arguments\n", prog);
 		usage(stderr);
@@ -283,7 +268,7 @@ int main(int argc, char **argv)
 	if (do_verify && arg && !all && !model_path && access(arg, F_OK) != 0) {
 		/* a missing PACK is named, not taken for a model without --plan */
 		fprintf(stderr, "%s: %s: %s\n", prog, arg, strerror(errno));
-		return ntx_close_stdout(prog, 1);
+		return tool_close_stdout(&T, 1);
 	}
 	if (do_verify && arg && !all && (model_path || ntx_pack_file_is_pack(arg))) {
 		if (!model_path || out_path) {
@@ -296,20 +281,20 @@ int main(int argc, char **argv)
 		m = ntx_model_open(model_path, 0, &err);
 		if (!m) {
 			fprintf(stderr, "%s: %s: %s\n", prog, model_path, err.msg);
-			return ntx_close_stdout(prog, 1);
+			return tool_close_stdout(&T, 1);
 		}
 		if (plan_path) {
 			plan = ntx_plan_load(plan_path, &err);
 			if (!plan) {
 				fprintf(stderr, "%s: %s: %s\n", prog, plan_path, err.msg);
 				ntx_model_close(m);
-				return ntx_close_stdout(prog, 1);
+				return tool_close_stdout(&T, 1);
 			}
 		}
 		rc = verify(arg, m, plan, plan_path, threads, quiet);
 		ntx_plan_free(plan);
 		ntx_model_close(m);
-		return ntx_close_stdout(prog, rc);
+		return tool_close_stdout(&T, rc);
 	}
 
 	/* ---- write a pack ---- */
@@ -436,5 +421,5 @@ done:
 	free(out_alloc);
 	ntx_plan_free(plan);
 	ntx_model_close(m);
-	return ntx_close_stdout(prog, rc);
+	return tool_close_stdout(&T, rc);
 }

@@ -19,6 +19,7 @@
 #include "plan.h"
 #include "skipset.h"
 #include "fileio.h"
+#include "tool.h"
 #include "version.h"
 
 
@@ -83,13 +84,7 @@ static void usage(FILE *f)
 		prog, prog);
 }
 
-static int die_usage(const char *fmt, const char *arg, const char *msg)
-{
-	fprintf(stderr, "%s: ", prog);
-	fprintf(stderr, fmt, arg, msg);
-	fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
-	return 2;
-}
+static const struct tool T = { "ntx-plan", "Try 'ntx-plan --help' for more information.\n" };
 
 static int exit_code(const struct ntx_err *err)
 {
@@ -97,16 +92,13 @@ static int exit_code(const struct ntx_err *err)
 }
 
 enum {
-	O_VRAM = 256, O_RAM, O_DISK, O_RESERVE, O_GPU, O_PACK, O_KV, O_PARALLEL, O_UBATCH,
+	O_GPU = 256, O_PACK, O_KV, O_PARALLEL, O_UBATCH,
 	O_RING, O_H2D, O_DISKBW, O_CPU, O_CPUB, O_GPUBW, O_PROBE, O_EXECUTOR, O_SKIP, O_SKIPSET,
 	O_SCORES, O_EXPLAIN, O_CHECK, O_DRAFT, O_DRAFTK, O_ACCEPT
 };
 
 static const struct option longopts[] = {
-	{ "vram-budget", required_argument, NULL, O_VRAM },
-	{ "ram-budget", required_argument, NULL, O_RAM },
-	{ "disk-budget", required_argument, NULL, O_DISK },
-	{ "reserve", required_argument, NULL, O_RESERVE },
+	TOOL_OPTION_BUDGETS,
 	{ "gpu", required_argument, NULL, O_GPU },
 	{ "pack", required_argument, NULL, O_PACK },
 	{ "ctx", required_argument, NULL, 'c' },
@@ -127,25 +119,12 @@ static const struct option longopts[] = {
 	{ "draft", required_argument, NULL, O_DRAFT },
 	{ "draft-k", required_argument, NULL, O_DRAFTK },
 	{ "accept", required_argument, NULL, O_ACCEPT },
-	{ "output", required_argument, NULL, 'o' },
+	TOOL_OPTION_OUTPUT,
 	{ "explain", no_argument, NULL, O_EXPLAIN },
 	{ "check", no_argument, NULL, O_CHECK },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
+	TOOL_OPTION_QUIET, TOOL_OPTION_VERBOSE, TOOL_OPTION_HELP, TOOL_OPTION_VERSION,
 	{ NULL, 0, NULL, 0 },
 };
-
-static const char *optname(int val)
-{
-	const struct option *lo;
-
-	for (lo = longopts; lo->name; lo++)
-		if (lo->val == val)
-			return lo->name;
-	return "?";
-}
 
 /* Is path a GGUF file (by its magic)? -1 when it cannot be opened. */
 static int is_gguf(const char *path)
@@ -305,6 +284,7 @@ int main(int argc, char **argv)
 	struct ntx_plan *p = NULL;
 	struct ntx_model *m = NULL;
 	struct ntx_err err = { 0, "" };
+	struct tool_common tc;
 	const char *out = NULL, *skip_arg = NULL, *scores_path = NULL;
 	int explain = 0, check = 0, quiet = 0, verbose = 0, skip_set = -1, c, rc = 1;
 	int *skip = NULL, n_skip = 0;
@@ -314,37 +294,27 @@ int main(int argc, char **argv)
 
 	ntx_plan_opts_init(&o);
 	memset(&pm, 0, sizeof pm);
+	tool_common_init(&tc, 1024);
 	while ((c = getopt_long(argc, argv, "c:o:qvhV", longopts, NULL)) != -1) {
-		int64_t sz;
 		double d;
-		int v;
+		int v, r;
 
+		if ((r = tool_common_opt(&T, c, optarg, &tc)) != TOOL_NOT_COMMON) {
+			if (r)
+				return r;
+			continue;
+		}
 		switch (c) {
-		case O_VRAM:
-		case O_RAM:
-		case O_DISK:
-		case O_RESERVE:
-			if (ntx_parse_budget(optarg, &sz, &err))
-				return die_usage("--%s: %s", optname(c), err.msg);
-			if (c == O_VRAM)
-				o.vram_budget = sz;
-			else if (c == O_RAM)
-				o.ram_budget = sz;
-			else if (c == O_DISK)
-				o.disk_budget = sz;
-			else
-				o.reserve = sz;
-			break;
 		case O_GPU:
-			if (ntx_parse_int(optarg, 0, 1023, &o.gpu_index, &err))
-				return die_usage("--%s: %s", "gpu", err.msg);
+			if ((r = tool_int(&T, "--gpu", optarg, 0, 1023, &o.gpu_index)) != 0)
+				return r;
 			break;
 		case O_PACK:
 			o.pack_path = optarg;
 			break;
 		case 'c':
-			if (ntx_parse_int(optarg, 1, 1 << 24, &o.n_ctx, &err))
-				return die_usage("--%s: %s", "ctx", err.msg);
+			if ((r = tool_int(&T, "--ctx", optarg, 1, 1 << 24, &o.n_ctx)) != 0)
+				return r;
 			break;
 		case O_KV:
 			if (strcmp(optarg, "f16") == 0)
@@ -352,38 +322,41 @@ int main(int argc, char **argv)
 			else if (strcmp(optarg, "f32") == 0)
 				o.kv_type = NTX_KV_F32;
 			else
-				return die_usage("--kv-type: '%s'%s", optarg, " is not f16 or f32");
+				return tool_usage(&T, "--kv-type: '%s' is not f16 or f32", optarg);
 			break;
 		case O_PARALLEL:
-			if (ntx_parse_int(optarg, 1, 4096, &o.n_seq, &err))
-				return die_usage("--%s: %s", "parallel", err.msg);
+			if ((r = tool_int(&T, "--parallel", optarg, 1, 4096, &o.n_seq)) != 0)
+				return r;
 			break;
 		case O_UBATCH:
-			if (ntx_parse_int(optarg, 1, 65536, &o.n_ubatch, &err))
-				return die_usage("--%s: %s", "ubatch", err.msg);
+			if ((r = tool_int(&T, "--ubatch", optarg, 1, 65536, &o.n_ubatch)) != 0)
+				return r;
 			break;
 		case O_DRAFT:
 			o.draft_path = optarg;
 			break;
 		case O_DRAFTK:
-			if (ntx_parse_int(optarg, 1, 64, &o.draft_k, &err))
-				return die_usage("--%s: %s", "draft-k", err.msg);
+			if ((r = tool_int(&T, "--draft-k", optarg, 1, 64, &o.draft_k)) != 0)
+				return r;
 			break;
 		case O_ACCEPT:
-			if (ntx_parse_double(optarg, 0.01, 0.99, &o.draft_accept, &err))
-				return die_usage("--%s: %s", "accept", err.msg);
+			if ((r = tool_double(&T, "--accept", optarg, 0.01, 0.99, &o.draft_accept)) != 0)
+				return r;
 			break;
 		case O_RING:
-			if (ntx_parse_int(optarg, 2, 64, &o.ring_slots, &err))
-				return die_usage("--%s: %s", "ring-slots", err.msg);
+			if ((r = tool_int(&T, "--ring-slots", optarg, 2, 64, &o.ring_slots)) != 0)
+				return r;
 			break;
 		case O_H2D:
 		case O_DISKBW:
 		case O_CPU:
 		case O_CPUB:
-		case O_GPUBW:
-			if (ntx_parse_double(optarg, 1e-6, 1e6, &d, &err))
-				return die_usage("--%s: %s", optname(c), err.msg);
+		case O_GPUBW: {
+			static const char *const names[] = { "--h2d-gbps", "--disk-gbps", "--cpu-gbps",
+							     "--cpu-batch-gbps", "--gpu-gbps" };
+
+			if ((r = tool_double(&T, names[c - O_H2D], optarg, 1e-6, 1e6, &d)) != 0)
+				return r;
 			if (c == O_H2D)
 				o.h2d_gbps = d;
 			else if (c == O_DISKBW)
@@ -395,6 +368,7 @@ int main(int argc, char **argv)
 			else
 				o.gpu_gbps = d;
 			break;
+		}
 		case O_PROBE:
 			o.probe = 1;
 			break;
@@ -406,22 +380,18 @@ int main(int argc, char **argv)
 			else if (strcmp(optarg, "cpu") == 0)
 				o.executor = NTX_POLICY_CPU;
 			else
-				return die_usage("--executor: '%s'%s", optarg,
-						 " is not auto, gpu or cpu");
+				return tool_usage(&T, "--executor: '%s' is not auto, gpu or cpu", optarg);
 			break;
 		case O_SKIP:
 			skip_arg = optarg;
 			break;
 		case O_SKIPSET:
-			if (ntx_parse_int(optarg, 0, 1 << 20, &v, &err))
-				return die_usage("--%s: %s", "skip-set", err.msg);
+			if ((r = tool_int(&T, "--skip-set", optarg, 0, 1 << 20, &v)) != 0)
+				return r;
 			skip_set = v;
 			break;
 		case O_SCORES:
 			scores_path = optarg;
-			break;
-		case 'o':
-			out = optarg;
 			break;
 		case O_EXPLAIN:
 			explain = 1;
@@ -429,28 +399,28 @@ int main(int argc, char **argv)
 		case O_CHECK:
 			check = 1;
 			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 'v':
-			verbose = 1;
-			break;
 		case 'h':
 			usage(stdout);
-			return fclose(stdout) ? 1 : 0;
+			return tool_close_stdout(&T, 0);
 		case 'V':
-			printf("%s (ntx) %s\n", prog, NTX_VERSION);
-			return fclose(stdout) ? 1 : 0;
+			tool_version(&T);
+			return tool_close_stdout(&T, 0);
 		default:
-			fprintf(stderr, "Try '%s --help' for more information.\n", prog);
-			return 2;
+			return tool_usage_tail(&T);
 		}
 	}
+	o.vram_budget = tc.vram_budget;
+	o.ram_budget = tc.ram_budget;
+	o.disk_budget = tc.disk_budget;
+	o.reserve = tc.reserve;
+	out = tc.output;
+	quiet = tc.quiet;
+	verbose = tc.verbose;
 
 	/* --check PLAN [MODEL] */
 	if (check) {
 		if (argc - optind < 1 || argc - optind > 2)
-			return die_usage("%s%s", "--check needs PLAN.json [MODEL.gguf]", "");
+			return tool_usage(&T, "--check needs PLAN.json [MODEL.gguf]");
 		p = ntx_plan_load(argv[optind], &err);
 		if (!p)
 			goto fail;
@@ -472,16 +442,16 @@ int main(int argc, char **argv)
 	}
 
 	if (argc - optind != 1)
-		return die_usage("%s%s", argc - optind ? "expected one input, got several" :
-				 "missing input (MODEL.gguf, INSPECT.json or -)", "");
+		return tool_usage(&T, "%s", argc - optind ? "expected one input, got several" :
+				  "missing input (MODEL.gguf, INSPECT.json or -)");
 	if (skip_set >= 0 && !skip_arg)
-		return die_usage("%s%s", "--skip-set needs --skip FILE", "");
+		return tool_usage(&T, "--skip-set needs --skip FILE");
 	if (load_model(argv[optind], &pm, &m, &err))
 		goto fail;
 	if (skip_arg && ntx_skip_parse(skip_arg, pm.n_layer, skip_set, pm.fingerprint, &skip,
 					    &n_skip, &err)) {
 		if (err.code == NTX_EINVAL) {
-			rc = die_usage("--skip: %s%s", err.msg, "");
+			rc = tool_usage(&T, "--skip: %s", err.msg);
 			goto done;
 		}
 		goto fail;

@@ -10,6 +10,7 @@
 #include "parse.h"
 #include "run.h"
 #include "version.h"
+#include "tool.h"
 
 
 volatile sig_atomic_t run_interrupted;
@@ -483,7 +484,7 @@ int main(int argc, char **argv)
 			printf(PROG " (ntx) " NTX_VERSION "\n");
 			return close_stdout_info();
 		default: /* ':' or '?' */
-			ntx_getopt_complaint(PROG, ch, argv);
+			tool_getopt_complaint(PROG, ch, argv);
 			return usage_error();
 		}
 	}

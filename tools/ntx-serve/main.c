@@ -16,6 +16,7 @@
 #include "parse.h"
 #include "serve.h"
 #include "spec.h"
+#include "tool.h"
 
 #define NTX_VERSION "0.1.0"
 
@@ -249,7 +250,7 @@ static int parse_opts(int argc, char **argv, struct serve_opts *o)
 			printf(PROG " " NTX_VERSION "\n");
 			return fflush(stdout) || ferror(stdout) ? 1 : -1;
 		default:
-			ntx_getopt_complaint(PROG, ch, argv);
+			tool_getopt_complaint(PROG, ch, argv);
 			return usage_error();
 		}
 	}

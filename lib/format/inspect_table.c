@@ -1,6 +1,7 @@
-/* table.c - ntx-inspect --format table: a summary for people, made from the
- * same JSON document the default output prints, so the two cannot disagree. */
-#include "table.h"
+/* inspect_table.c - the summary for people of a GGUF file's ntx.inspect document
+ * (ntx-inspect --format table, ntx_inspect with NTX_INSPECT_SUMMARY), made from
+ * the same JSON document the default output prints, so the two cannot disagree. */
+#include "inspect_table.h"
 
 #include <inttypes.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* table.h - ntx-inspect's human summary of an ntx.inspect document. */
-#ifndef NTX_INSPECT_TABLE_H
-#define NTX_INSPECT_TABLE_H
+/* inspect_table.h - the human summary of a GGUF file's ntx.inspect document
+ * (ntx-inspect --format table). */
+#ifndef NTX_INSPECT_TABLE_FMT_H
+#define NTX_INSPECT_TABLE_FMT_H
 
 #include <jansson.h>
 #include <stdio.h>
