@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The source tree's rules that a compiler does not check: kernels never read
 # the environment, the NTX_* switches are read in one place
-# (lib/base/tunables.c) and documented in one place (doc/tunables.md).
+# (lib/base/tunables.c) and documented in one place (doc/tunables.md); the
+# library's parts use only earlier parts (lib/README.md, scripts/check-layers).
 
 bats_require_minimum_version 1.5.0
 
@@ -42,4 +43,25 @@ setup() {
 			return 1
 		}
 	done
+}
+
+@test "lib/ parts in order, kernels on lib/base only, no circle between files (scripts/check-layers)" {
+	build=$(dirname "$NTX_BIN")
+	ls "$build"/lib/*/*.o >/dev/null 2>&1 || skip "no library objects in $build"
+	run scripts/check-layers "$build"
+	echo "$output" >&2
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"no circle between files"* ]]
+}
+
+@test "check-layers catches a part that uses a later one" {
+	build=$(dirname "$NTX_BIN")
+	ls "$build"/lib/*/*.o >/dev/null 2>&1 || skip "no library objects in $build"
+	d=$BATS_TEST_TMPDIR/tree
+	mkdir -p "$d"
+	cp -r scripts lib kernels include "$d"/
+	echo '#include "engine.h"' >> "$d/lib/base/err.c"
+	run "$d/scripts/check-layers" "$build"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"lib/base/err.c: includes engine.h of engine, a later part than base"* ]]
 }
