@@ -10,6 +10,9 @@
  *                         generation, continuous batching, statistics
  *   the tools' calls      option values (ntx_arg_*), files replaced when
  *                         complete (struct ntx_output), inspect, calibration
+ *   plans and packs       placements planned from parameters (struct
+ *                         ntx_model_desc), checked and explained; pack
+ *                         files written and verified (struct ntx_packfile)
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
