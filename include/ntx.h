@@ -10,6 +10,9 @@
  *                         generation, continuous batching, statistics
  *   the tools' calls      option values (ntx_arg_*), files replaced when
  *                         complete (struct ntx_output), inspect, calibration
+ *   plans and packs       placements planned from parameters (struct
+ *                         ntx_model_desc), checked and explained; pack
+ *                         files written and verified (struct ntx_packfile)
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -38,7 +41,7 @@ extern "C" {
 /* ---- version ---- */
 
 #define NTX_VERSION_MAJOR 0
-#define NTX_VERSION_MINOR 2
+#define NTX_VERSION_MINOR 3
 #define NTX_VERSION_PATCH 0
 /* The header's version as one number: 0x00MMmmpp. */
 #define NTX_VERSION_NUMBER \
@@ -453,6 +456,197 @@ void ntx_calib_params_init(struct ntx_calib_params *p);
 enum ntx_status ntx_calibrate(const struct ntx_lm *lm, const struct ntx_placement *pl,
 			      const struct ntx_calib_params *p, char **json,
 			      struct ntx_error *err);
+
+/* ---- plans: placements from parameters (ntx-plan) ---- */
+
+/* What the planner needs to know about a model (layer sizes, shapes,
+ * fingerprint), from a GGUF file or from ntx-inspect's JSON: enough to plan
+ * a model that is not on this machine. Immutable once made: any thread. */
+struct ntx_model_desc;
+
+/* From the file at path: a GGUF (by its magic; opened and closed again) or
+ * an "ntx.inspect" document. Messages name path. Any thread. */
+enum ntx_status ntx_model_desc_open(const char *path, struct ntx_model_desc **out,
+				    struct ntx_error *err);
+/* From the text of an "ntx.inspect" document (text[0..len), not
+ * NUL-terminated; name is used in messages, NULL: "<stdin>"); what is not
+ * JSON gives NTX_STATUS_INVALID ("not a GGUF file or inspect JSON").
+ * Any thread. */
+enum ntx_status ntx_model_desc_from_text(const char *text, size_t len, const char *name,
+					 struct ntx_model_desc **out, struct ntx_error *err);
+void ntx_model_desc_free(struct ntx_model_desc *d);
+
+/* The layers of a skip argument for d's model: a layer list ("3,5,10-12")
+ * or the path of an "ntx.skip" document (ntx-skip-calib), whose "skip"
+ * array is the set or, with set_index >= 0, its "sets"[set_index]; a
+ * document naming another model's fingerprint is refused. *layers: sorted,
+ * unique, *n of them, freed with ntx_free(). NTX_STATUS_INVALID: arg is
+ * malformed or out of range (the caller's usage error); other statuses for
+ * a file that cannot be read. Any thread. */
+enum ntx_status ntx_model_desc_skip(const struct ntx_model_desc *d, const char *arg,
+				    int set_index, int **layers, int *n, struct ntx_error *err);
+
+enum ntx_kv_cache_type { NTX_KV_CACHE_F16 = 0, NTX_KV_CACHE_F32 = 1 };
+
+/* Where the layers that are not resident in VRAM are computed. */
+enum ntx_executor_policy {
+	NTX_EXECUTOR_AUTO = 0, /* per layer, the faster */
+	NTX_EXECUTOR_GPU = 1,  /* stream every one to the GPU */
+	NTX_EXECUTOR_CPU = 2   /* compute every one on the CPU */
+};
+
+/* Which notes ntx_placement_plan gives (ntx_note_fn, calibration section). */
+enum {
+	NTX_NOTE_WARNINGS = 1, /* "warning: GPU 1 not found (1 device); ..." */
+	NTX_NOTE_DETECTED = 2  /* "GPU: ...", "RAM available: ...", the probed rates */
+};
+
+struct ntx_planner_params {
+	size_t size;             /* sizeof(struct ntx_planner_params) */
+	int64_t vram_budget;     /* bytes, margin included; -1: free VRAM (default); 0: no GPU */
+	int64_t ram_budget;      /* -1: MemAvailable - 2 GiB (default) */
+	int64_t disk_budget;     /* -1: free space where the pack goes (default) */
+	int64_t reserve;         /* VRAM safety margin; -1: 512 MiB (default) */
+	int gpu_index;
+	const char *pack_path;   /* the pack of disk layers; NULL: MODEL.ntxp */
+	int n_ctx;               /* 0: min(n_ctx_train, 4096) */
+	enum ntx_kv_cache_type kv_type;
+	int n_seq;               /* sequences decoded together; 0: 1 */
+	int n_ubatch;            /* tokens per step; 0: 512 */
+	int ring_slots;          /* device buffers for streamed layers, 2..64;
+				  * 0: 3 or 2, the faster plan */
+	/* bandwidths in GB/s; 0: measured with probe, else the defaults */
+	double h2d_gbps, disk_gbps, cpu_gbps, cpu_batch_gbps, gpu_gbps;
+	int probe;               /* measure H2D, disk and CPU rates now (seconds) */
+	enum ntx_executor_policy executor;
+	const int *skip;         /* layers removed (ntx_model_desc_skip); read
+				  * during the call */
+	int n_skip;
+	const char *scores_path; /* an "ntx.skip" document: its per-layer
+				  * cos_mean (lower = more important) picks the
+				  * resident layers; NULL: none */
+	const char *draft_path;  /* a draft model (GGUF) kept resident for
+				  * speculative decoding; NULL: none */
+	int draft_k;             /* draft length, 1..64; 0: the best predicted */
+	double draft_accept;     /* assumed acceptance; 0: 0.7 */
+	unsigned notes;          /* NTX_NOTE_* (default NTX_NOTE_WARNINGS) */
+	ntx_note_fn note;        /* may be NULL */
+	void *user;              /* for note */
+};
+void ntx_planner_params_init(struct ntx_planner_params *p);
+
+/* Plan d's layers (as ntx-plan): detect what p leaves open (the GPU, RAM,
+ * cores, free disk where the pack goes), probe when asked, then place.
+ * NTX_STATUS_NOFIT: valid input that fits nowhere (the message says what is
+ * short and by how much); NTX_STATUS_MISMATCH: a draft with another
+ * vocabulary; NTX_STATUS_INVALID: bad parameters or scores. Notes run in
+ * the calling thread, before it returns. Any thread. */
+enum ntx_status ntx_placement_plan(const struct ntx_model_desc *d,
+				   const struct ntx_planner_params *p,
+				   struct ntx_placement **out, struct ntx_error *err);
+
+/* Read a plan file ("-": standard input) and validate it, re-accounting its
+ * reserves and estimate from its layers (ntx-plan --check); no model is
+ * needed (ntx_placement_check is the model's half). Relative paths in it
+ * are resolved against its directory. Messages name the file. Any thread. */
+enum ntx_status ntx_placement_read(const char *path, struct ntx_placement **out,
+				   struct ntx_error *err);
+/* NTX_STATUS_MISMATCH unless pl was made for lm (fingerprint, layers); the
+ * message names neither. Any thread. */
+enum ntx_status ntx_placement_check(const struct ntx_placement *pl, const struct ntx_lm *lm,
+				    struct ntx_error *err);
+/* Before writing pl's JSON to out_path (NULL or "-": standard output):
+ * relative model and pack paths stay as given when out_path is in the
+ * current directory or standard output, else they become absolute. Changes
+ * pl: one thread, no other call on pl meanwhile. */
+enum ntx_status ntx_placement_rebase(struct ntx_placement *pl, const char *out_path,
+				     struct ntx_error *err);
+/* A summary of pl for people (ntx-plan --explain): lines ending in '\n',
+ * NUL-terminated, freed with ntx_free(). Any thread. */
+enum ntx_status ntx_placement_explain(const struct ntx_placement *pl, char **text,
+				      struct ntx_error *err);
+/* The pack file pl reads its disk layers from (borrowed from pl); NULL when
+ * no layer is on disk. Any thread. */
+const char *ntx_placement_pack_path(const struct ntx_placement *pl);
+
+/* ---- packs: the file of streamed layers (ntx-pack) ---- */
+
+#define NTX_PACKFILE_ALIGN 4096u             /* extent alignment; frame sizes are multiples */
+#define NTX_PACKFILE_FRAME_MAX (256u << 20)  /* the largest frame size */
+
+enum ntx_packfile_compression { NTX_COMPRESS_NONE = 0, NTX_COMPRESS_ZSTD = 1 };
+
+/* Raw bytes done of total (written: raw layer bytes; verified: stored
+ * bytes read). Runs in the calling thread. */
+typedef void (*ntx_packfile_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+struct ntx_packfile_params {
+	size_t size;          /* sizeof(struct ntx_packfile_params) */
+	enum ntx_packfile_compression compression; /* default NONE */
+	int level;            /* zstd level, -7..22 (default 1) */
+	double min_saving;    /* zstd: a frame stays compressed only when that saves
+			       * at least this fraction of it, 0..1 (default 0) */
+	int split;            /* zstd: byte planes of F16/BF16/F32 first (default 1) */
+	int n_threads;        /* 0: every core (writing), 4 (verifying) */
+	uint32_t frame_size;  /* raw bytes per frame, a multiple of
+			       * NTX_PACKFILE_ALIGN up to NTX_PACKFILE_FRAME_MAX;
+			       * 0: 4 MiB */
+	ntx_packfile_progress_fn progress; /* may be NULL */
+	void *user;           /* for progress */
+	/* set non-zero (from any thread or a signal handler) to stop:
+	 * NTX_STATUS_INTERRUPTED. NULL: none. */
+	volatile int *cancel;
+};
+void ntx_packfile_params_init(struct ntx_packfile_params *p);
+
+struct ntx_packfile_stats {
+	size_t size;          /* sizeof(struct ntx_packfile_stats) */
+	int n_extents;        /* layers in the pack */
+	int n_compressed;     /* extents stored with zstd */
+	uint64_t raw_bytes;   /* the layers' bytes */
+	uint64_t stored_bytes;/* the extents' bytes in the file, padding included */
+	uint64_t file_size;
+	double seconds;
+};
+
+/* Does the file at path begin with the pack magic? 0 when it cannot be
+ * read. Any thread. */
+int ntx_packfile_detect(const char *path);
+
+/* MODEL.gguf -> MODEL.ntxp, the pack path a plan gets by default; *path is
+ * freed with ntx_free(). Any thread. */
+enum ntx_status ntx_packfile_default_path(const char *model_path, char **path,
+					  struct ntx_error *err);
+
+/* Write the pack of lm's layers that pl puts on disk (pl NULL: every layer)
+ * to path (doc/pack-format.md): under a temporary name beside it, synced
+ * and renamed over path when complete, so a failure or cancel leaves path
+ * as it was. Refuses a path that exists and is not a regular file, and the
+ * model file itself. *st (may be NULL; st->size set) receives the numbers.
+ * The message does not name path: the caller prefixes it. Any thread. */
+enum ntx_status ntx_packfile_write(const struct ntx_lm *lm, const struct ntx_placement *pl,
+				   const char *path, const struct ntx_packfile_params *p,
+				   struct ntx_packfile_stats *st, struct ntx_error *err);
+
+/* An open pack file (its header and directory validated). One thread per
+ * handle. */
+struct ntx_packfile;
+
+/* The message does not name path: the caller prefixes it. */
+enum ntx_status ntx_packfile_open(const char *path, struct ntx_packfile **out,
+				  struct ntx_error *err);
+void ntx_packfile_close(struct ntx_packfile *pf);
+/* NTX_STATUS_MISMATCH unless pf serves pl: the same model and every layer
+ * pl puts on disk in it. */
+enum ntx_status ntx_packfile_check(const struct ntx_packfile *pf, const struct ntx_placement *pl,
+				   struct ntx_error *err);
+/* Read every extent back and compare it, byte for byte, with lm's layer
+ * (p: n_threads and progress; NULL: defaults; cancel is not watched). NTX_STATUS_MISMATCH
+ * for another model, NTX_STATUS_FORMAT for the first difference or corrupt
+ * extent. *st (may be NULL) receives the pack's numbers. */
+enum ntx_status ntx_packfile_verify(struct ntx_packfile *pf, const struct ntx_lm *lm,
+				    const struct ntx_packfile_params *p,
+				    struct ntx_packfile_stats *st, struct ntx_error *err);
 
 #ifdef __cplusplus
 }

@@ -102,6 +102,313 @@ static void done_cb(void *user, int64_t id, const struct ntx_gen_result *r, cons
 	x->stop_after = (int)r->finish; /* reused as the finish reason */
 }
 
+/* ---- plans and packs (ntx-plan, ntx-pack) ---- */
+
+struct notes {
+	int n, ram;
+};
+
+static void on_note(void *user, const char *line)
+{
+	struct notes *n = user;
+
+	n->n++;
+	n->ram += !strncmp(line, "RAM available: ", 15);
+}
+
+struct progress {
+	uint64_t done, total;
+	int n;
+};
+
+static void on_progress(void *user, uint64_t done, uint64_t total)
+{
+	struct progress *p = user;
+
+	p->n++;
+	p->done = done;
+	p->total = total;
+}
+
+/* Plan the tiny model with everything given: no detection, the same plan
+ * on every machine. ram: the RAM budget (10M puts layers on disk). */
+static void fixed_params(struct ntx_planner_params *pp, int64_t ram)
+{
+	ntx_planner_params_init(pp);
+	pp->vram_budget = 0;
+	pp->ram_budget = ram;
+	pp->disk_budget = 1 << 30;
+	pp->n_ctx = 256;
+	pp->cpu_gbps = 10;
+	pp->cpu_batch_gbps = 40;
+}
+
+static char *plan_json(const struct ntx_model_desc *d, const struct ntx_planner_params *pp,
+		       struct ntx_error *err)
+{
+	struct ntx_placement *pl = NULL;
+	char *json = NULL;
+
+	if (ntx_placement_plan(d, pp, &pl, err) == NTX_OK)
+		ntx_placement_to_json(pl, &json, err);
+	ntx_placement_free(pl);
+	return json;
+}
+
+/* Write the plan's disk layers and every layer, verify, refuse misuse. */
+static void test_pack_calls(const struct ntx_lm *lm, const struct ntx_placement *pl,
+			    const struct ntx_placement_info *info, struct ntx_error *err)
+{
+	struct ntx_packfile_params pp;
+	struct ntx_packfile_stats ws = { .size = sizeof ws }, vs = { .size = sizeof vs };
+	struct ntx_packfile *pf = NULL;
+	struct progress pr = { 0 };
+	struct ntx_lm_info li = { .size = sizeof li };
+	char path[64], *dp = NULL;
+	volatile int cancel = 1;
+	enum ntx_status st;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/tmp/test_api_%d.ntxp", (int)getpid());
+	st = ntx_packfile_default_path(MODEL, &dp, err);
+	t_ok(st == NTX_OK && !strcmp(dp, "models/tinymodel-q4_k_m.ntxp"),
+	     "ntx_packfile_default_path: %s", dp ? dp : "-");
+	ntx_free(dp);
+	ntx_packfile_params_init(&pp);
+	pp.progress = on_progress;
+	pp.user = &pr;
+	st = ntx_packfile_write(lm, pl, path, &pp, &ws, err);
+	t_ok(st == NTX_OK && ws.n_extents == info->n_disk && ws.n_compressed == 0 &&
+		     ws.raw_bytes > 0 && ws.stored_bytes >= ws.raw_bytes && pr.n > 0 &&
+		     pr.done == pr.total,
+	     "ntx_packfile_write of the disk layers: %d extents, %d progress calls: %s",
+	     ws.n_extents, pr.n, msg(st, err));
+	t_ok(ntx_packfile_detect(path) == 1 && ntx_packfile_detect(MODEL) == 0 &&
+		     ntx_packfile_detect("no/such") == 0, "ntx_packfile_detect");
+	st = ntx_packfile_open(path, &pf, err);
+	if (st == NTX_OK)
+		st = ntx_packfile_check(pf, pl, err);
+	if (st == NTX_OK)
+		st = ntx_packfile_verify(pf, lm, NULL, &vs, err);
+	t_ok(st == NTX_OK && vs.n_extents == ws.n_extents && vs.raw_bytes == ws.raw_bytes &&
+		     vs.stored_bytes == ws.stored_bytes && vs.file_size == ws.file_size,
+	     "open, check, verify: %d extents: %s", vs.n_extents, msg(st, err));
+	ntx_packfile_close(pf);
+	pf = NULL;
+
+	/* every layer, zstd: verified too */
+	pp.compression = NTX_COMPRESS_ZSTD;
+	pp.progress = NULL;
+	st = ntx_packfile_write(lm, NULL, path, &pp, &ws, err);
+	if (st == NTX_OK)
+		st = ntx_packfile_open(path, &pf, err);
+	if (st == NTX_OK)
+		st = ntx_packfile_verify(pf, lm, NULL, &vs, err);
+	t_ok(st == NTX_OK && ntx_lm_info(lm, &li, err) == NTX_OK && ws.n_extents == li.n_layer &&
+		     vs.n_extents == li.n_layer && vs.n_compressed == ws.n_compressed,
+	     "every layer, zstd: %d extents, %d compressed: %s", ws.n_extents, ws.n_compressed,
+	     msg(st, err));
+	ntx_packfile_close(pf);
+	pf = NULL;
+
+	/* a flipped byte in the first extent: verify fails */
+	pp.compression = NTX_COMPRESS_NONE;
+	st = ntx_packfile_write(lm, NULL, path, &pp, &ws, err);
+	f = fopen(path, "r+b");
+	if (f) {
+		int c;
+
+		fseek(f, (long)(ws.file_size - ws.stored_bytes) + 100, SEEK_SET);
+		c = fgetc(f);
+		fseek(f, -1, SEEK_CUR);
+		fputc(c ^ 0x55, f);
+		fclose(f);
+	}
+	if (st == NTX_OK)
+		st = ntx_packfile_open(path, &pf, err);
+	t_ok(st == NTX_OK && ntx_packfile_verify(pf, lm, NULL, &vs, err) != NTX_OK,
+	     "a flipped byte: verify fails: '%s'", ntx_error_message(err));
+	ntx_packfile_close(pf);
+
+	/* refused: the model, a device, a bad frame size, a cancel */
+	t_ok(ntx_packfile_write(lm, NULL, MODEL, &pp, NULL, err) == NTX_STATUS_INVALID &&
+		     !strcmp(ntx_error_message(err), "refusing to overwrite the model"),
+	     "over the model: '%s'", ntx_error_message(err));
+	t_ok(ntx_packfile_write(lm, NULL, "/dev/null", &pp, NULL, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "not a regular file"),
+	     "over /dev/null: '%s'", ntx_error_message(err));
+	pp.frame_size = 5000;
+	t_ok(ntx_packfile_write(lm, NULL, path, &pp, NULL, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "frame_size 5000"),
+	     "frame_size 5000: '%s'", ntx_error_message(err));
+	pp.frame_size = 0;
+	remove(path);
+	pp.cancel = &cancel;
+	t_ok(ntx_packfile_write(lm, NULL, path, &pp, NULL, err) == NTX_STATUS_INTERRUPTED &&
+		     access(path, F_OK) != 0,
+	     "cancelled: interrupted, no file: '%s'", ntx_error_message(err));
+	t_ok(ntx_packfile_open("no/such.ntxp", &pf, err) == NTX_STATUS_IO && !pf,
+	     "ntx_packfile_open of a missing file: '%s'", ntx_error_message(err));
+	remove(path);
+}
+
+static void test_plan_calls(const struct ntx_lm *lm, struct ntx_error *err)
+{
+	struct ntx_model_desc *d = NULL, *d2 = (struct ntx_model_desc *)1;
+	struct ntx_planner_params pp;
+	struct ntx_placement *pl = NULL, *pl2 = NULL;
+	struct ntx_placement_info info = { .size = sizeof info };
+	struct notes notes = { 0 };
+	char *j1 = NULL, *j2 = NULL, *doc = NULL, *text = NULL;
+	const char *fx = getenv("NTX_FIXTURES");
+	int *layers = NULL, n = -1;
+	enum ntx_status st;
+	FILE *f;
+
+	/* model descriptions */
+	t_ok(ntx_model_desc_open("no/such.gguf", &d2, err) == NTX_STATUS_IO && !d2 &&
+		     !strcmp(ntx_error_message(err), "no/such.gguf: No such file or directory"),
+	     "ntx_model_desc_open of a missing file: '%s'", ntx_error_message(err));
+	t_ok(ntx_model_desc_from_text("hello", 5, "x.txt", &d2, err) == NTX_STATUS_INVALID &&
+		     !strcmp(ntx_error_message(err),
+			     "x.txt: not a GGUF file or inspect JSON (starts with 68 65 6c 6c)"),
+	     "not JSON: '%s'", ntx_error_message(err));
+	t_ok(ntx_model_desc_from_text("", 0, NULL, &d2, err) == NTX_STATUS_INVALID &&
+		     !strcmp(ntx_error_message(err), "<stdin>: not a GGUF file or inspect JSON (empty)"),
+	     "empty stdin: '%s'", ntx_error_message(err));
+	st = ntx_model_desc_open(MODEL, &d, err);
+	if (!t_ok(st == NTX_OK && d, "ntx_model_desc_open %s: %s", MODEL, msg(st, err)))
+		return;
+
+	/* the same plan from the GGUF and from its inspect JSON */
+	fixed_params(&pp, 1 << 30);
+	j1 = plan_json(d, &pp, err);
+	st = ntx_inspect(MODEL, NULL, 0, 0, &doc, err);
+	if (st == NTX_OK)
+		st = ntx_model_desc_from_text(doc, strlen(doc), MODEL, &d2, err);
+	if (st == NTX_OK)
+		j2 = plan_json(d2, &pp, err);
+	t_ok(j1 && j2 && !strcmp(j1, j2), "a plan from the GGUF equals one from its inspect JSON: %s",
+	     msg(st, err));
+	ntx_model_desc_free(d2);
+	ntx_free(doc);
+	ntx_free(j2);
+	j2 = NULL;
+
+	/* skip lists: the caller's usage error is NTX_STATUS_INVALID */
+	st = ntx_model_desc_skip(d, "1,3-4", -1, &layers, &n, err);
+	t_ok(st == NTX_OK && n == 3 && layers[0] == 1 && layers[1] == 3 && layers[2] == 4,
+	     "ntx_model_desc_skip 1,3-4: %d layers: %s", n, msg(st, err));
+	ntx_free(layers);
+	t_ok(ntx_model_desc_skip(d, "no/such.json", -1, &layers, &n, err) == NTX_STATUS_IO &&
+		     !layers,
+	     "skip 'no/such.json': not a list, a file that cannot be read: '%s'",
+	     ntx_error_message(err));
+	t_ok(ntx_model_desc_skip(d, "1-999", -1, &layers, &n, err) == NTX_STATUS_INVALID &&
+		     !layers && n == 0,
+	     "skip 1-999: invalid: '%s'", ntx_error_message(err));
+	st = ntx_model_desc_skip(d, "1,3-4", -1, &layers, &n, err);
+	pp.skip = layers;
+	pp.n_skip = n;
+	st = st ? st : ntx_placement_plan(d, &pp, &pl, err);
+	t_ok(st == NTX_OK && ntx_placement_info(pl, &info, err) == NTX_OK && info.n_skipped == 3 &&
+		     info.n_disk == 0 && !ntx_placement_pack_path(pl),
+	     "skipped 3 layers, none on disk, no pack path: %s", msg(st, err));
+	ntx_placement_free(pl);
+	pl = NULL;
+	ntx_free(layers);
+
+	/* budgets: nofit; bad parameters */
+	fixed_params(&pp, 1000);
+	t_ok(ntx_placement_plan(d, &pp, &pl, err) == NTX_STATUS_NOFIT && !pl,
+	     "1000 bytes of RAM: nofit: '%s'", ntx_error_message(err));
+	fixed_params(&pp, 1 << 30);
+	pp.ring_slots = 1;
+	t_ok(ntx_placement_plan(d, &pp, &pl, err) == NTX_STATUS_INVALID &&
+		     strstr(ntx_error_message(err), "ring_slots 1"),
+	     "ring_slots 1: '%s'", ntx_error_message(err));
+	pp.ring_slots = 0;
+	pp.size = 0;
+	t_ok(ntx_placement_plan(d, &pp, &pl, err) == NTX_STATUS_INVALID,
+	     "size 0: '%s'", ntx_error_message(err));
+
+	/* notes: what was detected, when asked */
+	fixed_params(&pp, -1);
+	pp.notes = NTX_NOTE_DETECTED;
+	pp.note = on_note;
+	pp.user = &notes;
+	st = ntx_placement_plan(d, &pp, &pl, err);
+	t_ok(st == NTX_OK && notes.ram == 1, "a detected RAM size is a note (%d notes): %s", notes.n,
+	     msg(st, err));
+	ntx_placement_free(pl);
+	pl = NULL;
+
+	/* layers on disk: pack path, explain, read back, check, rebase */
+	fixed_params(&pp, 10 << 20);
+	st = ntx_placement_plan(d, &pp, &pl, err);
+	t_ok(st == NTX_OK && ntx_placement_info(pl, &info, err) == NTX_OK && info.n_disk > 0 &&
+		     ntx_placement_pack_path(pl) &&
+		     !strcmp(ntx_placement_pack_path(pl), "models/tinymodel-q4_k_m.ntxp"),
+	     "10M of RAM: %d layers on disk, pack %s: %s", info.n_disk,
+	     pl && ntx_placement_pack_path(pl) ? ntx_placement_pack_path(pl) : "-", msg(st, err));
+	if (!pl)
+		goto out;
+	st = ntx_placement_explain(pl, &text, err);
+	t_ok(st == NTX_OK && text && strchr(text, '\n'), "ntx_placement_explain: %zu bytes",
+	     text ? strlen(text) : 0);
+	ntx_free(text);
+	ntx_placement_to_json(pl, &j2, err);
+	f = fopen("test_api_plan.tmp.json", "w");
+	if (f) {
+		fputs(j2 ? j2 : "", f);
+		fclose(f);
+	}
+	ntx_free(j1);
+	j1 = NULL;
+	st = ntx_placement_read("test_api_plan.tmp.json", &pl2, err);
+	if (st == NTX_OK)
+		st = ntx_placement_to_json(pl2, &j1, err);
+	t_ok(st == NTX_OK && j1 && j2 && !strcmp(j1, j2), "a plan read back equals it: %s",
+	     msg(st, err));
+	t_ok(ntx_placement_check(pl2, lm, err) == NTX_OK, "ntx_placement_check: made for lm");
+	remove("test_api_plan.tmp.json");
+	{
+		struct ntx_placement *pl3 = (struct ntx_placement *)1;
+
+		t_ok(ntx_placement_read("no/plan.json", &pl3, err) == NTX_STATUS_IO && !pl3 &&
+			     strstr(ntx_error_message(err), "no/plan.json"),
+		     "ntx_placement_read of a missing file: '%s'", ntx_error_message(err));
+	}
+	st = ntx_placement_rebase(pl, "-", err);
+	t_ok(st == NTX_OK && !strcmp(ntx_placement_pack_path(pl), "models/tinymodel-q4_k_m.ntxp"),
+	     "rebase for stdout: paths as given");
+	st = ntx_placement_rebase(pl, "sub/plan.json", err);
+	t_ok(st == NTX_OK && ntx_placement_pack_path(pl)[0] == '/',
+	     "rebase for sub/plan.json: %s", ntx_placement_pack_path(pl));
+	if (fx) {
+		char path[4096];
+		struct ntx_model_desc *other = NULL;
+		struct ntx_placement *plo = NULL;
+
+		snprintf(path, sizeof path, "%s/models/stories260K.gguf", fx);
+		fixed_params(&pp, 1 << 30);
+		st = ntx_model_desc_open(path, &other, err);
+		if (st == NTX_OK)
+			st = ntx_placement_plan(other, &pp, &plo, err);
+		t_ok(st == NTX_OK && ntx_placement_check(plo, lm, err) == NTX_STATUS_MISMATCH,
+		     "a plan of another model: mismatch: '%s'", ntx_error_message(err));
+		ntx_placement_free(plo);
+		ntx_model_desc_free(other);
+	}
+	test_pack_calls(lm, pl2, &info, err);
+out:
+	ntx_free(j1);
+	ntx_free(j2);
+	ntx_placement_free(pl);
+	ntx_placement_free(pl2);
+	ntx_model_desc_free(d);
+}
+
 int main(void)
 {
 	struct ntx_error *err = ntx_error_new();
@@ -552,6 +859,8 @@ int main(void)
 		     "a context on the placement generates the same tokens: %s",
 		     msg(st, err));
 	}
+	if (lm)
+		test_plan_calls(lm, err);
 	ntx_free(json);
 	ntx_ctx_free(ctx2);
 	ntx_placement_free(pl);

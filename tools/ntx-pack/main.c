@@ -6,22 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "err.h"
-#include "fileio.h"
-#include "model.h"
-#include "pack.h"
-#include "pack_read.h"
-#include "parse.h"
-#include "plan.h"
+#include "ntx.h"
 #include "tool.h"
-#include "tunables.h"
-#include "version.h"
-
 
 /* Default compression: see doc/pack-format.md, "Compression: the numbers".
  * auto = zstd level 1 on byte planes, a frame kept compressed only when it
@@ -30,7 +19,8 @@
 #define AUTO_MIN_SAVING 0.10
 
 static const char *prog = "ntx-pack";
-static volatile sig_atomic_t got_signal;
+/* the library's cancel flag is an int (sig_atomic_t is one, ntx.h) */
+static volatile int got_signal;
 
 #define USAGE "usage: ntx-pack MODEL.gguf (--plan PLAN.json | --all) [-o OUT.ntxp] [options]\n" \
 	      "       ntx-pack --verify PACK.ntxp -m MODEL.gguf [--plan PLAN.json]\n"
@@ -75,6 +65,14 @@ static void help(void)
 
 /* ---- progress ---- */
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 struct bar {
 	int on;
 	const char *what;
@@ -86,7 +84,7 @@ static void bar_cb(void *arg, uint64_t done, uint64_t total)
 {
 	struct bar *b = arg;
 	int pct = total ? (int)(done * 100 / total) : 100, i, fill = pct * 30 / 100;
-	double dt = ntx_now_s() - b->t0;
+	double dt = now_s() - b->t0;
 	char a[32], t[32];
 
 	if (!b->on || (pct == b->last_pct && done != total))
@@ -95,8 +93,8 @@ static void bar_cb(void *arg, uint64_t done, uint64_t total)
 	fprintf(stderr, "\r%s: %s [", prog, b->what);
 	for (i = 0; i < 30; i++)
 		fputc(i < fill ? '#' : ' ', stderr);
-	fprintf(stderr, "] %3d%% %s / %s %.2f GB/s ", pct, ntx_fmt_size(done, a, sizeof a),
-		ntx_fmt_size(total, t, sizeof t), dt > 0 ? (double)done / dt / 1e9 : 0.0);
+	fprintf(stderr, "] %3d%% %s / %s %.2f GB/s ", pct, ntx_size_format(done, a, sizeof a),
+		ntx_size_format(total, t, sizeof t), dt > 0 ? (double)done / dt / 1e9 : 0.0);
 	if (done == total)
 		fputc('\n', stderr);
 	fflush(stderr);
@@ -124,53 +122,55 @@ static void catch_signals(int on)
 
 /* ---- verify ---- */
 
-static int verify(const char *pack_path, const struct ntx_model *m, const struct ntx_plan *plan,
-		  const char *plan_path, int threads, int quiet)
+/* Check the pack at pack_path against lm (and the placement read from
+ * plan_path, when given): 0, or 1 after the message. */
+static int verify(const char *pack_path, const struct ntx_lm *lm, const struct ntx_placement *pl,
+		  const char *plan_path, int threads, int quiet, struct ntx_error *e)
 {
-	struct ntx_err err;
-	struct ntx_pack *p;
-	struct bar b = { !quiet && isatty(2), "verify", ntx_now_s(), -1 };
-	struct ntx_tunables tun; /* NTX_FAULT_READ, ... (tests) */
+	struct ntx_packfile *pf;
+	struct ntx_packfile_params pp;
+	struct ntx_packfile_stats st = { .size = sizeof st };
+	struct ntx_lm_info info = { .size = sizeof info };
+	struct bar b = { !quiet && isatty(2), "verify", now_s(), -1 };
 	char sz[32];
+	int rc = 1;
 
-	ntx_tunables_from_env(&tun);
-	p = ntx_pack_open(pack_path, &err);
-	if (!p) {
-		fprintf(stderr, "%s: %s: %s\n", prog, pack_path, err.msg);
+	if (ntx_packfile_open(pack_path, &pf, e)) {
+		fprintf(stderr, "%s: %s: %s\n", prog, pack_path, ntx_error_message(e));
 		return 1;
 	}
-	if (plan && ntx_pack_check_plan(p, plan, &err)) {
-		fprintf(stderr, "%s: %s: %s: %s\n", prog, pack_path, plan_path, err.msg);
-		ntx_pack_close(p);
-		return 1;
-	}
-	if (ntx_pack_verify(p, m, threads, &tun, bar_cb, &b, &err)) {
+	ntx_packfile_params_init(&pp);
+	pp.n_threads = threads;
+	pp.progress = bar_cb;
+	pp.user = &b;
+	if (pl && ntx_packfile_check(pf, pl, e)) {
+		fprintf(stderr, "%s: %s: %s: %s\n", prog, pack_path, plan_path, ntx_error_message(e));
+	} else if (ntx_packfile_verify(pf, lm, &pp, &st, e) || ntx_lm_info(lm, &info, e)) {
 		if (b.on && b.last_pct >= 0)
 			fputc('\n', stderr);
-		fprintf(stderr, "%s: %s: %s\n", prog, pack_path, err.msg);
-		ntx_pack_close(p);
-		return 1;
+		fprintf(stderr, "%s: %s: %s\n", prog, pack_path, ntx_error_message(e));
+	} else {
+		if (!quiet)
+			fprintf(stderr, "%s: %s: OK: %d extents, %s match %s\n", prog, pack_path,
+				st.n_extents, ntx_size_format(st.raw_bytes, sz, sizeof sz), info.path);
+		rc = 0;
 	}
-	if (!quiet)
-		fprintf(stderr, "%s: %s: OK: %d extents, %s match %s\n", prog, pack_path,
-			p->n_extents, ntx_fmt_size(p->raw_bytes, sz, sizeof sz), m->gguf->path);
-	ntx_pack_close(p);
-	return 0;
+	ntx_packfile_close(pf);
+	return rc;
 }
 
-/* ---- main ---- */
+/* ---- options ---- */
 
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
+struct args {
+	const char *model, *plan, *out, *arg;
+	int all, verify, quiet, threads;
+	struct ntx_packfile_params wp; /* compression, level, split, frame size, threads */
+};
 
 enum { OPT_ALL = 256, OPT_COMPRESS, OPT_LEVEL, OPT_VERIFY, OPT_NOSPLIT, OPT_FRAME };
 
-int main(int argc, char **argv)
+/* -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = {
 		TOOL_OPTION_MODEL,
@@ -186,26 +186,16 @@ int main(int argc, char **argv)
 		TOOL_OPTION_QUIET, TOOL_OPTION_HELP, TOOL_OPTION_VERSION,
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *model_path = NULL, *plan_path = NULL, *out_path = NULL, *arg = NULL;
 	const char *compress = DEFAULT_COMPRESS;
-	int all = 0, do_verify = 0, quiet = 0, threads = 0, c, rc = 1, n_layers = 0, i;
-	int *layers = NULL;
-	char *out_alloc = NULL;
-	struct ntx_pack_write_opts wo;
-	struct ntx_pack_write_stats st;
-	struct ntx_model *m = NULL;
-	struct ntx_plan *plan = NULL;
-	struct ntx_err err;
-	struct bar b;
 	struct tool_common tc;
+	uint64_t v;
+	int c, r;
 
-	ntx_err_clear(&err);
-	ntx_pack_write_opts_init(&wo);
+	memset(a, 0, sizeof *a);
+	ntx_packfile_params_init(&a->wp);
 	argv[0] = (char *)prog;
 	tool_common_init(&tc, 256);
 	while ((c = getopt_long(argc, argv, "m:o:t:qhV", opts, NULL)) != -1) {
-		int r;
-
 		if ((r = tool_common_opt(&T, c, optarg, &tc)) != TOOL_NOT_COMMON) {
 			if (r)
 				return r;
@@ -213,7 +203,7 @@ int main(int argc, char **argv)
 		}
 		switch (c) {
 		case OPT_ALL:
-			all = 1;
+			a->all = 1;
 			break;
 		case OPT_COMPRESS:
 			if (strcmp(optarg, "none") && strcmp(optarg, "zstd") && strcmp(optarg, "auto"))
@@ -222,24 +212,21 @@ int main(int argc, char **argv)
 			compress = optarg;
 			break;
 		case OPT_LEVEL:
-			if ((r = tool_int(&T, "--level", optarg, -7, 22, &wo.level)) != 0)
+			if ((r = tool_int(&T, "--level", optarg, -7, 22, &a->wp.level)) != 0)
 				return r;
 			break;
 		case OPT_NOSPLIT:
-			wo.split = 0;
+			a->wp.split = 0;
 			break;
-		case OPT_FRAME: {
-			uint64_t v;
-
+		case OPT_FRAME:
 			if ((r = tool_size(&T, "--frame-size", optarg, &v)) != 0)
 				return r;
-			if (v < NTX_PACK_ALIGN || v > NTX_PACK_FRAME_MAX || v % NTX_PACK_ALIGN)
+			if (v < NTX_PACKFILE_ALIGN || v > NTX_PACKFILE_FRAME_MAX || v % NTX_PACKFILE_ALIGN)
 				return tool_usage(&T, "--frame-size: must be a multiple of 4K up to 256M");
-			wo.frame_size = (uint32_t)v;
+			a->wp.frame_size = (uint32_t)v;
 			break;
-		}
 		case OPT_VERIFY:
-			do_verify = 1;
+			a->verify = 1;
 			break;
 		case 'h':
 			help();
@@ -251,150 +238,119 @@ int main(int argc, char **argv)
 			return tool_usage_tail(&T);
 		}
 	}
-	model_path = tc.model;
-	plan_path = tc.plan;
-	out_path = tc.output;
-	threads = tc.threads;
-	quiet = tc.quiet;
+	a->model = tc.model;
+	a->plan = tc.plan;
+	a->out = tc.output;
+	a->threads = a->wp.n_threads = tc.threads;
+	a->quiet = tc.quiet;
+	if (strcmp(compress, "none") != 0) {
+		a->wp.compression = NTX_COMPRESS_ZSTD;
+		a->wp.min_saving = strcmp(compress, "auto") == 0 ? AUTO_MIN_SAVING : 0.0;
+	}
 	if (argc - optind > 1) {
 		fprintf(stderr, "%s: too many arguments\n", prog);
 		usage(stderr);
 		return 2;
 	}
 	if (argc - optind == 1)
-		arg = argv[optind];
+		a->arg = argv[optind];
+	return -1;
+}
 
-	/* ---- verify an existing pack ---- */
-	if (do_verify && arg && !all && !model_path && access(arg, F_OK) != 0) {
-		/* a missing PACK is named, not taken for a model without --plan */
-		fprintf(stderr, "%s: %s: %s\n", prog, arg, strerror(errno));
-		return tool_close_stdout(&T, 1);
-	}
-	if (do_verify && arg && !all && (model_path || ntx_pack_file_is_pack(arg))) {
-		if (!model_path || out_path) {
-			fprintf(stderr, "%s: %s\n", prog,
-				model_path ? "--verify PACK takes no -o"
-					   : "--verify PACK needs -m MODEL");
-			usage(stderr);
-			return 2;
-		}
-		m = ntx_model_open(model_path, 0, &err);
-		if (!m) {
-			fprintf(stderr, "%s: %s: %s\n", prog, model_path, err.msg);
-			return tool_close_stdout(&T, 1);
-		}
-		if (plan_path) {
-			plan = ntx_plan_load(plan_path, &err);
-			if (!plan) {
-				fprintf(stderr, "%s: %s: %s\n", prog, plan_path, err.msg);
-				ntx_model_close(m);
-				return tool_close_stdout(&T, 1);
-			}
-		}
-		rc = verify(arg, m, plan, plan_path, threads, quiet);
-		ntx_plan_free(plan);
-		ntx_model_close(m);
-		return tool_close_stdout(&T, rc);
-	}
+/* ---- verify an existing pack ---- */
 
-	/* ---- write a pack ---- */
-	if (arg && model_path) {
+static int verify_pack(const struct args *a, struct ntx_error *e)
+{
+	struct ntx_lm *lm;
+	struct ntx_placement *pl = NULL;
+	int rc;
+
+	if (!a->model || a->out) {
+		fprintf(stderr, "%s: %s\n", prog,
+			a->model ? "--verify PACK takes no -o" : "--verify PACK needs -m MODEL");
+		usage(stderr);
+		return 2;
+	}
+	if (ntx_lm_open(a->model, &lm, e))
+		return tool_fail(&T, NULL, e);
+	if (a->plan && ntx_placement_read(a->plan, &pl, e))
+		rc = tool_fail(&T, a->plan, e);
+	else
+		rc = verify(a->arg, lm, pl, a->plan, a->threads, a->quiet, e);
+	ntx_placement_free(pl);
+	ntx_lm_close(lm);
+	return rc;
+}
+
+/* ---- write a pack ---- */
+
+/* The pack's path: -o, the plan's pack_path, else MODEL.ntxp (*alloc). */
+static const char *out_path(const struct args *a, const char *model,
+			    const struct ntx_placement *pl, char **alloc, struct ntx_error *e)
+{
+	if (a->out)
+		return a->out;
+	if (pl && ntx_placement_pack_path(pl))
+		return ntx_placement_pack_path(pl);
+	return ntx_packfile_default_path(model, alloc, e) ? NULL : *alloc;
+}
+
+static int write_pack(const struct args *a, struct ntx_error *e)
+{
+	const char *model = a->arg ? a->arg : a->model, *out;
+	struct ntx_lm *lm = NULL;
+	struct ntx_placement *pl = NULL;
+	struct ntx_placement_info info = { .size = sizeof info };
+	struct ntx_packfile_params wp = a->wp;
+	struct ntx_packfile_stats st = { .size = sizeof st };
+	struct bar b = { !a->quiet && isatty(2), "pack", 0, -1 };
+	char *alloc = NULL, x[32], y[32];
+	int rc = 1;
+
+	if (a->arg && a->model) {
 		fprintf(stderr, "%s: give the model once (argument or -m)\n", prog);
 		usage(stderr);
 		return 2;
 	}
-	if (arg)
-		model_path = arg;
-	if (!model_path) {
-		fprintf(stderr, "%s: missing MODEL.gguf\n", prog);
+	if (!model || (!a->plan && !a->all)) {
+		fprintf(stderr, "%s: %s\n", prog, !model ? "missing MODEL.gguf" :
+			"need --plan PLAN.json (pack its disk layers) or --all");
 		usage(stderr);
 		return 2;
 	}
-	if (!plan_path && !all) {
-		fprintf(stderr, "%s: need --plan PLAN.json (pack its disk layers) or --all\n", prog);
-		usage(stderr);
-		return 2;
-	}
-	if (strcmp(compress, "none") != 0) {
-		wo.compression = NTX_PACK_COMP_ZSTD;
-		wo.min_saving = strcmp(compress, "auto") == 0 ? AUTO_MIN_SAVING : 0.0;
-	}
-	wo.threads = threads;
-
-	m = ntx_model_open(model_path, 0, &err);
-	if (!m) {
-		fprintf(stderr, "%s: %s: %s\n", prog, model_path, err.msg);
+	if (ntx_lm_open(model, &lm, e)) {
+		rc = tool_fail(&T, NULL, e);
 		goto done;
 	}
-	if (plan_path) {
-		plan = ntx_plan_load(plan_path, &err);
-		if (!plan) {
-			fprintf(stderr, "%s: %s: %s\n", prog, plan_path, err.msg);
-			goto done;
-		}
-		if (ntx_plan_check_model(plan, m, &err)) {
-			fprintf(stderr, "%s: %s: %s\n", prog, plan_path, err.msg);
-			goto done;
-		}
-	}
-	layers = malloc(((size_t)m->cfg.n_layer + 1) * sizeof *layers);
-	if (!layers) {
-		fprintf(stderr, "%s: out of memory\n", prog);
+	if (a->plan && (ntx_placement_read(a->plan, &pl, e) || ntx_placement_check(pl, lm, e))) {
+		rc = tool_fail(&T, a->plan, e);
 		goto done;
 	}
-	for (i = 0; i < m->cfg.n_layer; i++)
-		if (all || (!plan->layers[i].skip && plan->layers[i].home == NTX_TIER_DISK))
-			layers[n_layers++] = i;
-	if (!n_layers) {
+	if (!a->all && (ntx_placement_info(pl, &info, e) || !info.n_disk)) {
 		fprintf(stderr, "%s: %s: the plan puts no layer on disk: nothing to pack "
-			"(--all packs every layer)\n", prog, plan_path);
+			"(--all packs every layer)\n", prog, a->plan);
 		goto done;
 	}
-	if (!out_path && plan && plan->pack_path)
-		out_path = plan->pack_path;
-	if (!out_path) {
-		out_path = out_alloc = ntx_plan_default_pack_path(model_path);
-		if (!out_alloc) {
-			fprintf(stderr, "%s: out of memory\n", prog);
-			goto done;
-		}
+	if (!(out = out_path(a, model, pl, &alloc, e))) {
+		rc = tool_fail(&T, NULL, e);
+		goto done;
 	}
-	if (strcmp(out_path, "-") == 0) {
+	if (strcmp(out, "-") == 0) {
 		fprintf(stderr, "%s: the pack cannot go to standard output (it is written "
 			"out of order); give a file\n", prog);
 		rc = 2;
 		goto done;
 	}
-	{ /* the pack is renamed into place: never over a device or a FIFO */
-		struct stat st_out;
-
-		if (stat(out_path, &st_out) == 0 && !S_ISREG(st_out.st_mode)) {
-			fprintf(stderr, "%s: %s: not a regular file (a pack is written under a temporary name and renamed over it)\n",
-				prog, out_path);
-			rc = 1;
-			goto done;
-		}
-	}
-	if (same_file(out_path, model_path)) {
-		fprintf(stderr, "%s: %s: refusing to overwrite the model\n", prog, out_path);
-		goto done;
-	}
-
-	wo.layers = layers;
-	wo.n_layers = n_layers;
-	b.on = !quiet && isatty(2);
-	b.what = "pack";
-	b.t0 = ntx_now_s();
-	b.last_pct = -1;
-	wo.progress = bar_cb;
-	wo.progress_arg = &b;
-	wo.cancel = &got_signal;
+	b.t0 = now_s();
+	wp.progress = bar_cb;
+	wp.user = &b;
+	wp.cancel = &got_signal;
 	catch_signals(1);
-	if (ntx_pack_write(m, out_path, &wo, &st, &err)) {
+	if (ntx_packfile_write(lm, a->all ? NULL : pl, out, &wp, &st, e)) {
 		if (b.on && b.last_pct >= 0)
 			fputc('\n', stderr);
-		fprintf(stderr, "%s: %s: %s\n", prog, out_path, err.msg);
-		if (err.code == NTX_EINTR && got_signal) {
+		fprintf(stderr, "%s: %s: %s\n", prog, out, ntx_error_message(e));
+		if (ntx_error_status(e) == NTX_STATUS_INTERRUPTED && got_signal) {
 			/* die of the signal, as the shell expects */
 			int sig = got_signal;
 
@@ -405,21 +361,44 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	catch_signals(0);
-	if (!quiet) {
-		char a[32], s[32];
-
+	if (!a->quiet)
 		fprintf(stderr, "%s: %s: %d layers, %s stored (%s raw, %d extents compressed, "
 			"ratio %.3f) in %.1f s\n",
-			prog, out_path, st.n_extents, ntx_fmt_size(st.stored_bytes, s, sizeof s),
-			ntx_fmt_size(st.raw_bytes, a, sizeof a), st.n_compressed,
+			prog, out, st.n_extents, ntx_size_format(st.stored_bytes, y, sizeof y),
+			ntx_size_format(st.raw_bytes, x, sizeof x), st.n_compressed,
 			st.raw_bytes ? (double)st.stored_bytes / (double)st.raw_bytes : 1.0,
 			st.seconds);
-	}
-	rc = do_verify ? verify(out_path, m, plan, plan_path, threads, quiet) : 0;
+	rc = a->verify ? verify(out, lm, pl, a->plan, a->threads, a->quiet, e) : 0;
 done:
-	free(layers);
-	free(out_alloc);
-	ntx_plan_free(plan);
-	ntx_model_close(m);
+	ntx_free(alloc);
+	ntx_placement_free(pl);
+	ntx_lm_close(lm);
+	return rc;
+}
+
+/* ---- main ---- */
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	struct ntx_error *e;
+	int rc = parse_args(argc, argv, &a);
+
+	if (rc >= 0)
+		return rc;
+	if (!(e = ntx_error_new())) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 1;
+	}
+	if (a.verify && a.arg && !a.all && !a.model && access(a.arg, F_OK) != 0) {
+		/* a missing PACK is named, not taken for a model without --plan */
+		fprintf(stderr, "%s: %s: %s\n", prog, a.arg, strerror(errno));
+		rc = 1;
+	} else if (a.verify && a.arg && !a.all && (a.model || ntx_packfile_detect(a.arg))) {
+		rc = verify_pack(&a, e);
+	} else {
+		rc = write_pack(&a, e);
+	}
+	ntx_error_free(e);
 	return tool_close_stdout(&T, rc);
 }
