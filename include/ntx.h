@@ -8,6 +8,9 @@
  *                         from ntx-plan's JSON or planned in memory
  *   struct ntx_ctx        an engine over a model: KV caches, sequences,
  *                         generation, continuous batching, statistics
+ *   serving (0.3)         chat prompts, streaming text (struct
+ *                         ntx_detokenizer), sampling options from text,
+ *                         finish names, speculative decoding on a context
  *   the tools' calls      option values (ntx_arg_*), files replaced when
  *                         complete (struct ntx_output), inspect, calibration
  *
