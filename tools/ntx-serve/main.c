@@ -271,8 +271,10 @@ static int open_all(struct server *s, struct serve_opts *o, struct ntx_error *er
 		char what[4096];
 
 		snprintf(what, sizeof what, "--draft %s", o->draft_path);
-		if (ntx_lm_open(o->draft_path, &s->draft, err))
-			return tool_fail(&T, "--draft", err), -1;
+		if (ntx_lm_open(o->draft_path, &s->draft, err)) { /* "PATH: why" */
+			fprintf(stderr, PROG ": --draft %s\n", ntx_error_message(err));
+			return -1;
+		}
 		if (ntx_lm_check_draft(s->lm, s->draft, err))
 			return tool_fail(&T, what, err), -1;
 	}
