@@ -389,7 +389,11 @@ enum ntx_status ntx_ctx_submit(struct ntx_ctx *c, const struct ntx_request *rq, 
 		c->sched = ntx_sched_new(c->e, c->lm->eog, &ie);
 		if (!c->sched)
 			return ntx_api_fail(e, &ie);
-		if (ntx_api_sched_spec(c, c->sched, &ie)) {
+		/* speculative decoding (ntx_ctx_set_spec, api_run.c), taken by a
+		 * scheduler before its first request */
+		if ((c->draft || c->lookup) &&
+		    ntx_sched_set_spec(c->sched, c->draft, c->lookup,
+				       c->draft_k > 0 ? c->draft_k : 4, c->draft_k == 0, &ie)) {
 			ntx_sched_free(c->sched);
 			c->sched = NULL;
 			return ntx_api_fail(e, &ie);

@@ -51,9 +51,6 @@ struct ntx_ctx {
 /* Drop ctx's scheduler (its slots' caches are forgotten), keeping its
  * counts; the next submit makes a new one. */
 void ntx_api_drop_sched(struct ntx_ctx *c);
-/* Turn ctx's speculative decoding on in a new scheduler (nothing when
- * off). Returns 0 or -1 and *ie. */
-int ntx_api_sched_spec(const struct ntx_ctx *c, struct ntx_sched *s, struct ntx_err *ie);
 
 /* Store an internal error in e (may be NULL); returns its status. */
 enum ntx_status ntx_api_fail(struct ntx_error *e, const struct ntx_err *ie);

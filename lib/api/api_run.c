@@ -4,10 +4,10 @@
  * their text, finish reasons, speculative decoding on a context.
  *
  * Speculative decoding is a setting of the context: ntx_ctx_set_spec makes
- * the draft engine and keeps the settings; ntx_ctx_generate passes them to
- * each generation and ntx_ctx_submit to each new scheduler (through
- * ntx_api_sched_spec). A scheduler takes them only before its first
- * request, so changing them drops the current one (its prefix caches). */
+ * the draft engine and keeps the settings in the context; ntx_ctx_generate
+ * passes them to each generation and ntx_ctx_submit to each new scheduler
+ * (api_ctx.c). A scheduler takes them only before its first request, so
+ * changing them drops the current one (its prefix caches). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -283,12 +283,4 @@ enum ntx_status ntx_ctx_set_spec(struct ntx_ctx *c, const struct ntx_spec_params
 	c->lookup = x.lookup;
 	c->draft_k = x.draft_k;
 	return NTX_OK;
-}
-
-int ntx_api_sched_spec(const struct ntx_ctx *c, struct ntx_sched *s, struct ntx_err *ie)
-{
-	if (!c->draft && !c->lookup)
-		return 0;
-	return ntx_sched_set_spec(s, c->draft, c->lookup, c->draft_k > 0 ? c->draft_k : 4,
-				  c->draft_k == 0, ie);
 }
