@@ -142,7 +142,7 @@ $(BUILD)/bin/ntx-example: examples/example.c include/ntx.h $(SO)
 # tools/common/ only on the include path: they can use nothing but ntx.h
 # (they still link libntx.a statically); the others see the library's parts.
 TOOL_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
-API_TOOLS := ntx-inspect ntx-skip-calib ntx-plan ntx-pack
+API_TOOLS := ntx-inspect ntx-skip-calib ntx-plan ntx-pack ntx-serve
 $(BUILD)/tools/common/%.o: INC = -Iinclude -Itools/common
 $(foreach t,$(API_TOOLS),$(eval $(BUILD)/tools/$(t)/%.o: INC = -Iinclude -Itools/common))
 $(foreach t,$(filter-out $(API_TOOLS),$(TOOLS)),$(eval $(BUILD)/tools/$(t)/%.o: INC += -Itools/common))

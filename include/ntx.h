@@ -8,6 +8,9 @@
  *                         from ntx-plan's JSON or planned in memory
  *   struct ntx_ctx        an engine over a model: KV caches, sequences,
  *                         generation, continuous batching, statistics
+ *   serving (0.3)         chat prompts, streaming text (struct
+ *                         ntx_detokenizer), sampling options from text,
+ *                         finish names, speculative decoding on a context
  *   the tools' calls      option values (ntx_arg_*), files replaced when
  *                         complete (struct ntx_output), inspect, calibration
  *   plans and packs       placements planned from parameters (struct
@@ -221,6 +224,13 @@ enum ntx_backend_choice {
 	NTX_USE_CUDA = 2   /* NTX_STATUS_DEVICE when no GPU is usable */
 };
 
+/* The element type of the KV caches (0.3). */
+enum ntx_kv_cache {
+	NTX_KV_CACHE_DEFAULT = 0, /* the placement's, else f16 */
+	NTX_KV_CACHE_F16 = 1,
+	NTX_KV_CACHE_F32 = 2
+};
+
 struct ntx_ctx_params {
 	size_t size;                   /* sizeof(struct ntx_ctx_params) */
 	enum ntx_backend_choice backend;
@@ -229,6 +239,8 @@ struct ntx_ctx_params {
 	int n_seq;       /* sequences (batch slots); 0: the placement's, else 1 */
 	int n_threads;   /* CPU threads; 0: every core */
 	int gpu_index;
+	/* 0.3: */
+	enum ntx_kv_cache cache_type; /* the KV caches' element type */
 };
 void ntx_ctx_params_init(struct ntx_ctx_params *p);
 
@@ -327,6 +339,122 @@ enum ntx_status ntx_ctx_step(struct ntx_ctx *ctx, int *n_active, struct ntx_erro
  * NTX_STATUS_INVALID when id is not active. One thread. */
 enum ntx_status ntx_ctx_cancel(struct ntx_ctx *ctx, int64_t id, struct ntx_error *err);
 
+/* ---- chat prompts (0.3) ---- */
+
+enum {
+	NTX_CHAT_ADD_ASSISTANT = 1, /* end with the assistant's open turn: a prompt
+				     * to generate the answer from */
+	NTX_CHAT_ANY_TEMPLATE = 2   /* a model without a template, or with one not
+				     * recognised, gets llama3 when its vocabulary
+				     * has <|start_header_id|>, else llama2-sys */
+};
+
+/* The format a chat template is recognised as: tmpl is a format's name
+ * ("llama3", "llama2", "llama2-sys", "llama2-sys-bos", "llama2-sys-strip",
+ * "chatml", "mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7",
+ * "zephyr", "vicuna", "vicuna-orca") or a Jinja text, which is inspected,
+ * never run (llama.cpp's built-in formats). *name: the format's name
+ * (static). NTX_STATUS_UNSUPPORTED for any other template; the message
+ * lists the names. Any thread. */
+enum ntx_status ntx_chat_template_name(const char *tmpl, const char **name,
+				       struct ntx_error *err);
+
+/* The format of the model's own template (tokenizer.chat_template), as
+ * ntx_chat_template_name; NTX_STATUS_UNSUPPORTED when it has none or an
+ * unknown one. Any thread. */
+enum ntx_status ntx_lm_chat_template(const struct ntx_lm *lm, const char **name,
+				     struct ntx_error *err);
+
+/* The prompt text of the chat roles[i], contents[i] (i < n; roles "system",
+ * "user", "assistant"; n >= 0) in the format of tmpl (a name or a Jinja text
+ * as above; NULL: the model's), with NTX_CHAT_* flags. Tokenize it with
+ * NTX_TOKENIZE_ADD_BOS | NTX_TOKENIZE_SPECIAL (the text has no BOS and holds
+ * the format's control tokens). *prompt: NUL-terminated, freed with
+ * ntx_free(). Arrays and strings are read during the call only. Any
+ * thread. */
+enum ntx_status ntx_lm_chat_apply(const struct ntx_lm *lm, const char *tmpl,
+				  const char *const *roles, const char *const *contents, int n,
+				  unsigned flags, char **prompt, struct ntx_error *err);
+
+/* ---- streaming text: whole characters as tokens come (0.3) ---- */
+
+/* Generated tokens in, text out as it becomes printable: the bytes of a
+ * UTF-8 character split across tokens are held until it is complete (or
+ * proven invalid). Over a whole stream the text is the tokens' pieces
+ * concatenated (ntx_lm_piece), no clean-up pass. One thread per
+ * detokenizer; the model is borrowed and must outlive it. */
+struct ntx_detokenizer;
+
+enum {
+	NTX_DETOKENIZER_REPLACE_INVALID = 1, /* each byte that is not part of valid
+					      * UTF-8 becomes U+FFFD: the text is
+					      * always valid UTF-8 (JSON) */
+	NTX_DETOKENIZER_SPECIAL = 2          /* control tokens give their text */
+};
+
+enum ntx_status ntx_detokenizer_new(const struct ntx_lm *lm, unsigned flags,
+				    struct ntx_detokenizer **out, struct ntx_error *err);
+void ntx_detokenizer_free(struct ntx_detokenizer *d);
+/* Add token id: *text, *len the bytes ready now (*len may be 0; borrowed
+ * from d until its next call). NTX_STATUS_INVALID for an id out of range. */
+enum ntx_status ntx_detokenizer_push(struct ntx_detokenizer *d, int32_t id, const char **text,
+				     size_t *len, struct ntx_error *err);
+/* The end of a stream: the bytes still held (as push gives them); d starts
+ * a new stream after it. */
+void ntx_detokenizer_flush(struct ntx_detokenizer *d, const char **text, size_t *len);
+
+/* ---- request options (0.3) ---- */
+
+/* Set one sampling option of *p from its text, by the option's llama.cpp
+ * name (as every tool spells it, without "--"): "temp" [0, 100], "top-k"
+ * [0, 2^30], "top-p" [0, 1], "min-p" [0, 1], "repeat-penalty" (0, 100],
+ * "repeat-last-n" [-1, 2^30], "seed" [0, 2^63). NTX_STATUS_INVALID with a
+ * message naming the value and the limit (not the option), or naming an
+ * unknown option. Any thread. */
+enum ntx_status ntx_gen_params_parse(struct ntx_gen_params *p, const char *name,
+				     const char *value, struct ntx_error *err);
+
+/* A short name for a finish reason ("eog", "length", "context", "stopped",
+ * "interrupted"; static; "unknown" otherwise). Any thread. */
+const char *ntx_finish_name(enum ntx_finish f);
+
+/* ---- speculative decoding (0.3) ---- */
+
+/* The longest draft a step may verify. */
+#define NTX_DRAFT_K_MAX 64
+
+struct ntx_spec_params {
+	size_t size;                /* sizeof(struct ntx_spec_params) */
+	const struct ntx_lm *draft; /* a draft model of the same vocabulary
+				     * (borrowed: it must outlive the context);
+				     * NULL: none */
+	int lookup;                 /* prompt lookup: drafts from earlier n-grams
+				     * of up to this many tokens (0: off; 1..16),
+				     * tried before the draft model */
+	int draft_k;                /* tokens drafted per step, 1..NTX_DRAFT_K_MAX;
+				     * 0: adaptive (from measured acceptance and
+				     * costs, starting at 4) */
+};
+void ntx_spec_params_init(struct ntx_spec_params *p);
+
+/* Can draft draft for lm? The same tokens (count, text, type), the same
+ * BOS, EOS, EOT, EOM and unknown ids and the same add-BOS rule;
+ * NTX_STATUS_MISMATCH with a message naming the first difference. Cheap:
+ * check before making a context. Any thread. */
+enum ntx_status ntx_lm_check_draft(const struct ntx_lm *lm, const struct ntx_lm *draft,
+				   struct ntx_error *err);
+
+/* Decode speculatively from now on: each step drafts up to K tokens (a
+ * lookup match first, else the draft model) and verifies them in one pass
+ * of the target. Greedy output is unchanged; sampled output keeps the
+ * target's distribution. A draft model gets its own engine, resident on the
+ * context's backend, with the context's n_ctx, n_seq, threads and cache
+ * type. p NULL, or no draft and lookup 0: speculative decoding off (the
+ * draft engine is freed). Applies to ntx_ctx_generate and batch requests;
+ * NTX_STATUS_BUSY while batch requests are active. One thread. */
+enum ntx_status ntx_ctx_set_spec(struct ntx_ctx *ctx, const struct ntx_spec_params *p,
+				 struct ntx_error *err);
+
 /* ---- statistics ---- */
 
 struct ntx_ctx_stats {
@@ -339,6 +467,11 @@ struct ntx_ctx_stats {
 	int64_t n_requests;       /* batch requests admitted */
 	int64_t n_prompt_reused;  /* batch prompt tokens taken from the cache */
 	int64_t n_batch_gen;      /* tokens generated by batch requests */
+	/* 0.3: */
+	int64_t n_batch_prompt;   /* prompt tokens of the batch requests admitted
+				   * (n_prompt_reused of them from the cache) */
+	int64_t n_drafted;        /* speculative decoding: tokens drafted */
+	int64_t n_accepted;       /* of which the target accepted */
 };
 /* Cumulative since ntx_ctx_new. One thread. */
 enum ntx_status ntx_ctx_stats(const struct ntx_ctx *ctx, struct ntx_ctx_stats *st,
@@ -486,8 +619,6 @@ void ntx_model_desc_free(struct ntx_model_desc *d);
 enum ntx_status ntx_model_desc_skip(const struct ntx_model_desc *d, const char *arg,
 				    int set_index, int **layers, int *n, struct ntx_error *err);
 
-enum ntx_kv_cache_type { NTX_KV_CACHE_F16 = 0, NTX_KV_CACHE_F32 = 1 };
-
 /* Where the layers that are not resident in VRAM are computed. */
 enum ntx_executor_policy {
 	NTX_EXECUTOR_AUTO = 0, /* per layer, the faster */
@@ -510,7 +641,7 @@ struct ntx_planner_params {
 	int gpu_index;
 	const char *pack_path;   /* the pack of disk layers; NULL: MODEL.ntxp */
 	int n_ctx;               /* 0: min(n_ctx_train, 4096) */
-	enum ntx_kv_cache_type kv_type;
+	enum ntx_kv_cache kv_type;  /* NTX_KV_CACHE_DEFAULT: f16 */
 	int n_seq;               /* sequences decoded together; 0: 1 */
 	int n_ubatch;            /* tokens per step; 0: 512 */
 	int ring_slots;          /* device buffers for streamed layers, 2..64;

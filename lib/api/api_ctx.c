@@ -8,7 +8,6 @@
  * active and otherwise drops the scheduler (keeping its counts); the next
  * submit makes a new one with empty caches. */
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,15 +26,6 @@ struct req {
 	ntx_done_fn on_done;
 	void *user;
 	struct req *prev, *next;
-};
-
-struct ntx_ctx {
-	const struct ntx_lm *lm;
-	struct ntx_engine *e;
-	struct ntx_sched *sched;    /* NULL until the first submit */
-	struct req *reqs;
-	volatile sig_atomic_t intr; /* ntx_ctx_interrupt */
-	struct ntx_sched_stats done_st; /* counts of schedulers dropped */
 };
 
 /* ---- parameters ---- */
@@ -162,6 +152,10 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 		return ntx_api_set(e, NTX_STATUS_INVALID,
 				   "backend %d: expected NTX_USE_AUTO, NTX_USE_CPU or NTX_USE_CUDA",
 				   (int)x.backend);
+	if ((unsigned)x.cache_type > NTX_KV_CACHE_F32)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "cache_type %d: expected NTX_KV_CACHE_DEFAULT, NTX_KV_CACHE_F16 or NTX_KV_CACHE_F32",
+				   (int)x.cache_type);
 	if (x.n_ctx < 0 || x.n_seq < 0 || x.n_threads < 0 || x.gpu_index < 0)
 		return ntx_api_set(e, NTX_STATUS_INVALID,
 				   "ntx_ctx_params: n_ctx %d, n_seq %d, n_threads %d, gpu_index %d: expected 0 or more",
@@ -176,13 +170,18 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 	eo.backend = x.backend == NTX_USE_CPU ? NTX_BACKEND_CPU :
 		     x.backend == NTX_USE_CUDA ? NTX_BACKEND_CUDA : NTX_BACKEND_AUTO;
 	eo.n_ctx = x.n_ctx ? x.n_ctx : plan ? plan->n_ctx : 0;
-	eo.kv_type = plan ? plan->kv_type : NTX_KV_F16;
+	eo.kv_type = x.cache_type == NTX_KV_CACHE_F32 ? NTX_KV_F32 :
+		     x.cache_type == NTX_KV_CACHE_F16 ? NTX_KV_F16 :
+		     plan ? plan->kv_type : NTX_KV_F16;
 	eo.n_seq = x.n_seq ? x.n_seq : plan && plan->n_seq > 0 ? plan->n_seq : 1;
 	eo.n_ubatch = plan ? plan->n_ubatch : 0;
 	eo.n_threads = x.n_threads;
 	eo.gpu_index = x.gpu_index;
 	eo.plan = plan;
 	eo.interrupt = &c->intr;
+	c->kv_type = eo.kv_type;
+	c->n_threads = eo.n_threads;
+	c->gpu_index = eo.gpu_index;
 	c->e = ntx_engine_new(lm->m, &eo, &ie);
 	if (!c->e) {
 		free(c);
@@ -203,6 +202,7 @@ void ntx_ctx_free(struct ntx_ctx *c)
 		next = r->next;
 		free(r);
 	}
+	ntx_engine_free(c->draft);
 	ntx_engine_free(c->e);
 	free(c);
 }
@@ -233,9 +233,7 @@ static int gen_token(void *p, int32_t tok)
 	return g->fn(g->user, tok, s, n);
 }
 
-/* Drop the scheduler (its slots' caches are about to be overwritten),
- * keeping its counts. */
-static void drop_sched(struct ntx_ctx *c)
+void ntx_api_drop_sched(struct ntx_ctx *c)
 {
 	struct ntx_sched_stats st;
 
@@ -245,6 +243,9 @@ static void drop_sched(struct ntx_ctx *c)
 	c->done_st.n_requests += st.n_requests;
 	c->done_st.n_reused += st.n_reused;
 	c->done_st.n_gen += st.n_gen;
+	c->done_st.n_prompt += st.n_prompt;
+	c->done_st.n_drafted += st.n_drafted;
+	c->done_st.n_accepted += st.n_accepted;
 	ntx_sched_free(c->sched);
 	c->sched = NULL;
 }
@@ -282,15 +283,24 @@ enum ntx_status ntx_ctx_generate(struct ntx_ctx *c, int seq, const int32_t *prom
 	if (c->sched && ntx_sched_n_active(c->sched))
 		return ntx_api_set(e, NTX_STATUS_BUSY, "%d batch requests are active",
 				   ntx_sched_n_active(c->sched));
-	drop_sched(c);
+	ntx_api_drop_sched(c); /* its slots' caches are about to be overwritten */
 	go.n_predict = x.n_predict;
 	go.eog = x.ignore_eog ? NULL : c->lm->eog;
+	if (c->draft || c->lookup) {
+		go.draft = c->draft;
+		go.draft_seq = seq;
+		go.lookup = c->lookup;
+		go.draft_k = c->draft_k > 0 ? c->draft_k : 4;
+		go.adaptive_k = c->draft_k == 0;
+	}
 	cb.lm = c->lm;
 	cb.fn = on_token;
 	cb.user = user;
 	memset(&st, 0, sizeof st);
 	rc = ntx_generate(c->e, seq, prompt, n_prompt, &go, gen_token, &cb, &st, &ie);
 	c->intr = 0;
+	c->gen_drafted += st.n_drafted;
+	c->gen_accepted += st.n_accepted;
 	if (rc)
 		return ntx_api_fail(e, &ie);
 	if (res) {
@@ -379,6 +389,15 @@ enum ntx_status ntx_ctx_submit(struct ntx_ctx *c, const struct ntx_request *rq, 
 		c->sched = ntx_sched_new(c->e, c->lm->eog, &ie);
 		if (!c->sched)
 			return ntx_api_fail(e, &ie);
+		/* speculative decoding (ntx_ctx_set_spec, api_run.c), taken by a
+		 * scheduler before its first request */
+		if ((c->draft || c->lookup) &&
+		    ntx_sched_set_spec(c->sched, c->draft, c->lookup,
+				       c->draft_k > 0 ? c->draft_k : 4, c->draft_k == 0, &ie)) {
+			ntx_sched_free(c->sched);
+			c->sched = NULL;
+			return ntx_api_fail(e, &ie);
+		}
 	}
 	q = calloc(1, sizeof *q);
 	if (!q)
@@ -459,5 +478,8 @@ enum ntx_status ntx_ctx_stats(const struct ntx_ctx *c, struct ntx_ctx_stats *out
 	x.n_requests = c->done_st.n_requests + ss.n_requests;
 	x.n_prompt_reused = c->done_st.n_reused + ss.n_reused;
 	x.n_batch_gen = c->done_st.n_gen + ss.n_gen;
+	x.n_batch_prompt = c->done_st.n_prompt + ss.n_prompt;
+	x.n_drafted = c->gen_drafted + c->done_st.n_drafted + ss.n_drafted;
+	x.n_accepted = c->gen_accepted + c->done_st.n_accepted + ss.n_accepted;
 	return ntx_api_struct_out(out, &x, sizeof x, "ntx_ctx_stats", e);
 }

@@ -1,14 +1,19 @@
-/* api_int.h - what the two halves of the public API (api.c: errors, models,
- * tokenizer, placements; api_ctx.c: contexts, generation, batches) share.
- * Not installed. */
+/* api_int.h - what the parts of the public API (api.c: errors, models,
+ * tokenizer, placements; api_ctx.c: contexts, generation, batches;
+ * api_run.c: chat prompts, streaming text, request options, speculative
+ * decoding) share. Not installed. */
 #ifndef NTX_API_INT_H
 #define NTX_API_INT_H
 
 #include "ntx.h"
 #include "err.h"
 #include "model.h"
+#include "engine.h"
 #include "plan.h"
+#include "scheduler.h"
 #include "tokenizer.h"
+
+#include <signal.h>
 
 struct ntx_error {
 	enum ntx_status status;
@@ -25,6 +30,27 @@ struct ntx_lm {
 struct ntx_placement {
 	struct ntx_plan *p;    /* owned */
 };
+
+struct req;
+
+struct ntx_ctx {
+	const struct ntx_lm *lm;
+	struct ntx_engine *e;
+	struct ntx_sched *sched;    /* NULL until the first submit */
+	struct req *reqs;
+	volatile sig_atomic_t intr; /* ntx_ctx_interrupt */
+	struct ntx_sched_stats done_st; /* counts of schedulers dropped */
+	enum ntx_kv_type kv_type;   /* as made, for a draft engine */
+	int n_threads, gpu_index;
+	/* ntx_ctx_set_spec (api_run.c): off when neither draft nor lookup */
+	struct ntx_engine *draft;   /* owned */
+	int lookup, draft_k;        /* draft_k 0: adaptive */
+	int64_t gen_drafted, gen_accepted; /* by ntx_ctx_generate */
+};
+
+/* Drop ctx's scheduler (its slots' caches are forgotten), keeping its
+ * counts; the next submit makes a new one. */
+void ntx_api_drop_sched(struct ntx_ctx *c);
 
 /* Store an internal error in e (may be NULL); returns its status. */
 enum ntx_status ntx_api_fail(struct ntx_error *e, const struct ntx_err *ie);

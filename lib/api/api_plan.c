@@ -27,8 +27,7 @@
 
 _Static_assert(NTX_PACKFILE_ALIGN == NTX_PACK_ALIGN && NTX_PACKFILE_FRAME_MAX == NTX_PACK_FRAME_MAX,
 	       "the public pack constants are the format's");
-_Static_assert((int)NTX_KV_CACHE_F16 == (int)NTX_KV_F16 && (int)NTX_KV_CACHE_F32 == (int)NTX_KV_F32 &&
-		       (int)NTX_EXECUTOR_AUTO == (int)NTX_POLICY_AUTO &&
+_Static_assert((int)NTX_EXECUTOR_AUTO == (int)NTX_POLICY_AUTO &&
 		       (int)NTX_EXECUTOR_GPU == (int)NTX_POLICY_GPU &&
 		       (int)NTX_EXECUTOR_CPU == (int)NTX_POLICY_CPU,
 	       "public planner enums equal the planner's");
@@ -372,7 +371,7 @@ enum ntx_status ntx_placement_plan(const struct ntx_model_desc *d,
 	o.reserve = x.reserve;
 	o.gpu_index = x.gpu_index;
 	o.n_ctx = x.n_ctx;
-	o.kv_type = (enum ntx_kv_type)x.kv_type;
+	o.kv_type = x.kv_type == NTX_KV_CACHE_F32 ? NTX_KV_F32 : NTX_KV_F16;
 	o.n_seq = x.n_seq;
 	o.n_ubatch = x.n_ubatch;
 	o.ring_slots = x.ring_slots;

@@ -2,8 +2,11 @@
  * tokens and greedy generation equal the internal modules' (tokenizer.h,
  * generate.h), batch requests equal generation alone, placements round-trip
  * through JSON, the tools' calls (values, output files, inspect,
- * calibration) give what the tools print, and every misuse gets its status
- * and a message naming the value. */
+ * calibration) give what the tools print, the 0.3 calls (chat prompts,
+ * the streaming detokenizer, sampling options from text, speculative
+ * decoding, the KV cache type) agree with the internal modules and keep
+ * greedy output, and every misuse gets its status and a message naming the
+ * value. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 #include "ntx.h"
 #include "t.h"
 
+#include "chat.h"
 #include "engine.h"
 #include "generate.h"
 #include "model.h"
@@ -861,6 +865,229 @@ int main(void)
 	}
 	if (lm)
 		test_plan_calls(lm, err);
+	/* 0.3: chat prompts */
+	{
+		const char *roles[] = { "system", "user" }, *contents[] = { "Be brief.", "hi" };
+		const char *name = NULL, *mname = NULL;
+		struct ntx_chat_msg im[2] = { { "system", "Be brief." }, { "user", "hi" } };
+		char *p = NULL, *ip = NULL;
+
+		st = ntx_chat_template_name("chatml", &name, err);
+		t_ok(st == NTX_OK && !strcmp(name, "chatml"), "ntx_chat_template_name(chatml): %s",
+		     st ? ntx_error_message(err) : name);
+		st = ntx_chat_template_name("{{ '<|start_header_id|>' }}{{ '<|end_header_id|>' }}",
+					    &name, err);
+		t_ok(st == NTX_OK && !strcmp(name, "llama3"), "a Jinja text recognised as %s",
+		     st ? ntx_error_message(err) : name);
+		t_ok(ntx_chat_template_name("nonesuch", &name, err) == NTX_STATUS_UNSUPPORTED &&
+			     strstr(ntx_error_message(err), "--chat-template NAME"),
+		     "an unknown template: unsupported: '%s'", ntx_error_message(err));
+		st = ntx_lm_chat_template(lm, &mname, err);
+		t_ok(st == NTX_OK || st == NTX_STATUS_UNSUPPORTED,
+		     "the model's template: %s", st ? ntx_error_message(err) : mname);
+		st = ntx_lm_chat_apply(lm, "llama3", roles, contents, 2, NTX_CHAT_ADD_ASSISTANT, &p, err);
+		t_ok(st == NTX_OK && p && !strcmp(p, "<|start_header_id|>system<|end_header_id|>\n\n"
+				"Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+				"<|start_header_id|>assistant<|end_header_id|>\n\n"),
+		     "ntx_lm_chat_apply(llama3): %s", msg(st, err));
+		ntx_free(p);
+		p = NULL;
+		/* the model's own format (or the fallback) equals the internal module's */
+		st = ntx_lm_chat_apply(lm, NULL, roles, contents, 2,
+				       NTX_CHAT_ADD_ASSISTANT | NTX_CHAT_ANY_TEMPLATE, &p, err);
+		{
+			struct ntx_model *m = ntx_model_open(MODEL, 0, &ierr);
+			struct ntx_vocab *v = m ? ntx_vocab_load(m->gguf, &ierr) : NULL;
+
+			if (v)
+				ntx_chat_format_ex(v, NULL, im, 2, 1, NTX_CHAT_FALLBACK, &ip, &ierr);
+			t_ok(st == NTX_OK && ip && !strcmp(p, ip),
+			     "the model's format equals ntx_chat_format's: %s", msg(st, err));
+			free(ip);
+			ntx_vocab_free(v);
+			ntx_model_close(m);
+		}
+		ntx_free(p);
+		p = (char *)1;
+		t_ok(ntx_lm_chat_apply(lm, "llama3", roles, contents, 2, 0x80, &p, err) ==
+			     NTX_STATUS_INVALID && !p,
+		     "unknown flags: '%s'", ntx_error_message(err));
+		t_ok(ntx_lm_chat_apply(lm, "nonesuch", roles, contents, 2, 0, &p, err) ==
+			     NTX_STATUS_UNSUPPORTED && !p,
+		     "an unknown template: '%s'", ntx_error_message(err));
+	}
+
+	/* 0.3: streaming text */
+	{
+		struct ntx_detokenizer *dt = NULL;
+		int32_t b[3] = { -1, -1, -1 }, nv;
+		const unsigned char want[3] = { 0xe2, 0x82, 0xac }; /* U+20AC */
+		char out[1024];
+		size_t olen = 0, k;
+		const char *t;
+		int ok = 1, j;
+
+		st = ntx_detokenizer_new(lm, 0, &dt, err);
+		t_ok(st == NTX_OK && dt, "ntx_detokenizer_new: %s", msg(st, err));
+		for (i = 0; i < ref.n && ok; i++) {
+			ok = ntx_detokenizer_push(dt, ref.ids[i], &t, &k, err) == NTX_OK;
+			if (ok && olen + k < sizeof out) {
+				memcpy(out + olen, t, k);
+				olen += k;
+			}
+		}
+		ntx_detokenizer_flush(dt, &t, &k);
+		memcpy(out + olen, t, k);
+		olen += k;
+		memset(&got, 0, sizeof got);
+		gp.n_predict = N_GEN;
+		ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, NULL, err);
+		t_ok(ok && olen == got.len && !memcmp(out, got.text, olen),
+		     "the detokenizer's text is the pieces' (%zu bytes)", olen);
+		t_ok(ntx_detokenizer_push(dt, -5, &t, &k, err) == NTX_STATUS_INVALID && k == 0,
+		     "id -5: '%s'", ntx_error_message(err));
+		ntx_detokenizer_free(dt);
+		dt = NULL;
+		/* a character split across byte tokens comes out whole */
+		info.size = sizeof info;
+		nv = ntx_lm_info(lm, &info, err) == NTX_OK ? info.n_vocab : 0;
+		for (i = 0; i < nv; i++)
+			if (ntx_lm_piece(lm, i, &t, &k, NULL) == NTX_OK && k == 1)
+				for (j = 0; j < 3; j++)
+					if ((unsigned char)t[0] == want[j] && b[j] < 0)
+						b[j] = i;
+		if (b[0] >= 0 && b[1] >= 0 && b[2] >= 0 &&
+		    ntx_detokenizer_new(lm, NTX_DETOKENIZER_REPLACE_INVALID, &dt, err) == NTX_OK) {
+			size_t k0 = 9, k1 = 9;
+
+			ntx_detokenizer_push(dt, b[0], &t, &k0, err);
+			ntx_detokenizer_push(dt, b[1], &t, &k1, err);
+			ntx_detokenizer_push(dt, b[2], &t, &k, err);
+			t_ok(k0 == 0 && k1 == 0 && k == 3 && !memcmp(t, want, 3),
+			     "E2 82 AC as three tokens: held, held, then U+20AC");
+			ntx_detokenizer_push(dt, b[0], &t, &k0, err);
+			ntx_detokenizer_flush(dt, &t, &k);
+			t_ok(k0 == 0 && k == 3 && !memcmp(t, "\xef\xbf\xbd", 3),
+			     "REPLACE_INVALID: a held E2 at the end becomes U+FFFD");
+		} else {
+			t_ok(0, "byte tokens E2 82 AC in the tiny model (%d %d %d)", b[0], b[1], b[2]);
+		}
+		ntx_detokenizer_free(dt);
+		ntx_detokenizer_free(NULL);
+		t_ok(ntx_detokenizer_new(lm, 0x10, &dt, err) == NTX_STATUS_INVALID && !dt,
+		     "detokenizer flags 0x10: '%s'", ntx_error_message(err));
+	}
+
+	/* 0.3: request options, finish names */
+	{
+		struct ntx_gen_params q;
+
+		ntx_gen_params_init(&q);
+		t_ok(ntx_gen_params_parse(&q, "temp", "0.25", err) == NTX_OK &&
+			     q.temperature == 0.25f &&
+			     ntx_gen_params_parse(&q, "top-k", "7", err) == NTX_OK && q.top_k == 7 &&
+			     ntx_gen_params_parse(&q, "top-p", "0.5", err) == NTX_OK &&
+			     q.top_p == 0.5f &&
+			     ntx_gen_params_parse(&q, "min-p", "0", err) == NTX_OK && q.min_p == 0 &&
+			     ntx_gen_params_parse(&q, "repeat-penalty", "1.5", err) == NTX_OK &&
+			     q.repeat_penalty == 1.5f &&
+			     ntx_gen_params_parse(&q, "repeat-last-n", "-1", err) == NTX_OK &&
+			     q.repeat_last_n == -1 &&
+			     ntx_gen_params_parse(&q, "seed", "9223372036854775807", err) == NTX_OK &&
+			     q.seed == 9223372036854775807ull && q.n_predict == -1,
+		     "ntx_gen_params_parse: each option sets its field, nothing else");
+		t_ok(ntx_gen_params_parse(&q, "top-p", "1.5", err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "1.5") && q.top_p == 0.5f,
+		     "top-p 1.5: '%s', unchanged", ntx_error_message(err));
+		t_ok(ntx_gen_params_parse(&q, "repeat-penalty", "0", err) == NTX_STATUS_INVALID,
+		     "repeat-penalty 0: '%s'", ntx_error_message(err));
+		t_ok(ntx_gen_params_parse(&q, "warmth", "1", err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "warmth"),
+		     "an unknown option: '%s'", ntx_error_message(err));
+		t_ok(!strcmp(ntx_finish_name(NTX_FINISH_EOG), "eog") &&
+			     !strcmp(ntx_finish_name(NTX_FINISH_LENGTH), "length") &&
+			     !strcmp(ntx_finish_name(NTX_FINISH_STOPPED), "stopped") &&
+			     !strcmp(ntx_finish_name((enum ntx_finish)99), "unknown"),
+		     "ntx_finish_name");
+	}
+
+	/* 0.3: speculative decoding with the model drafting for itself */
+	{
+		struct ntx_spec_params sp;
+		struct ntx_ctx_stats cs0;
+
+		t_ok(ntx_lm_check_draft(lm, lm, err) == NTX_OK, "a model can draft for itself");
+		cs0.size = sizeof cs0;
+		ntx_ctx_stats(ctx, &cs0, err);
+		ntx_spec_params_init(&sp);
+		sp.draft = lm;
+		sp.lookup = 2;
+		sp.draft_k = 3;
+		st = ntx_ctx_set_spec(ctx, &sp, err);
+		t_ok(st == NTX_OK, "ntx_ctx_set_spec(draft, lookup 2, k 3): %s", msg(st, err));
+		memset(&got, 0, sizeof got);
+		st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, NULL, err);
+		t_ok(st == NTX_OK && got.n == ref.n &&
+			     !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids),
+		     "speculative generation: the same greedy tokens: %s", msg(st, err));
+		memset(batch, 0, sizeof batch);
+		st = ntx_ctx_submit(ctx, &rq, &id0, err);
+		if (st == NTX_OK)
+			st = ntx_ctx_submit(ctx, &rq, &id1, err);
+		sp.lookup = 0;
+		t_ok(st == NTX_OK && ntx_ctx_set_spec(ctx, &sp, err) == NTX_STATUS_BUSY,
+		     "set_spec while requests are active: busy: '%s'", ntx_error_message(err));
+		for (steps = 0; st == NTX_OK && steps < 1000; steps++)
+			if (ntx_ctx_step(ctx, &n_active, err) != NTX_OK || n_active == 0)
+				break;
+		t_ok(n_active == 0 && batch[0].n == ref.n && batch[1].n == ref.n &&
+			     !memcmp(batch[0].ids, ref.ids, (size_t)ref.n * sizeof *ref.ids) &&
+			     !memcmp(batch[1].ids, ref.ids, (size_t)ref.n * sizeof *ref.ids),
+		     "speculative batch requests: the same greedy tokens");
+		st = ntx_ctx_stats(ctx, &cs, err);
+		t_ok(st == NTX_OK && cs.n_drafted > cs0.n_drafted &&
+			     cs.n_accepted > cs0.n_accepted && cs.n_accepted <= cs.n_drafted &&
+			     cs.n_batch_prompt == cs0.n_batch_prompt + 2 * n,
+		     "stats: %lld drafted, %lld accepted, %lld batch prompt tokens",
+		     (long long)cs.n_drafted, (long long)cs.n_accepted,
+		     (long long)cs.n_batch_prompt);
+		sp.lookup = 17;
+		t_ok(ntx_ctx_set_spec(ctx, &sp, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "lookup 17"),
+		     "lookup 17: '%s'", ntx_error_message(err));
+		sp.lookup = 0;
+		sp.draft_k = NTX_DRAFT_K_MAX + 1;
+		t_ok(ntx_ctx_set_spec(ctx, &sp, err) == NTX_STATUS_INVALID,
+		     "draft_k %d: '%s'", NTX_DRAFT_K_MAX + 1, ntx_error_message(err));
+		t_ok(ntx_ctx_set_spec(ctx, NULL, err) == NTX_OK, "speculative decoding off");
+		memset(&got, 0, sizeof got);
+		t_ok(ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, NULL, err) == NTX_OK &&
+			     got.n == ref.n && ntx_ctx_stats(ctx, &cs0, err) == NTX_OK &&
+			     cs0.n_drafted == cs.n_drafted,
+		     "then generation drafts nothing");
+	}
+
+	/* 0.3: the KV cache type */
+	{
+		struct ntx_ctx *c3 = NULL;
+
+		ntx_ctx_params_init(&cp);
+		cp.backend = NTX_USE_CPU;
+		cp.n_ctx = 64;
+		cp.cache_type = (enum ntx_kv_cache)7;
+		t_ok(ntx_ctx_new(lm, NULL, &cp, &c3, err) == NTX_STATUS_INVALID && !c3 &&
+			     strstr(ntx_error_message(err), "cache_type 7"),
+		     "cache_type 7: '%s'", ntx_error_message(err));
+		cp.cache_type = NTX_KV_CACHE_F32;
+		memset(&got, 0, sizeof got);
+		st = ntx_ctx_new(lm, NULL, &cp, &c3, err);
+		if (st == NTX_OK)
+			st = ntx_ctx_generate(c3, 0, ids, n, &gp, on_token, &got, NULL, err);
+		t_ok(st == NTX_OK && got.n == ref.n,
+		     "an f32 KV cache generates %d tokens: %s", got.n, msg(st, err));
+		ntx_ctx_free(c3);
+	}
+
 	ntx_free(json);
 	ntx_ctx_free(ctx2);
 	ntx_placement_free(pl);

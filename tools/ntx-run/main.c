@@ -97,7 +97,7 @@ static void usage(FILE *f)
 }
 
 enum {
-	O_PLAN = 256, O_BACKEND, O_VRAM, O_RAM, O_EXECUTOR, O_PACK, O_IO, O_GPU, O_KV,
+	O_PLAN = 256, O_BACKEND, O_EXECUTOR, O_PACK, O_IO, O_GPU, O_KV,
 	O_PIDS, O_CHAT, O_SYSTEM, O_NOBOS, O_NOPS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN,
 	O_RLAST, O_IGNEOS, O_SKIP, O_SKIPL, O_SPEC, O_DRAFTK, O_DRAFTSKIP, O_TOKENIZE,
 	O_PPL, O_BATCH, O_PARALLEL, O_JSON, O_BENCH, O_BPP, O_BTG, O_BREPS, O_STATS, O_DUMP,
@@ -108,8 +108,8 @@ static const struct option longopts[] = {
 	{ "model", required_argument, NULL, 'm' },
 	{ "plan", required_argument, NULL, O_PLAN },
 	{ "backend", required_argument, NULL, O_BACKEND },
-	{ "vram-budget", required_argument, NULL, O_VRAM },
-	{ "ram-budget", required_argument, NULL, O_RAM },
+	{ "vram-budget", required_argument, NULL, TOOL_OPT_VRAM },
+	{ "ram-budget", required_argument, NULL, TOOL_OPT_RAM },
 	{ "executor", required_argument, NULL, O_EXECUTOR },
 	{ "pack", required_argument, NULL, O_PACK },
 	{ "io", required_argument, NULL, O_IO },
@@ -163,10 +163,15 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
+#define USAGE_TAIL "usage: " PROG " [options] -m MODEL.gguf [< prompt.txt]\n" \
+		   "Try '" PROG " --help' for more information.\n"
+
+/* For the options tools/common parses (budgets, threads). */
+static const struct tool T = { PROG, USAGE_TAIL };
+
 static int usage_error(void)
 {
-	fprintf(stderr, "usage: " PROG " [options] -m MODEL.gguf [< prompt.txt]\n"
-			"Try '" PROG " --help' for more information.\n");
+	fputs(USAGE_TAIL, stderr);
 	return 2;
 }
 
@@ -295,6 +300,7 @@ int main(int argc, char **argv)
 	struct run_opts o;
 	struct run_ctx c;
 	struct ntx_err err = { 0 };
+	struct tool_common com;
 	int ch, rc, li = 0;
 
 	memset(&o, 0, sizeof o);
@@ -307,6 +313,7 @@ int main(int argc, char **argv)
 	o.bench_tg = 128;
 	o.backend = NTX_BACKEND_AUTO;
 	o.vram_budget = o.ram_budget = -1;
+	tool_common_init(&com, 1024); /* -t 1..1024; budgets -1 until given */
 	o.kv_type = NTX_KV_F16;
 
 	opterr = 0; /* our own messages, with the program's name */
@@ -355,14 +362,14 @@ int main(int argc, char **argv)
 				return bad_arg("--backend", &err);
 			}
 			break;
-		case O_VRAM:
-			if (ntx_parse_budget(a, &o.vram_budget, &err))
-				return bad_arg("--vram-budget", &err);
-			break;
-		case O_RAM:
-			if (ntx_parse_budget(a, &o.ram_budget, &err))
-				return bad_arg("--ram-budget", &err);
-			o.ram_budget_arg = a;
+		case 't': case TOOL_OPT_VRAM: case TOOL_OPT_RAM: /* tools/common's */
+			if ((rc = tool_common_opt(&T, ch, a, &com)) != 0)
+				return rc;
+			o.n_threads = com.threads;
+			o.vram_budget = com.vram_budget;
+			o.ram_budget = com.ram_budget;
+			if (ch == TOOL_OPT_RAM)
+				o.ram_budget_arg = a;
 			break;
 		case O_EXECUTOR:
 			if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu")) {
@@ -385,10 +392,6 @@ int main(int argc, char **argv)
 		case O_GPU:
 			if (ntx_parse_int(a, 0, 63, &o.gpu_index, &err))
 				return bad_arg("--gpu", &err);
-			break;
-		case 't':
-			if (ntx_parse_int(a, 1, 1024, &o.n_threads, &err))
-				return bad_arg("--threads", &err);
 			break;
 		case 'c':
 			if (ntx_parse_int(a, 0, 1 << 24, &o.n_ctx, &err))

@@ -222,7 +222,7 @@ static enum MHD_Result completion(struct server *s, struct MHD_Connection *c, en
 {
 	static unsigned long long counter;
 	struct sreq *r = calloc(1, sizeof *r);
-	char msg[NTX_ERR_MAX];
+	char msg[SERVE_MSG_MAX];
 	const char *param = NULL, *why = NULL;
 	int status = 0;
 	enum MHD_Result rc;
@@ -287,7 +287,7 @@ static enum MHD_Result completion(struct server *s, struct MHD_Connection *c, en
 
 static enum MHD_Result health(struct server *s, struct MHD_Connection *c)
 {
-	int busy, n_slots = ntx_sched_n_slots(s->sched), queued, draining;
+	int busy, n_slots = s->n_slots, queued, draining;
 
 	pthread_mutex_lock(&s->mu);
 	busy = s->n_running;
@@ -405,7 +405,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 }
 
-struct MHD_Daemon *serve_http_start(struct server *s, struct ntx_err *err)
+struct MHD_Daemon *serve_http_start(struct server *s, char *msg, size_t msz)
 {
 	const struct serve_opts *o = s->o;
 	struct sockaddr_in a4;
@@ -426,7 +426,7 @@ struct MHD_Daemon *serve_http_start(struct server *s, struct ntx_err *err)
 		sa = (struct sockaddr *)&a6;
 		flags |= MHD_USE_IPv6;
 	} else {
-		ntx_err_set(err, NTX_EINVAL, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
+		snprintf(msg, msz, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
 		return NULL;
 	}
 	d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s,
@@ -437,7 +437,7 @@ struct MHD_Daemon *serve_http_start(struct server *s, struct ntx_err *err)
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
 			     MHD_OPTION_END);
 	if (!d)
-		ntx_err_errno(err, errno ? errno : EADDRINUSE, "cannot listen on %s port %d", o->host,
-			      o->port);
+		snprintf(msg, msz, "cannot listen on %s port %d: %s", o->host, o->port,
+			 strerror(errno ? errno : EADDRINUSE));
 	return d;
 }

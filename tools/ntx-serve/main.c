@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,13 @@
 
 #include <microhttpd.h>
 
-#include "chat.h"
-#include "parse.h"
 #include "serve.h"
-#include "spec.h"
 #include "tool.h"
 
-#define NTX_VERSION "0.1.0"
+static const struct tool T = {
+	PROG, "usage: " PROG " [options] -m MODEL.gguf\n"
+	      "Try '" PROG " --help' for more information.\n"
+};
 
 static void usage(FILE *f)
 {
@@ -101,144 +102,118 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
-static int usage_error(void)
+/* A value's message: "PROG: OPT: MESSAGE" and the usage tail; returns 2. */
+static int bad(const char *opt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(const char *opt, const char *fmt, ...)
 {
-	fprintf(stderr, "usage: " PROG " [options] -m MODEL.gguf\n"
-			"Try '" PROG " --help' for more information.\n");
-	return 2;
+	char m[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof m, fmt, ap);
+	va_end(ap);
+	return tool_usage(&T, "%s: %s", opt, m);
 }
 
-static int bad_arg(const char *opt, const struct ntx_err *err)
+/* -md FILE (llama.cpp's spelling of --model-draft): getopt_long reads it as
+ * -m with the value "d"; take the next argument instead. Returns 1 when
+ * argv[optind - 1] was "-md" (then *path is set), -1 when FILE is missing,
+ * 0 otherwise. */
+static int getopt_md(int argc, char *const argv[], const char **path)
 {
-	fprintf(stderr, PROG ": %s: %s\n", opt, err->msg);
-	return usage_error();
-}
-
-static int fail(const struct ntx_err *err)
-{
-	fprintf(stderr, PROG ": %s\n", err->msg);
+	if (optind < 1 || strcmp(argv[optind - 1], "-md"))
+		return 0;
+	if (optind >= argc)
+		return -1;
+	*path = argv[optind++];
 	return 1;
 }
 
 static int parse_opts(int argc, char **argv, struct serve_opts *o)
 {
-	struct ntx_err err = { 0 };
 	uint64_t sz;
-	int ch, li = 0;
+	int ch, li = 0, rc;
 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":m:t:c:n:s:qvhV", longopts, &li)) != -1) {
 		const char *a = optarg;
 
+		rc = 0;
 		switch (ch) {
 		case 'm':
-			switch (ntx_getopt_md(argc, argv, &o->draft_path)) {
+			switch (getopt_md(argc, argv, &o->draft_path)) {
 			case 1: break;
-			case -1:
-				fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
-				return usage_error();
+			case -1: return tool_usage(&T, "option '-md' needs a draft model file");
 			default: o->model_path = a;
 			}
 			break;
 		case O_DRAFT: o->draft_path = a; break;
-		case O_LOOKUP:
-			if (ntx_parse_int(a, 1, 16, &o->lookup, &err))
-				return bad_arg("--lookup", &err);
-			break;
-		case O_DRAFTK:
-			if (ntx_parse_int(a, 1, NTX_SPEC_KMAX, &o->draft_k, &err))
-				return bad_arg("--draft-k", &err);
-			break;
+		case O_LOOKUP: rc = tool_int(&T, "--lookup", a, 1, 16, &o->lookup); break;
+		case O_DRAFTK: rc = tool_int(&T, "--draft-k", a, 1, NTX_DRAFT_K_MAX, &o->draft_k); break;
 		case O_PLAN: o->plan_path = a; break;
 		case O_BACKEND:
 			if (!strcmp(a, "cpu"))
-				o->backend = NTX_BACKEND_CPU;
+				o->backend = NTX_USE_CPU;
 			else if (!strcmp(a, "cuda"))
-				o->backend = NTX_BACKEND_CUDA;
+				o->backend = NTX_USE_CUDA;
 			else if (!strcmp(a, "auto"))
-				o->backend = NTX_BACKEND_AUTO;
-			else {
-				ntx_err_set(&err, NTX_EINVAL, "expected cpu, cuda or auto, got '%s'", a);
-				return bad_arg("--backend", &err);
-			}
+				o->backend = NTX_USE_AUTO;
+			else
+				return bad("--backend", "expected cpu, cuda or auto, got '%s'", a);
 			break;
-		case 't':
-			if (ntx_parse_int(a, 1, 1024, &o->n_threads, &err))
-				return bad_arg("--threads", &err);
-			break;
-		case 'c':
-			if (ntx_parse_int(a, 0, 1 << 24, &o->n_ctx, &err))
-				return bad_arg("--ctx-size", &err);
-			break;
+		case 't': rc = tool_int(&T, "--threads", a, 1, 1024, &o->n_threads); break;
+		case 'c': rc = tool_int(&T, "--ctx-size", a, 0, 1 << 24, &o->n_ctx); break;
 		case O_KV:
-			o->kv_type_set = 1;
 			if (!strcmp(a, "f16"))
-				o->kv_type = NTX_KV_F16;
+				o->kv_type = NTX_KV_CACHE_F16;
 			else if (!strcmp(a, "f32"))
-				o->kv_type = NTX_KV_F32;
-			else {
-				ntx_err_set(&err, NTX_EINVAL, "expected f16 or f32, got '%s'", a);
-				return bad_arg("--kv-type", &err);
-			}
+				o->kv_type = NTX_KV_CACHE_F32;
+			else
+				return bad("--kv-type", "expected f16 or f32, got '%s'", a);
 			break;
 		case O_PARALLEL:
-			if (ntx_parse_int(a, 1, 1024, &o->parallel, &err))
-				return bad_arg("--parallel", &err);
+			rc = tool_int(&T, "--parallel", a, 1, 1024, &o->parallel);
 			o->parallel_set = 1;
 			break;
-		case O_QUEUE:
-			if (ntx_parse_int(a, 0, 1 << 20, &o->n_queue, &err))
-				return bad_arg("--queue", &err);
-			break;
+		case O_QUEUE: rc = tool_int(&T, "--queue", a, 0, 1 << 20, &o->n_queue); break;
 		case O_HOST: o->host = a; break;
-		case O_PORT:
-			if (ntx_parse_int(a, 0, 65535, &o->port, &err))
-				return bad_arg("--port", &err);
-			break;
+		case O_PORT: rc = tool_int(&T, "--port", a, 0, 65535, &o->port); break;
 		case O_KEY:
-			if (!*a) {
-				ntx_err_set(&err, NTX_EINVAL, "the key is empty");
-				return bad_arg("--api-key", &err);
-			}
+			if (!*a)
+				return bad("--api-key", "the key is empty");
 			o->api_key = a;
 			break;
 		case O_ALIAS: o->alias = a; break;
 		case O_TMPL: o->chat_template = a; break;
 		case O_SYSTEM: o->system = a; break;
 		case O_MAXBODY:
-			if (ntx_parse_size(a, &sz, &err) || sz < 16 || sz > ((uint64_t)1 << 30)) {
-				if (!err.msg[0])
-					ntx_err_set(&err, NTX_EINVAL, "must be in [16, 1G]");
-				return bad_arg("--max-body", &err);
-			}
+			rc = tool_size(&T, "--max-body", a, &sz);
+			if (!rc && (sz < 16 || sz > ((uint64_t)1 << 30)))
+				return bad("--max-body", "must be in [16, 1G]");
 			o->max_body = (size_t)sz;
 			break;
 		case O_MAXHDR:
-			if (ntx_parse_size(a, &sz, &err) || sz < 256 || sz > ((uint64_t)1 << 20)) {
-				if (!err.msg[0])
-					ntx_err_set(&err, NTX_EINVAL, "must be in [256, 1M]");
-				return bad_arg("--max-header", &err);
-			}
+			rc = tool_size(&T, "--max-header", a, &sz);
+			if (!rc && (sz < 256 || sz > ((uint64_t)1 << 20)))
+				return bad("--max-header", "must be in [256, 1M]");
 			o->max_header = (size_t)sz;
 			break;
 		case O_SHUTDOWN:
-			if (ntx_parse_double(a, 0, 3600, &o->shutdown_s, &err))
-				return bad_arg("--shutdown-timeout", &err);
+			rc = tool_double(&T, "--shutdown-timeout", a, 0, 3600, &o->shutdown_s);
 			break;
-		case 'n':
-			if (ntx_parse_int(a, -1, 1 << 30, &o->n_predict, &err))
-				return bad_arg("--n-predict", &err);
-			break;
+		case 'n': rc = tool_int(&T, "--n-predict", a, -1, 1 << 30, &o->gp.n_predict); break;
 		case O_TEMP: case O_TOPK: case O_TOPP: case O_MINP: case O_RPEN: case O_RLAST:
 		case 's': {
 			const char *nm = ch == 's' ? "seed" : longopts[li].name;
+			struct ntx_error *e = ntx_error_new();
+			char opt[40];
 
-			if (ntx_sampler_parse_opt(nm, a, &o->sp, &err) < 0) {
-				char opt[40];
-
-				snprintf(opt, sizeof opt, "--%s", nm);
-				return bad_arg(opt, &err);
-			}
+			snprintf(opt, sizeof opt, "--%s", nm);
+			if (!e)
+				return tool_usage(&T, "out of memory");
+			if (ntx_gen_params_parse(&o->gp, nm, a, e))
+				rc = tool_bad_value(&T, opt, e);
+			ntx_error_free(e);
 			break;
 		}
 		case 'q': o->quiet = 1; break;
@@ -247,99 +222,86 @@ static int parse_opts(int argc, char **argv, struct serve_opts *o)
 			usage(stdout);
 			return fflush(stdout) || ferror(stdout) ? 1 : -1;
 		case 'V':
-			printf(PROG " " NTX_VERSION "\n");
+			tool_version(&T);
 			return fflush(stdout) || ferror(stdout) ? 1 : -1;
 		default:
 			tool_getopt_complaint(PROG, ch, argv);
-			return usage_error();
+			return tool_usage_tail(&T);
 		}
+		if (rc)
+			return rc;
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-		return usage_error();
+	if (optind < argc)
+		return tool_usage(&T, "unexpected argument '%s'", argv[optind]);
+	if (!o->model_path && !o->plan_path)
+		return tool_usage(&T, "no model: give -m MODEL.gguf or --plan plan.json");
+	if (o->chat_template) {
+		struct ntx_error *e = ntx_error_new();
+		const char *name;
+
+		if (!e)
+			return tool_usage(&T, "out of memory");
+		rc = ntx_chat_template_name(o->chat_template, &name, e) ?
+		     tool_bad_value(&T, "--chat-template", e) : 0;
+		ntx_error_free(e);
+		if (rc)
+			return rc;
 	}
-	if (!o->model_path && !o->plan_path) {
-		fprintf(stderr, PROG ": no model: give -m MODEL.gguf or --plan plan.json\n");
-		return usage_error();
-	}
-	if (o->chat_template && ntx_chat_detect(o->chat_template, &err) < 0)
-		return bad_arg("--chat-template", &err);
 	return 0;
 }
 
-/* Model, vocabulary, plan, engine and the end-of-generation set. */
-static int open_all(struct server *s, struct serve_opts *o, struct ntx_err *err)
+/* Models, placement, context (speculative decoding set on it). Returns 0,
+ * or -1 after printing the error. */
+static int open_all(struct server *s, struct serve_opts *o, struct ntx_error *err)
 {
-	struct ntx_engine_opts eo;
+	struct ntx_ctx_params cp;
+	struct ntx_ctx_stats st;
 	const char *mpath = o->model_path, *base;
-	const int32_t *ids;
-	int i, n;
 
-	if (o->plan_path) {
-		s->plan = ntx_plan_load(o->plan_path, err);
-		if (!s->plan)
-			return -1;
-		if (!mpath)
-			mpath = s->plan->model.path;
-		if (!o->n_ctx)
-			o->n_ctx = s->plan->n_ctx;
-		if (!o->kv_type_set)
-			o->kv_type = s->plan->kv_type;
-		if (!o->parallel_set)
-			o->parallel = s->plan->n_seq > 0 ? s->plan->n_seq : 1;
+	if (o->plan_path && !mpath) {
+		if (ntx_placement_model_path(o->plan_path, &s->model_path, err))
+			return tool_fail(&T, o->plan_path, err), -1;
+		mpath = s->model_path;
 	}
-	s->model = ntx_model_open(mpath, 0, err);
-	if (!s->model) {
-		ntx_err_prefix(err, "%s", mpath);
-		return -1;
-	}
-	s->vocab = ntx_vocab_load(s->model->gguf, err);
-	if (!s->vocab) {
-		ntx_err_prefix(err, "%s", mpath);
-		return -1;
-	}
-	if (s->plan && ntx_plan_check_model(s->plan, s->model, err)) {
-		ntx_err_prefix(err, "%s", o->plan_path);
-		return -1;
-	}
+	if (ntx_lm_open(mpath, &s->lm, err)) /* the message names the file */
+		return tool_fail(&T, NULL, err), -1;
+	if (o->plan_path && ntx_placement_load(s->lm, o->plan_path, &s->pl, err))
+		return tool_fail(&T, NULL, err), -1;
 	if (o->draft_path) { /* refused before any work unless it shares the vocabulary */
-		s->dmodel = ntx_model_open(o->draft_path, 0, err);
-		s->dvocab = s->dmodel ? ntx_vocab_load(s->dmodel->gguf, err) : NULL;
-		if (!s->dvocab || ntx_spec_check_vocab(s->vocab, s->dvocab, err)) {
-			ntx_err_prefix(err, "--draft %s", o->draft_path);
+		char what[4096];
+
+		snprintf(what, sizeof what, "--draft %s", o->draft_path);
+		if (ntx_lm_open(o->draft_path, &s->draft, err)) { /* "PATH: why" */
+			fprintf(stderr, PROG ": --draft %s\n", ntx_error_message(err));
 			return -1;
 		}
+		if (ntx_lm_check_draft(s->lm, s->draft, err))
+			return tool_fail(&T, what, err), -1;
 	}
-	s->eog = calloc((size_t)s->model->cfg.n_vocab, 1);
-	if (!s->eog)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	ids = ntx_vocab_eog_ids(s->vocab, &n);
-	for (i = 0; i < n; i++)
-		if (ids[i] >= 0 && ids[i] < s->model->cfg.n_vocab)
-			s->eog[ids[i]] = 1;
-	memset(&eo, 0, sizeof eo);
-	eo.backend = o->backend;
-	eo.n_ctx = o->n_ctx;
-	eo.kv_type = o->kv_type;
-	eo.n_seq = o->parallel;
-	eo.n_ubatch = s->plan ? s->plan->n_ubatch : 0;
-	eo.n_threads = o->n_threads;
-	eo.plan = s->plan;
-	s->engine = ntx_engine_new(s->model, &eo, err);
-	if (!s->engine)
-		return -1;
-	s->n_ctx = ntx_engine_n_ctx(s->engine);
-	if (s->dmodel) { /* resident on the target's backend, same context and slots */
-		eo.backend = ntx_engine_backend(s->engine);
-		eo.n_ctx = s->n_ctx;
-		eo.plan = NULL;
-		eo.n_ubatch = 0;
-		s->draft = ntx_engine_new(s->dmodel, &eo, err);
-		if (!s->draft) {
-			ntx_err_prefix(err, "--draft %s", o->draft_path);
-			return -1;
-		}
+	ntx_ctx_params_init(&cp);
+	cp.backend = o->backend;
+	cp.n_ctx = o->n_ctx;          /* 0: the plan's, else min(model, 4096) */
+	cp.n_seq = o->parallel_set ? o->parallel : s->pl ? 0 : o->parallel; /* 0: the plan's */
+	cp.n_threads = o->n_threads;
+	cp.cache_type = o->kv_type;   /* default: the plan's, else f16 */
+	if (ntx_ctx_new(s->lm, s->pl, &cp, &s->ctx, err))
+		return tool_fail(&T, NULL, err), -1;
+	if (s->draft || o->lookup) {
+		struct ntx_spec_params sp;
+
+		ntx_spec_params_init(&sp);
+		sp.draft = s->draft;
+		sp.lookup = o->lookup;
+		sp.draft_k = o->draft_k; /* 0: adaptive */
+		if (ntx_ctx_set_spec(s->ctx, &sp, err))
+			return tool_fail(&T, s->draft ? "--draft" : "--lookup", err), -1;
 	}
+	st.size = sizeof st;
+	if (ntx_ctx_stats(s->ctx, &st, err))
+		return tool_fail(&T, NULL, err), -1;
+	s->n_ctx = st.n_ctx;
+	s->n_slots = st.n_seq;
+	s->backend = st.backend;
 	base = strrchr(mpath, '/');
 	s->model_name = o->alias ? o->alias : base ? base + 1 : mpath;
 	return 0;
@@ -349,25 +311,30 @@ int main(int argc, char **argv)
 {
 	struct serve_opts o;
 	struct server s;
-	struct ntx_err err = { 0 };
+	struct ntx_error *err = ntx_error_new();
 	struct MHD_Daemon *d = NULL;
+	char msg[512];
 	sigset_t set;
 	int rc, sig = 0;
 
+	if (!err) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
 	memset(&o, 0, sizeof o);
-	ntx_sampler_defaults(&o.sp);
+	ntx_gen_params_init(&o.gp);
 	o.host = "127.0.0.1";
 	o.port = 8080;
 	o.parallel = 4;
 	o.n_queue = 64;
-	o.n_predict = -1;
 	o.max_body = 1 << 20;
 	o.max_header = 16 << 10;
 	o.shutdown_s = 10;
-	o.kv_type = NTX_KV_F16;
 	rc = parse_opts(argc, argv, &o);
-	if (rc)
+	if (rc) {
+		ntx_error_free(err);
 		return rc < 0 ? (fclose(stdout) ? 1 : 0) : rc;
+	}
 	/* every thread blocks the stop signals; main waits for them */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -378,13 +345,15 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof s);
 	s.o = &o;
 	rc = 1;
-	if (open_all(&s, &o, &err) || serve_worker_start(&s, &err)) {
-		fail(&err);
+	if (open_all(&s, &o, err))
+		goto out;
+	if (serve_worker_start(&s, msg, sizeof msg)) {
+		fprintf(stderr, PROG ": %s\n", msg);
 		goto out;
 	}
-	d = serve_http_start(&s, &err);
+	d = serve_http_start(&s, msg, sizeof msg);
 	if (!d) {
-		fail(&err);
+		fprintf(stderr, PROG ": %s\n", msg);
 		serve_worker_stop(&s, 0);
 		goto out;
 	}
@@ -392,8 +361,7 @@ int main(int argc, char **argv)
 		const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 
 		fprintf(stderr, PROG ": %s, %d slots of %d tokens, backend %s\n", s.model_name,
-			ntx_sched_n_slots(s.sched), s.n_ctx,
-			ntx_backend_name(ntx_engine_backend(s.engine)));
+			s.n_slots, s.n_ctx, s.backend == NTX_USE_CUDA ? "cuda" : "cpu");
 		fprintf(stderr, PROG ": listening on http://%s:%u\n", o.host,
 			di ? (unsigned)di->port : (unsigned)o.port);
 	}
@@ -415,26 +383,25 @@ int main(int argc, char **argv)
 		usleep(10000);
 	MHD_stop_daemon(d);
 	if (!o.quiet) {
-		struct ntx_sched_stats st;
+		struct ntx_ctx_stats st;
 
-		ntx_sched_get_stats(s.sched, &st);
-		fprintf(stderr, PROG ": served %lld requests: %lld prompt tokens (%lld reused), %lld generated\n",
-			(long long)st.n_requests, (long long)st.n_prompt, (long long)st.n_reused,
-			(long long)st.n_gen);
+		st.size = sizeof st; /* the worker has ended: the context is ours */
+		if (!ntx_ctx_stats(s.ctx, &st, err))
+			fprintf(stderr, PROG ": served %lld requests: %lld prompt tokens (%lld reused), %lld generated\n",
+				(long long)st.n_requests, (long long)st.n_batch_prompt,
+				(long long)st.n_prompt_reused, (long long)st.n_batch_gen);
 	}
 	rc = 0;
 out:
-	ntx_sched_free(s.sched);
 	free(s.running);
-	ntx_engine_free(s.draft);
-	ntx_vocab_free(s.dvocab);
-	ntx_model_close(s.dmodel);
-	ntx_engine_free(s.engine);
-	ntx_vocab_free(s.vocab);
-	ntx_plan_free(s.plan);
-	ntx_model_close(s.model);
-	free(s.eog);
-	if (fclose(stdout) && rc == 0)
-		rc = 1;
-	return rc;
+	free(s.cancel_ids);
+	free(s.admit);
+	ntx_error_free(s.werr);
+	ntx_ctx_free(s.ctx);
+	ntx_placement_free(s.pl);
+	ntx_lm_close(s.draft);
+	ntx_lm_close(s.lm);
+	ntx_free(s.model_path);
+	ntx_error_free(err);
+	return tool_close_stdout(&T, rc);
 }

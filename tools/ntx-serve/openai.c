@@ -6,10 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
-#include "chat_json.h"
 #include "serve.h"
-#include "unicode.h"
 
 /* An optional number field: 0 when absent or null, 1 with *out when valid,
  * -1 with msg for a wrong type or range (integers: integral numbers only). */
@@ -68,49 +65,99 @@ static int parse_stop(json_t *v, struct sreq *r, char *msg, size_t msz)
 	return 0;
 }
 
-/* The prompt text of a request (malloc'ed). */
+/* The messages of arr (OpenAI's "messages": objects with a role of
+ * "system", "user" or "assistant" and a string content) as two arrays
+ * (malloc'ed; the strings borrowed from arr), with room for one more at
+ * the front. Returns 0, or -1 with msg. */
+static int chat_messages(json_t *arr, const char ***roles, const char ***contents, int *n,
+			 char *msg, size_t msz)
+{
+	size_t i, len = json_array_size(arr);
+
+	*roles = *contents = NULL;
+	if (!json_is_array(arr) || len == 0) {
+		snprintf(msg, msz, "\"messages\" must be a non-empty array");
+		return -1;
+	}
+	if (len > 1 << 20) {
+		snprintf(msg, msz, "\"messages\" has %zu messages, more than %d", len, 1 << 20);
+		return -1;
+	}
+	*roles = malloc((len + 1) * sizeof **roles);
+	*contents = malloc((len + 1) * sizeof **contents);
+	if (!*roles || !*contents) {
+		snprintf(msg, msz, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < len; i++) {
+		json_t *e = json_array_get(arr, i);
+		const char *role = json_string_value(json_object_get(e, "role"));
+		json_t *c = json_object_get(e, "content");
+
+		if (!json_is_object(e)) {
+			snprintf(msg, msz, "\"messages[%zu]\" must be an object", i);
+			return -1;
+		}
+		if (!role || (strcmp(role, "system") && strcmp(role, "user") &&
+			      strcmp(role, "assistant"))) {
+			snprintf(msg, msz,
+				 "\"messages[%zu].role\" must be \"system\", \"user\" or \"assistant\"", i);
+			return -1;
+		}
+		if (!json_is_string(c)) {
+			snprintf(msg, msz, "\"messages[%zu].content\" must be a string", i);
+			return -1;
+		}
+		(*roles)[i + 1] = role;
+		(*contents)[i + 1] = json_string_value(c);
+	}
+	*n = (int)len;
+	return 0;
+}
+
+/* The prompt text of a request (*out freed with free()). */
 static int prompt_text(const struct server *s, json_t *req, struct sreq *r, char **out, char *msg,
 		       size_t msz, const char **param)
 {
-	struct ntx_err err = { 0 };
-
 	if (r->kind == SREQ_CHAT) {
 		json_t *m = json_object_get(req, "messages");
-		struct ntx_chat_msg *msgs = NULL, *all;
-		int n = 0, rc;
+		const char **roles, **contents;
+		struct ntx_error *err;
+		char *text = NULL;
+		int n = 0, k = 1, rc = -1;
 
 		*param = "messages";
 		if (!m) {
 			snprintf(msg, msz, "missing 'messages'");
 			return -1;
 		}
-		if (ntx_chat_msgs_from_json(m, "messages", &msgs, &n, &err)) {
-			snprintf(msg, msz, "%s", err.msg);
-			return -1;
-		}
-		all = msgs;
-		if (s->o->system && strcmp(msgs[0].role, "system") != 0) {
+		if (chat_messages(m, &roles, &contents, &n, msg, msz))
+			goto out;
+		if (s->o->system && strcmp(roles[1], "system") != 0) {
 			/* the server's default system message */
-			all = malloc((size_t)(n + 1) * sizeof *all);
-			if (all) {
-				all[0].role = "system";
-				all[0].content = s->o->system;
-				memcpy(all + 1, msgs, (size_t)n * sizeof *all);
-				n++;
-			} else {
-				all = msgs;
-			}
+			roles[0] = "system";
+			contents[0] = s->o->system;
+			k = 0;
 		}
-		rc = ntx_chat_format(s->vocab, s->o->chat_template, all, n, 1, out, &err);
-		if (all != msgs)
-			free(all);
-		free(msgs);
-		if (rc) {
-			snprintf(msg, msz, "%s", err.msg);
-			*param = NULL;
-			return -1;
+		*param = NULL;
+		err = ntx_error_new();
+		if (!err) {
+			snprintf(msg, msz, "out of memory");
+			goto out;
 		}
-		return 0;
+		if (ntx_lm_chat_apply(s->lm, s->o->chat_template, roles + k, contents + k, n + 1 - k,
+				      NTX_CHAT_ADD_ASSISTANT, &text, err))
+			snprintf(msg, msz, "%s", ntx_error_message(err));
+		else if (!(*out = strdup(text)))
+			snprintf(msg, msz, "out of memory");
+		else
+			rc = 0;
+		ntx_free(text);
+		ntx_error_free(err);
+out:
+		free(roles);
+		free(contents);
+		return rc;
 	} else {
 		json_t *p = json_object_get(req, "prompt");
 
@@ -135,10 +182,39 @@ static int prompt_text(const struct server *s, json_t *req, struct sreq *r, char
 	}
 }
 
+/* text's tokens (BOS as the model asks; the text of control tokens parsed
+ * as those) into r. Returns 0, or -1 with msg. */
+static int tokenize(const struct server *s, const char *text, struct sreq *r, char *msg,
+		    size_t msz)
+{
+	struct ntx_error *err = ntx_error_new();
+	const unsigned fl = NTX_TOKENIZE_ADD_BOS | NTX_TOKENIZE_SPECIAL;
+	size_t len = strlen(text);
+	enum ntx_status st;
+	int n = 0;
+
+	if (!err) {
+		snprintf(msg, msz, "out of memory");
+		return -1;
+	}
+	st = ntx_lm_tokenize(s->lm, text, len, fl, NULL, 0, &n, err);
+	if (st == NTX_STATUS_BUFFER) {
+		r->tokens = malloc((size_t)n * sizeof *r->tokens);
+		st = r->tokens ? ntx_lm_tokenize(s->lm, text, len, fl, r->tokens, n, &n, err)
+			       : NTX_STATUS_NOMEM;
+	}
+	if (st)
+		snprintf(msg, msz, "%s", st == NTX_STATUS_NOMEM && !r->tokens ? "out of memory" :
+			 ntx_error_message(err));
+	else
+		r->n_tokens = n;
+	ntx_error_free(err);
+	return st ? -1 : 0;
+}
+
 int serve_parse_request(const struct server *s, const char *body, size_t len, struct sreq *r,
 			char *msg, size_t msz, const char **param)
 {
-	struct ntx_err err = { 0 };
 	json_error_t je;
 	json_t *req = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *v;
 	char *text = NULL;
@@ -146,8 +222,7 @@ int serve_parse_request(const struct server *s, const char *body, size_t len, st
 	int rc = -1, k;
 
 	*param = NULL;
-	r->n_predict = s->o->n_predict;
-	r->sp = s->o->sp;
+	r->gp = s->o->gp;
 	if (!req) {
 		snprintf(msg, msz, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
 		return -1;
@@ -171,14 +246,14 @@ int serve_parse_request(const struct server *s, const char *body, size_t len, st
 		if (k > 0)                                                            \
 			stmt;                                                         \
 	} while (0)
-	NUM("max_tokens", 1, 0, 1 << 30, r->n_predict = (int)x);
+	NUM("max_tokens", 1, 0, 1 << 30, r->gp.n_predict = (int)x);
 	if (r->kind == SREQ_CHAT)
-		NUM("max_completion_tokens", 1, 0, 1 << 30, r->n_predict = (int)x);
-	NUM("temperature", 0, 0, 2, r->sp.temp = (float)x);
-	NUM("top_p", 0, 0, 1, r->sp.top_p = (float)x);
-	NUM("top_k", 1, 0, 1 << 30, r->sp.top_k = (int)x);
-	NUM("min_p", 0, 0, 1, r->sp.min_p = (float)x);
-	NUM("seed", 1, -9007199254740992.0, 9007199254740992.0, r->sp.seed = (uint64_t)(int64_t)x);
+		NUM("max_completion_tokens", 1, 0, 1 << 30, r->gp.n_predict = (int)x);
+	NUM("temperature", 0, 0, 2, r->gp.temperature = (float)x);
+	NUM("top_p", 0, 0, 1, r->gp.top_p = (float)x);
+	NUM("top_k", 1, 0, 1 << 30, r->gp.top_k = (int)x);
+	NUM("min_p", 0, 0, 1, r->gp.min_p = (float)x);
+	NUM("seed", 1, -9007199254740992.0, 9007199254740992.0, r->gp.seed = (uint64_t)(int64_t)x);
 	NUM("n", 1, 1, 1, (void)x);
 #undef NUM
 	*param = "stream";
@@ -205,7 +280,7 @@ int serve_parse_request(const struct server *s, const char *body, size_t len, st
 		snprintf(msg, msz, "'ignore_eos' must be true or false");
 		goto out;
 	}
-	r->ignore_eos = json_is_true(v);
+	r->gp.ignore_eog = json_is_true(v);
 	*param = "stop";
 	if (parse_stop(json_object_get(req, "stop"), r, msg, msz))
 		goto out;
@@ -213,10 +288,8 @@ int serve_parse_request(const struct server *s, const char *body, size_t len, st
 		goto out;
 	/* chat text holds the template's special tokens; a completion prompt's
 	 * special-token text is parsed too, as ntx-run does */
-	if (ntx_tokenize(s->vocab, text, strlen(text), 1, 1, &r->tokens, &r->n_tokens, &err)) {
-		snprintf(msg, msz, "%s", err.msg);
+	if (tokenize(s, text, r, msg, msz))
 		goto out;
-	}
 	if (r->n_tokens == 0) {
 		snprintf(msg, msz, "the prompt is empty");
 		goto out;
@@ -236,6 +309,46 @@ out:
 
 /* ---- responses ---- */
 
+/* A copy of s[0..n) with each byte that is not part of a valid UTF-8
+ * sequence (RFC 3629: shortest form, no surrogates, at most U+10FFFF) as
+ * U+FFFD; malloc'ed, *m bytes. The worker's text is valid already (its
+ * detokenizers replace invalid bytes): this is the last guard before JSON. */
+static char *utf8_clean(const char *s, size_t n, size_t *m)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	char *out = malloc(n * 3 + 1), *o = out;
+	size_t i = 0;
+
+	if (!out)
+		return NULL;
+	while (i < n) {
+		unsigned c = u[i];
+		size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 :
+			   c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+		size_t j;
+		int ok = k > 0 && i + k <= n;
+
+		for (j = 1; ok && j < k; j++)
+			ok = (u[i + j] & 0xc0) == 0x80;
+		if (ok && k == 3)
+			ok = !(c == 0xe0 && u[i + 1] < 0xa0) && !(c == 0xed && u[i + 1] > 0x9f);
+		if (ok && k == 4)
+			ok = !(c == 0xf0 && u[i + 1] < 0x90) && !(c == 0xf4 && u[i + 1] > 0x8f);
+		if (ok) {
+			memcpy(o, s + i, k);
+			o += k;
+			i += k;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	*o = '\0';
+	*m = (size_t)(o - out);
+	return out;
+}
+
 static json_t *text_json(const char *s, size_t n)
 {
 	json_t *j = json_stringn(s ? s : "", s ? n : 0);
@@ -244,7 +357,7 @@ static json_t *text_json(const char *s, size_t n)
 
 	if (j)
 		return j;
-	v = ntx_utf8_sanitize(s, n, &m);
+	v = utf8_clean(s, n, &m);
 	j = v ? json_stringn(v, m) : NULL;
 	free(v);
 	return j;

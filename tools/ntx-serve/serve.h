@@ -1,11 +1,12 @@
-/* serve.h - ntx-serve: an OpenAI-compatible HTTP server over the engine.
+/* serve.h - ntx-serve: an OpenAI-compatible HTTP server over libntx's
+ * public API (ntx.h) only.
  *
  * Threads: libmicrohttpd runs one thread per connection (http.c); each
- * parses its request, renders and tokenizes the prompt, and queues it. One
- * worker thread (worker.c) owns the engine and the scheduler
- * (lib/engine/scheduler.c: continuous batching, prefix reuse): it admits
- * queued requests into free slots, steps, and appends each request's text
- * as tokens come. Connections wait on a condition variable for text or the
+ * parses its request, renders and tokenizes the prompt (ntx_lm_* calls are
+ * "any thread"), and queues it. One worker thread (worker.c) owns the
+ * context (ntx_ctx_*: one thread; batch requests give continuous batching
+ * and prefix reuse): it admits queued requests into free sequences, steps,
+ * and appends each request's text as tokens come. Connections wait on a condition variable for text or the
  * end; a connection whose client went away marks its request cancelled and
  * waits until the worker has let it go before freeing it. One mutex guards
  * the queue and every request's shared fields. */
@@ -18,15 +19,11 @@
 
 #include <jansson.h>
 
-#include "engine.h"
-#include "model.h"
-#include "plan.h"
-#include "sampler.h"
-#include "scheduler.h"
-#include "tokenizer.h"
+#include "ntx.h"
 
 #define PROG "ntx-serve"
 #define SERVE_MAX_STOP 4
+#define SERVE_MSG_MAX 512          /* a 400's message */
 
 struct serve_opts {
 	const char *model_path, *plan_path;
@@ -40,11 +37,10 @@ struct serve_opts {
 	int n_queue;                /* requests waiting for a slot before 503 */
 	int n_ctx;
 	int n_threads;
-	enum ntx_backend backend;
-	enum ntx_kv_type kv_type;
-	int kv_type_set;
-	int n_predict;              /* default max_tokens (-1: until EOG or the context) */
-	struct ntx_sampler_params sp;
+	enum ntx_backend_choice backend;
+	enum ntx_kv_cache kv_type;  /* NTX_KV_CACHE_DEFAULT: the plan's, else f16 */
+	struct ntx_gen_params gp;   /* defaults: sampling, n_predict (default
+				     * max_tokens, -1: until EOG or the context) */
 	size_t max_body, max_header;
 	double shutdown_s;          /* SIGTERM: how long in-flight requests may finish */
 	int quiet, verbose;
@@ -63,17 +59,17 @@ struct sreq {
 	int stream, include_usage;
 	int32_t *tokens;
 	int n_tokens;
-	int n_predict;
-	int ignore_eos;              /* extension (as llama.cpp's server) */
-	struct ntx_sampler_params sp;
+	struct ntx_gen_params gp;    /* sampling, n_predict, ignore_eog (the
+				      * extension "ignore_eos", as llama.cpp's
+				      * server) */
 	char *stop[SERVE_MAX_STOP];
 	int n_stop;
 	char id[48];
 	int64_t created;
 	struct server *srv;
 	/* worker only */
-	struct ntx_detok *dt;
-	int64_t sched_id;
+	struct ntx_detokenizer *dt;
+	int64_t ctx_id;
 	int cancel_sent, stop_hit;
 	/* shared */
 	enum sreq_state state;
@@ -90,25 +86,25 @@ struct sreq {
 
 struct server {
 	const struct serve_opts *o;
-	struct ntx_model *model;
-	struct ntx_vocab *vocab;
-	struct ntx_plan *plan;
-	struct ntx_engine *engine;
-	struct ntx_model *dmodel;   /* --draft: its model, vocabulary and engine */
-	struct ntx_vocab *dvocab;
-	struct ntx_engine *draft;
-	uint8_t *eog;
+	struct ntx_lm *lm;
+	struct ntx_lm *draft;       /* --draft */
+	struct ntx_placement *pl;
+	struct ntx_ctx *ctx;        /* the worker's once it runs */
+	char *model_path;           /* the plan's model (ntx_free) */
 	const char *model_name;
-	int n_ctx;
+	int n_ctx, n_slots;
+	enum ntx_backend_choice backend; /* in use: CPU or CUDA */
 	/* worker */
-	struct ntx_sched *sched;
 	pthread_t worker;
+	struct ntx_error *werr;     /* the worker's error object */
 	pthread_mutex_t mu;
 	pthread_cond_t work;        /* the worker: something to do */
 	pthread_cond_t progress;    /* connections: text, or a request ended */
 	struct sreq *q_head, *q_tail;
 	int n_queued;
 	struct sreq **running;      /* [n_slots] */
+	int64_t *cancel_ids;        /* [n_slots]: the worker's */
+	struct sreq **admit;        /* [n_slots]: the worker's */
 	int n_running;
 	int quit;                   /* the worker ends when nothing is left */
 	int draining;               /* SIGTERM: no new requests */
@@ -118,7 +114,8 @@ struct server {
 };
 
 /* worker.c */
-int serve_worker_start(struct server *s, struct ntx_err *err);
+/* 0, or -1 with a message in msg. */
+int serve_worker_start(struct server *s, char *msg, size_t msz);
 /* Queue r (owned by the caller until it is DONE). Returns 0, or -1 with
  * *status 503 (queue full, shutting down). */
 int serve_submit(struct server *s, struct sreq *r, int *status, const char **why);
@@ -135,7 +132,8 @@ size_t serve_safe_len(const char *text, size_t len, char *const *stop, int n);
 
 /* http.c */
 struct MHD_Daemon;
-struct MHD_Daemon *serve_http_start(struct server *s, struct ntx_err *err);
+/* NULL with a message in msg on failure. */
+struct MHD_Daemon *serve_http_start(struct server *s, char *msg, size_t msz);
 
 /* openai.c: requests and responses */
 /* Parse a request body into r (kind already set). Returns 0, or -1 with

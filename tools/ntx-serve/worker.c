@@ -1,8 +1,9 @@
-/* worker.c - the engine thread of ntx-serve: the queue, the scheduler and
- * the text of every request (see serve.h for the threads and the lock).
- * The worker never holds the mutex while it calls the scheduler: the
- * scheduler's callbacks take it. */
+/* worker.c - the engine thread of ntx-serve: the queue, the context's
+ * batch requests and the text of every request (see serve.h for the
+ * threads and the lock). The worker never holds the mutex while it calls
+ * the context: the requests' callbacks take it. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +19,7 @@ void serve_sreq_free(struct sreq *r)
 	free(r->tokens);
 	for (i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
-	ntx_detok_free(r->dt);
+	ntx_detokenizer_free(r->dt);
 	free(r->text);
 	free(r);
 }
@@ -88,18 +89,19 @@ static int check_stop(struct sreq *r, size_t old)
 	return 1;
 }
 
-static int on_token(void *user, int32_t tok)
+static int on_token(void *user, int32_t tok, const char *piece, size_t piece_len)
 {
 	struct sreq *r = user;
 	struct server *s = r->srv;
-	struct ntx_err err = { 0 };
 	const char *p = NULL;
 	size_t n = 0, old;
 	int stop;
 
-	if (s->eog[tok])
-		return 0; /* the scheduler stops; not part of the text */
-	if (ntx_detok_push(r->dt, tok, &p, &n, &err))
+	(void)piece;
+	(void)piece_len;
+	if (ntx_lm_is_eog(s->lm, tok))
+		return 0; /* the request stops (or, with ignore_eos, goes on); not text */
+	if (ntx_detokenizer_push(r->dt, tok, &p, &n, NULL))
 		n = 0;
 	pthread_mutex_lock(&s->mu);
 	old = r->len;
@@ -115,9 +117,9 @@ static int on_token(void *user, int32_t tok)
 
 static void remove_running(struct server *s, struct sreq *r)
 {
-	int i, n = ntx_sched_n_slots(s->sched);
+	int i;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < s->n_slots; i++) {
 		if (s->running[i] == r) {
 			s->running[i] = NULL;
 			s->n_running--;
@@ -125,15 +127,17 @@ static void remove_running(struct server *s, struct sreq *r)
 	}
 }
 
-static void on_done(void *user, const struct ntx_sched_result *res)
+static void on_done(void *user, int64_t id, const struct ntx_gen_result *res, const int32_t *gen)
 {
 	struct sreq *r = user;
 	struct server *s = r->srv;
 	const char *p = NULL;
 	size_t n = 0;
 
+	(void)id;
+	(void)gen;
 	if (!r->stop_hit)
-		ntx_detok_flush(r->dt, &p, &n);
+		ntx_detokenizer_flush(r->dt, &p, &n);
 	pthread_mutex_lock(&s->mu);
 	if (!r->stop_hit) {
 		size_t old = r->len;
@@ -147,9 +151,9 @@ static void on_done(void *user, const struct ntx_sched_result *res)
 	if (s->failing) {
 		snprintf(r->error, sizeof r->error, "%s", s->failing);
 		r->error_status = 500;
-	} else if (r->stop_hit || res->stop == NTX_STOP_EOG) {
+	} else if (r->stop_hit || res->finish == NTX_FINISH_EOG) {
 		r->finish = "stop";
-	} else if (res->stop == NTX_STOP_LENGTH || res->stop == NTX_STOP_CONTEXT) {
+	} else if (res->finish == NTX_FINISH_LENGTH || res->finish == NTX_FINISH_CONTEXT) {
 		r->finish = "length";
 	} else {
 		snprintf(r->error, sizeof r->error, "%s",
@@ -172,27 +176,72 @@ static void end_unrun(struct server *s, struct sreq *r, int status, const char *
 	pthread_cond_broadcast(&s->progress);
 }
 
+/* Start the requests just admitted (mutex not held). */
+static void start(struct server *s, struct sreq **admit, int n_a)
+{
+	struct ntx_error *err = s->werr;
+	int i;
+
+	for (i = 0; i < n_a; i++) {
+		struct sreq *r = admit[i];
+		struct ntx_request rq;
+		enum ntx_status st;
+
+		ntx_request_init(&rq);
+		rq.prompt = r->tokens;
+		rq.n_prompt = r->n_tokens;
+		rq.gen = &r->gp;
+		rq.on_token = on_token;
+		rq.on_done = on_done;
+		rq.user = r;
+		st = ntx_detokenizer_new(s->lm, NTX_DETOKENIZER_REPLACE_INVALID, &r->dt, err);
+		if (!st)
+			st = ntx_ctx_submit(s->ctx, &rq, &r->ctx_id, err);
+		if (st) {
+			pthread_mutex_lock(&s->mu);
+			remove_running(s, r);
+			end_unrun(s, r, st == NTX_STATUS_INVALID ? 400 : 500, ntx_error_message(err));
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+}
+
+/* An engine error: every request in flight fails with it (mutex not held). */
+static void fail_all(struct server *s)
+{
+	int n = 0, i;
+
+	pthread_mutex_lock(&s->mu);
+	for (i = 0; i < s->n_slots; i++)
+		if (s->running[i])
+			s->cancel_ids[n++] = s->running[i]->ctx_id;
+	pthread_mutex_unlock(&s->mu);
+	s->failing = ntx_error_message(s->werr);
+	for (i = 0; i < n; i++)
+		ntx_ctx_cancel(s->ctx, s->cancel_ids[i], NULL);
+	s->failing = NULL;
+}
+
 static void *worker_main(void *arg)
 {
 	struct server *s = arg;
-	int n_slots = ntx_sched_n_slots(s->sched), i;
-	int64_t *cancel_ids = malloc((size_t)n_slots * sizeof *cancel_ids);
-	struct sreq **admit = malloc((size_t)n_slots * sizeof *admit);
+	int64_t *cancel_ids = s->cancel_ids;
+	struct sreq **admit = s->admit;
+	int n_slots = s->n_slots, i;
 
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		int n_c = 0, n_a = 0;
-		struct ntx_err err = { 0 };
 
 		for (i = 0; i < n_slots; i++) {
 			struct sreq *r = s->running[i];
 
 			if (r && r->cancel && !r->cancel_sent) {
 				r->cancel_sent = 1;
-				cancel_ids[n_c++] = r->sched_id;
+				cancel_ids[n_c++] = r->ctx_id;
 			}
 		}
-		while (s->q_head && s->n_running < n_slots && cancel_ids && admit) {
+		while (s->q_head && s->n_running < n_slots) {
 			struct sreq *r = s->q_head;
 
 			s->q_head = r->next;
@@ -218,65 +267,37 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&s->mu);
-		for (i = 0; i < n_c; i++)
-			ntx_sched_cancel(s->sched, cancel_ids[i], NTX_STOP_CALLER);
-		for (i = 0; i < n_a; i++) {
-			struct sreq *r = admit[i];
-			struct ntx_sched_req sr;
-
-			memset(&sr, 0, sizeof sr);
-			sr.tokens = r->tokens;
-			sr.n_tokens = r->n_tokens;
-			sr.n_predict = r->n_predict;
-			sr.ignore_eog = r->ignore_eos;
-			sr.sp = r->sp;
-			sr.on_token = on_token;
-			sr.on_done = on_done;
-			sr.user = r;
-			r->dt = ntx_detok_new(s->vocab, NTX_DETOK_REPLACE_INVALID, &err);
-			if (r->dt)
-				r->sched_id = ntx_sched_submit(s->sched, &sr, &err);
-			if (!r->dt || r->sched_id < 0) {
-				pthread_mutex_lock(&s->mu);
-				remove_running(s, r);
-				end_unrun(s, r, err.code == NTX_EINVAL ? 400 : 500, err.msg);
-				pthread_mutex_unlock(&s->mu);
-			}
-		}
-		if (ntx_sched_n_active(s->sched) && ntx_sched_step(s->sched, &err)) {
-			/* an engine error: every request in flight fails with it */
-			s->failing = err.msg;
-			ntx_sched_cancel_all(s->sched, NTX_STOP_NONE);
-			s->failing = NULL;
-		}
+		for (i = 0; i < n_c; i++) /* on_done runs inside: finish "stopped" */
+			ntx_ctx_cancel(s->ctx, cancel_ids[i], NULL);
+		start(s, admit, n_a);
+		if (ntx_ctx_step(s->ctx, NULL, s->werr))
+			fail_all(s);
 		pthread_mutex_lock(&s->mu);
 	}
 	pthread_mutex_unlock(&s->mu);
-	free(cancel_ids);
-	free(admit);
 	return NULL;
 }
 
-int serve_worker_start(struct server *s, struct ntx_err *err)
+int serve_worker_start(struct server *s, char *msg, size_t msz)
 {
 	int rc;
 
-	s->sched = ntx_sched_new(s->engine, s->eog, err);
-	if (!s->sched)
+	s->werr = ntx_error_new();
+	s->running = calloc((size_t)s->n_slots, sizeof *s->running);
+	s->cancel_ids = malloc((size_t)s->n_slots * sizeof *s->cancel_ids);
+	s->admit = malloc((size_t)s->n_slots * sizeof *s->admit);
+	if (!s->werr || !s->running || !s->cancel_ids || !s->admit) {
+		snprintf(msg, msz, "out of memory");
 		return -1;
-	if ((s->draft || s->o->lookup) &&
-	    ntx_sched_set_spec(s->sched, s->draft, s->o->lookup,
-			       s->o->draft_k > 0 ? s->o->draft_k : 4, s->o->draft_k == 0, err))
-		return -1;
-	s->running = calloc((size_t)ntx_sched_n_slots(s->sched), sizeof *s->running);
-	if (!s->running)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	}
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->work, NULL);
 	pthread_cond_init(&s->progress, NULL);
 	rc = pthread_create(&s->worker, NULL, worker_main, s);
-	if (rc)
-		return ntx_err_errno(err, rc, "starting the worker thread");
+	if (rc) {
+		snprintf(msg, msz, "starting the worker thread: %s", strerror(rc));
+		return -1;
+	}
 	return 0;
 }
 
@@ -290,8 +311,7 @@ int serve_submit(struct server *s, struct sreq *r, int *status, const char **why
 		*status = 503;
 		*why = "the server is shutting down";
 		rc = -1;
-	} else if (s->n_queued >= s->o->n_queue &&
-		   s->n_running >= ntx_sched_n_slots(s->sched)) {
+	} else if (s->n_queued >= s->o->n_queue && s->n_running >= s->n_slots) {
 		*status = 503;
 		*why = "the server is busy: every slot is in use and the queue is full (--queue)";
 		rc = -1;
@@ -339,7 +359,7 @@ void serve_abandon(struct server *s, struct sreq *r)
 void serve_worker_stop(struct server *s, double timeout_s)
 {
 	struct timespec ts;
-	int i, n = ntx_sched_n_slots(s->sched);
+	int i, n = s->n_slots;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += (time_t)timeout_s;
