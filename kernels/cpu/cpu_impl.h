@@ -13,7 +13,7 @@
 
 /* Largest tile a tile kernel is asked for (rows x tokens). */
 #define NTX_TILE_R 4
-#define NTX_TILE_T 4
+#define NTX_TILE_T 16
 
 /* A tile kernel: for r < nr and t < nt,
  *   y[t * ldy + r] = dot(weight row r, activation row t)
