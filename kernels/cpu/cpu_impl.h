@@ -29,7 +29,7 @@ typedef void (*ntx_tile_fn)(int64_t n, const void *w, size_t wstride, int nr, co
 
 /* Upper bound of any ISA's prepared row (64-byte multiple), so that scratch
  * sizes do not depend on the ISA chosen at run time. */
-#define NTX_PREP_MAX(n) ((size_t)(2 * (n) + 256))
+#define NTX_PREP_MAX(n) ((size_t)(3 * (n) + 256))
 
 /* Group layouts (activations of NTX_GROUP_T tokens interleaved for a matrix
  * unit, quant_amx.c): upper bound of one group's bytes, any ISA. */

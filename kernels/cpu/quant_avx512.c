@@ -132,17 +132,19 @@ INLINE void row_float(uint32_t type, int64_t n, const void *w0, size_t ws, int R
  *   ext: Q4_0: per group of 4 blocks, 16 int32: lane 4b = -8 * sum of
  *              block b's quants, other lanes 0 (the dpbusd start value);
  *        Q4_K/Q5_K: per super-block 8 int16, the sums of each 32;
- *        Q6_K: per super-block 16 int32, lane L = -32 * the sum of
- *              sub-block KQ_SUB6[L] (the vpdpbusd start value).
+ *        Q6_K: per super-block the 16 bsums, then (ext6) per super-block
+ *              16 int32, lane L = -32 * the sum of sub-block KQ_SUB6[L]
+ *              (the multi-token kernel's vpdpbusd start value).
  * qs order: Q8_0: natural. Q4_0: per group of k <= 4 blocks, the first
  * halves (16 each) of the k blocks, then their second halves. K-quants: per
  * super-block the order of the unpacked weight registers (Q4_K/Q5_K
- * sub-blocks 0 2 1 3 4 6 5 7, how the nibbles unpack; Q6_K natural) with
- * kq_transpose applied: dword k of 128-bit lane q of 64-byte register e
- * moves to dword e of lane q of register k. */
+ * sub-blocks 0 2 1 3 4 6 5 7, how the nibbles unpack; Q6_K natural), and
+ * after them (at qt, for several tokens) the same with kq_transpose
+ * applied: dword k of 128-bit lane q of 64-byte register e moves to dword e
+ * of lane q of register k. */
 
 struct layout {
-	size_t d, ext, total;
+	size_t qt, d, ext, ext6, total;
 };
 
 static size_t al64(size_t v)
@@ -152,9 +154,11 @@ static size_t al64(size_t v)
 
 static struct layout layout_of(uint32_t wtype, int64_t n)
 {
-	struct layout L = { al64((size_t)n), 0, 0 };
+	const int kq = wtype == NTX_TYPE_Q4_K || wtype == NTX_TYPE_Q5_K || wtype == NTX_TYPE_Q6_K;
+	struct layout L = { al64((size_t)n), 0, 0, 0, 0 };
 	size_t nb = (size_t)n / (wtype == NTX_TYPE_Q4_0 || wtype == NTX_TYPE_Q8_0 ? NTX_QK : NTX_QK_K);
 
+	L.d = kq ? 2 * L.qt : L.qt;
 	L.ext = L.d + al64(nb * sizeof(float));
 	switch (wtype) {
 	case NTX_TYPE_Q8_0:
@@ -168,7 +172,8 @@ static struct layout layout_of(uint32_t wtype, int64_t n)
 		L.total = L.ext + al64(nb * 16);
 		break;
 	case NTX_TYPE_Q6_K:
-		L.total = L.ext + al64(nb * 64);
+		L.ext6 = L.ext + al64(nb * 32);
+		L.total = L.ext6 + nb * 64;
 		break;
 	default:
 		L.total = 0;
@@ -222,7 +227,8 @@ static void prepare(uint32_t wtype, const void *xq, void *xp, int64_t n)
 		int q6 = wtype == NTX_TYPE_Q6_K;
 
 		for (int64_t i = 0; i < n / NTX_QK_K; i++, b++) {
-			int8_t un[NTX_QK_K]; /* in register order */
+			int8_t *un = qs + NTX_QK_K * i, *tr = AT(int8_t, xp, L.qt) + NTX_QK_K * i;
+			int16_t *ext = AT(int16_t, xp, L.ext) + (q6 ? 16 : 8) * i;
 
 			d[i] = b->d;
 			for (int j = 0; j < 8; j++)
@@ -230,18 +236,11 @@ static void prepare(uint32_t wtype, const void *xq, void *xp, int64_t n)
 			for (int e = 0; e < 4; e++)
 				for (int q = 0; q < 4; q++)
 					for (int k = 0; k < 4; k++)
-						memcpy(qs + NTX_QK_K * i + 64 * k + 16 * q + 4 * e, un + 64 * e + 16 * q + 4 * k, 4);
-			if (q6) {
-				int32_t *ext = AT(int32_t, xp, L.ext) + 16 * i;
-
-				for (int l = 0; l < 16; l++)
-					ext[l] = -32 * b->bsums[sub6[l]];
-			} else {
-				int16_t *ext = AT(int16_t, xp, L.ext) + 8 * i;
-
-				for (int j = 0; j < 8; j++)
-					ext[j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
-			}
+						memcpy(tr + 64 * k + 16 * q + 4 * e, un + 64 * e + 16 * q + 4 * k, 4);
+			for (int j = 0; j < (q6 ? 16 : 8); j++)
+				ext[j] = q6 ? b->bsums[j] : (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+			for (int l = 0; q6 && l < 16; l++)
+				AT(int32_t, xp, L.ext6)[16 * i + l] = -32 * b->bsums[sub6[l]];
 		}
 	}
 }
@@ -470,7 +469,143 @@ INLINE void row_q8_0_canon(int64_t n, const void *w0, size_t ws, int R, const vo
 	}
 }
 
-/* ---- K-quant weights (Q4_K, Q5_K, Q6_K) ----
+/* ---- K-quant weights, one token ----
+ *
+ * A GEMV (memory-bound) keeps the unpacked values in register order, with
+ * no transposition: maddubs and vpdpwssd by int16 sub-block scales, the
+ * activations' qs in the same order; per token the integers of four blocks
+ * are reduced together and applied in one FMA pair on the four lanes a_k:
+ * the canonical steps, as the multi-token kernel below takes them. */
+
+/* One Q4_K / Q5_K super-block decoded for the maddubs + dpwssd dot: W[k]
+ * the unsigned values of sub-blocks (0,2) (1,3) (4,6) (5,7), S[k] their int16
+ * scales, m16 the 8 mins, d and dmin. */
+struct kblk {
+	__m512i W[4], S[4];
+	__m128i m16;
+	float d, dmin;
+};
+
+INLINE void k_block(int q5, const void *w, int64_t i, struct kblk *k)
+{
+	const __m512i sel[4] = { scale_sel(0, 2), scale_sel(1, 3), scale_sel(4, 6), scale_sel(5, 7) };
+	const struct ntx_block_q4_k *b4 = (const struct ntx_block_q4_k *)w + i;
+	const struct ntx_block_q5_k *b5 = (const struct ntx_block_q5_k *)w + i;
+	__m512i bsc;
+	uint64_t sc, mn;
+
+	PREFETCH(q5 ? (const void *)b5 : (const void *)b4, PF_DIST_Q4_K, q5 ? 176 : 144);
+	k->d = _cvtsh_ss(q5 ? b5->d : b4->d);
+	k->dmin = _cvtsh_ss(q5 ? b5->dmin : b4->dmin);
+	ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
+	bsc = _mm512_set1_epi64((long long)sc);
+	k->m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+	k_values(q5, q5 ? (const void *)b5 : (const void *)b4, k->W);
+	UNROLL for (int j = 0; j < 4; j++)
+		k->S[j] = _mm512_shuffle_epi8(bsc, sel[j]);
+}
+
+/* The block's exact integers against one token's prepared quants xq and
+ * sums ext: *s (16 lanes adding up to I), *mins (4 lanes adding up to M). */
+INLINE void k_dot(const struct kblk *k, const int8_t *xq, const __m128i *ext, __m512i *s, __m128i *mins)
+{
+	__m512i v = _mm512_setzero_si512();
+
+	UNROLL for (int j = 0; j < 4; j++)
+		v = _mm512_dpwssd_epi32(v, _mm512_maddubs_epi16(k->W[j], _mm512_load_si512(xq + 64 * j)), k->S[j]);
+	*s = v;
+	*mins = _mm_madd_epi16(k->m16, _mm_load_si128(ext));
+}
+
+/* [I0, I1, I2, I3] and [M0, M1, M2, M3] of four blocks from their k_dot
+ * results (16 and 4 lanes each), as floats: pairs of 256-bit halves, then
+ * pairs of 128-bit lanes, then the 4 lanes of each 128-bit lane. */
+INLINE void k_reduce4(const __m512i *s, const __m128i *m, __m128 *fi, __m128 *fm)
+{
+	__m512i p01 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[0], s[1], 0x44), _mm512_shuffle_i64x2(s[0], s[1], 0xEE));
+	__m512i p23 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[2], s[3], 0x44), _mm512_shuffle_i64x2(s[2], s[3], 0xEE));
+
+	*fi = lane_sums4(pair_halves(p01, p23));
+	if (m) /* Q6_K has no mins */
+		*fm = lane_sums4(_mm512_inserti32x4(
+			_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(m[0]), m[1], 1), m[2], 2), m[3], 3));
+}
+
+/* One Q6_K super-block decoded: W[c] the unsigned values (q6_k_unpack), S[c]
+ * the int16 sub-block scales per 128-bit lane, sc16 the 16 scales, d. */
+struct q6blk {
+	__m512i W[4], S[4];
+	__m256i sc16;
+	float d;
+};
+
+INLINE void q6_block(const void *w, int64_t i, struct q6blk *k)
+{
+	const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)w + i;
+	/* vpermw indices: scale 4c + lane for each 128-bit lane */
+	const __m512i lanes = _mm512_inserti64x4(
+		_mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(1), _mm_setzero_si128())),
+		_mm256_set_m128i(_mm_set1_epi16(3), _mm_set1_epi16(2)), 1);
+
+	PREFETCH(b, PF_DIST_Q6_K, 210);
+	k->sc16 = _mm256_cvtepi8_epi16(loadu128(b->scales));
+	k->d = _cvtsh_ss(b->d);
+	q6_k_unpack(b, k->W);
+	UNROLL for (int c = 0; c < 4; c++)
+		k->S[c] = _mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_set1_epi16((short)(4 * c)), lanes),
+						   _mm512_castsi256_si512(k->sc16));
+}
+
+/* The block's exact integer I = sum_j sc_j sum_{i in j} (q_i - 32) x_i,
+ * spread over 16 lanes, against one token's quants xq and 16 sums bs. */
+INLINE __m512i q6_dot(const struct q6blk *k, const int8_t *xq, const __m256i *bs)
+{
+	__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(k->sc16, _mm256_load_si256(bs)), 5);
+	__m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+
+	UNROLL for (int c = 0; c < 4; c++)
+		s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(k->W[c], _mm512_load_si512(xq + 64 * c)), k->S[c]);
+	return s;
+}
+
+/* Blocks i0 .. i0 + k4 - 1 (k4 <= 4) for the token of prepared row xr
+ * into the lanes of acc. */
+INLINE __m128 kq1_quad(int kind, const void *w, int64_t i0, int k4, const struct layout *L, const char *xr, __m128 acc)
+{
+	const __mmask8 live = (__mmask8)((1u << k4) - 1);
+	const __m128 x4 = _mm_maskz_loadu_ps(live, CAT(float, xr, L->d) + i0);
+	__m512i sv[4];
+	__m128i mv[4];
+	float d4[4] = { 0, 0, 0, 0 }, dm4[4] = { 0, 0, 0, 0 };
+	__m128 fi, fm;
+
+	UNROLL for (int k = 0; k < 4; k++) {
+		sv[k] = _mm512_setzero_si512();
+		mv[k] = _mm_setzero_si128();
+		if (k >= k4)
+			continue;
+		if (kind == 2) {
+			struct q6blk kb;
+
+			q6_block(w, i0 + k, &kb);
+			d4[k] = kb.d;
+			sv[k] = q6_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m256i, xr, L->ext) + i0 + k);
+		} else {
+			struct kblk kb;
+
+			k_block(kind, w, i0 + k, &kb);
+			d4[k] = kb.d, dm4[k] = kb.dmin;
+			k_dot(&kb, (const int8_t *)xr + NTX_QK_K * (i0 + k), CAT(__m128i, xr, L->ext) + i0 + k, &sv[k], &mv[k]);
+		}
+	}
+	k_reduce4(sv, kind == 2 ? NULL : mv, &fi, &fm);
+	acc = _mm_mask3_fmadd_ps(fi, _mm_mul_ps(x4, _mm_loadu_ps(d4)), acc, live);
+	if (kind != 2)
+		acc = _mm_mask3_fnmadd_ps(fm, _mm_mul_ps(x4, _mm_loadu_ps(dm4)), acc, live);
+	return acc;
+}
+
+/* ---- K-quant weights, several tokens ----
  *
  * The canonical arithmetic of cpu_impl.h for one weight row and up to
  * NTX_TILE_T tokens per pass, each super-block unpacked once for all of
@@ -496,8 +631,8 @@ INLINE void row_q8_0_canon(int64_t n, const void *w0, size_t ws, int R, const vo
  * (32-bit, then 64-bit unpacks: dword k is block k); lane 4t + k ends as I
  * of token t and block k, and M (mins times the activations' sub-block
  * sums, vpmaddwd) the same way. The float steps then update the lanes a_k
- * of four tokens in one register. A single token reduces its quad alone
- * (kq_quad1), on four lanes. */
+ * of four tokens in one register. Tokens past a multiple of four reduce
+ * their quads alone (kq_fin1), on four lanes. */
 
 /* T_k[q][e] = W_e[q][k] for the dwords of each 128-bit lane q. */
 INLINE void kq_transpose(__m512i W[4])
@@ -543,8 +678,8 @@ INLINE void kq_block(int kind, const void *w, int64_t i, struct kqblk *k, uint64
 /* Block i against the prepared row xr: 16 lanes adding up to I. */
 INLINE __m512i kq_dot(int kind, const struct kqblk *k, const char *xr, const struct layout *L, int64_t i)
 {
-	const int8_t *xq = (const int8_t *)xr + NTX_QK_K * i;
-	__m512i s = kind == 2 ? _mm512_load_si512(CAT(int32_t, xr, L->ext) + 16 * i) : _mm512_setzero_si512();
+	const int8_t *xq = CAT(int8_t, xr, L->qt) + NTX_QK_K * i;
+	__m512i s = kind == 2 ? _mm512_load_si512(CAT(int32_t, xr, L->ext6) + 16 * i) : _mm512_setzero_si512();
 
 	UNROLL for (int c = 0; c < 4; c++)
 		s = _mm512_dpbusd_epi32(s, k->T[c], _mm512_load_si512(xq + 64 * c));
@@ -607,62 +742,49 @@ INLINE void kq_d4(int kind, const void *w, int64_t b0, int k4, __m128 *d4, __m12
 	}
 }
 
-/* Blocks b0 .. b0 + k4 - 1 (k4 <= 4) for one token (prepared row xr) into
- * the four lanes of acc. */
-INLINE __m128 kq_quad1(int kind, const void *w, int64_t b0, int k4, const struct layout *L, const char *xr, __m128 acc)
+/* The float steps of one token (prepared row xr) for blocks b0 .. b0 + k4
+ * - 1 on the four lanes of acc, from s (128-bit lane k: block k's 4 parts
+ * of I) and (Q4_K/Q5_K) the blocks' mins m16 (8 int16 each). */
+INLINE __m128 kq_fin1(int kind, int64_t b0, int k4, const struct layout *L, const char *xr, __m512i s, __m512i m16,
+		      __m128 d4, __m128 dm4, __m128 acc)
 {
 	const __mmask8 live = (__mmask8)((1u << k4) - 1);
-	__m512i r[4], s, v;
-	uint64_t mn[4] = { 0, 0, 0, 0 };
-	__m128 d4, dm4, x4;
+	const __m128 x4 = _mm_maskz_loadu_ps(live, CAT(float, xr, L->d) + b0);
+	__m512i v;
 	__m256 f;
 
-	UNROLL for (int k = 0; k < 4; k++) {
-		struct kqblk kb;
-
-		r[k] = _mm512_setzero_si512();
-		if (k < k4) {
-			kq_block(kind, w, b0 + k, &kb, &mn[k]);
-			r[k] = kq_dot(kind, &kb, xr, L, b0 + k);
-		}
-	}
-	s = half128(half256(r[0], r[1]), half256(r[2], r[3])); /* 128-bit lane k: block k */
 	if (kind == 2) {
 		v = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
 		v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
 	} else {
-		__m512i m16 = _mm512_cvtepu8_epi16(_mm256_setr_epi64x((long long)mn[0], (long long)mn[1],
-								       (long long)mn[2], (long long)mn[3]));
-
 		v = half64(s, _mm512_madd_epi16(m16, _mm512_load_si512(CAT(int16_t, xr, L->ext) + 8 * b0)));
 		v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC)); /* [I, M, I, M] */
 	}
 	f = _mm256_cvtepi32_ps(_mm512_castsi512_si256(
 		_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), v)));
-	kq_d4(kind, w, b0, k4, &d4, &dm4);
-	x4 = _mm_maskz_loadu_ps(live, CAT(float, xr, L->d) + b0);
 	acc = _mm_mask3_fmadd_ps(_mm256_castps256_ps128(f), _mm_mul_ps(x4, d4), acc, live);
 	if (kind != 2)
 		acc = _mm_mask3_fnmadd_ps(_mm256_extractf128_ps(f, 1), _mm_mul_ps(x4, dm4), acc, live);
 	return acc;
 }
 
-/* Blocks b0 .. b0 + k4 - 1 (k4 <= 4) for NT tokens (2 .. NTX_TILE_T) into
- * acc[g], lane 4t + k: token 4g + t, lane a_k. */
+/* Blocks b0 .. b0 + k4 - 1 (k4 <= 4) for NT tokens (1 .. NTX_TILE_T): the
+ * first 4 * (NT / 4) in groups of four into acc[g] (lane 4t + k: token 4g +
+ * t, lane a_k), the NT % 4 others one by one into a1[t] (lane k: a_k). */
 INLINE void kq_quad(int kind, const void *w, int64_t b0, int k4, const struct layout *L, const void *x, size_t xs,
-		    int NT, __m512 *acc)
+		    int NT, __m512 *acc, __m128 *a1)
 {
 	enum { GM = NTX_TILE_T / 4 };
-	const int G = (NT + 3) / 4;
+	const int G = NT / 4, NS = NT % 4;
 	const __m512i zero = _mm512_setzero_si512();
 	const __mmask16 live = (__mmask16)(((1u << k4) - 1) * 0x1111u);
-	__m512i p[GM], h[GM], I[GM];
+	__m512i p[GM], h[GM], I[GM], sp[3], sh[3];
 	uint64_t mn[4] = { 0, 0, 0, 0 };
 	__m128 d4, dm4 = _mm_setzero_ps();
 	__m512i m16;
 
 	UNROLL for (int k = 0; k < 4; k++) {
-		__m512i q[GM];
+		__m512i q[GM], r1[3];
 
 		if (k < k4) {
 			struct kqblk kb;
@@ -672,13 +794,19 @@ INLINE void kq_quad(int kind, const void *w, int64_t b0, int k4, const struct la
 				__m512i r[4];
 
 				UNROLL for (int t = 0; t < 4; t++)
-					r[t] = 4 * g + t < NT ? kq_dot(kind, &kb, XROW(char, x, xs, 4 * g + t), L, b0 + k) : zero;
+					r[t] = kq_dot(kind, &kb, XROW(char, x, xs, 4 * g + t), L, b0 + k);
 				q[g] = half128(half256(r[0], r[1]), half256(r[2], r[3]));
 			}
+			UNROLL for (int t = 0; t < NS; t++)
+				r1[t] = kq_dot(kind, &kb, XROW(char, x, xs, 4 * G + t), L, b0 + k);
 		} else {
 			UNROLL for (int g = 0; g < G; g++)
 				q[g] = zero;
+			UNROLL for (int t = 0; t < NS; t++)
+				r1[t] = zero;
 		}
+		/* groups: tokens in 128-bit lanes, then blocks in dwords;
+		 * singles: blocks in 128-bit lanes */
 		UNROLL for (int g = 0; g < G; g++) {
 			if (k == 0 || k == 2)
 				p[g] = q[g];
@@ -686,6 +814,14 @@ INLINE void kq_quad(int kind, const void *w, int64_t b0, int k4, const struct la
 				h[g] = half64(p[g], q[g]);
 			else
 				I[g] = half32(h[g], half64(p[g], q[g]));
+		}
+		UNROLL for (int t = 0; t < NS; t++) {
+			if (k == 0 || k == 2)
+				sp[t] = r1[t];
+			else if (k == 1)
+				sh[t] = half256(sp[t], r1[t]);
+			else
+				sh[t] = half128(sh[t], half256(sp[t], r1[t]));
 		}
 	}
 	kq_d4(kind, w, b0, k4, &d4, &dm4);
@@ -698,12 +834,8 @@ INLINE void kq_quad(int kind, const void *w, int64_t b0, int k4, const struct la
 		UNROLL for (int t = 0; t < 4; t++) {
 			const char *xr = XROW(char, x, xs, 4 * g + t);
 
-			r[t] = zero;
-			if (4 * g + t < NT) {
-				dx = _mm512_insertf32x4(dx, _mm_load_ps(CAT(float, xr, L->d) + b0), t);
-				if (kind != 2)
-					r[t] = _mm512_madd_epi16(m16, _mm512_load_si512(CAT(int16_t, xr, L->ext) + 8 * b0));
-			}
+			dx = _mm512_insertf32x4(dx, _mm_load_ps(CAT(float, xr, L->d) + b0), t);
+			r[t] = kind == 2 ? zero : _mm512_madd_epi16(m16, _mm512_load_si512(CAT(int16_t, xr, L->ext) + 8 * b0));
 		}
 		acc[g] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(I[g]), _mm512_mul_ps(dx, _mm512_broadcast_f32x4(d4)),
 					       acc[g], live);
@@ -716,6 +848,8 @@ INLINE void kq_quad(int kind, const void *w, int64_t b0, int k4, const struct la
 							acc[g], live);
 		}
 	}
+	UNROLL for (int t = 0; t < NS; t++)
+		a1[t] = kq_fin1(kind, b0, k4, L, XROW(char, x, xs, 4 * G + t), sh[t], m16, d4, dm4, a1[t]);
 }
 
 /* One row (w) for NT tokens: out[t] = (a_0 + a_2) + (a_1 + a_3). */
@@ -723,28 +857,40 @@ INLINE void row_kq(int kind, int64_t n, const void *w, const void *x, size_t xs,
 {
 	const struct layout L = layout_of(kind == 2 ? NTX_TYPE_Q6_K : NTX_TYPE_Q4_K, n);
 	const int64_t nb = n / NTX_QK_K;
+	const int G = NT / 4, NS = NT % 4;
+	__m512 acc[NTX_TILE_T / 4];
+	__m128 a1[3];
+	_Alignas(64) float a[NTX_TILE_T * 4];
 
 	if (NT == 1) {
-		__m128 acc = _mm_setzero_ps(), h;
+		__m128 h = _mm_setzero_ps();
 
-		for (int64_t b0 = 0; b0 < nb; b0 += 4)
-			acc = kq_quad1(kind, w, b0, nb - b0 < 4 ? (int)(nb - b0) : 4, &L, x, acc);
-		h = _mm_add_ps(acc, _mm_movehl_ps(acc, acc)); /* (0+2), (1+3) */
+		int64_t b0 = 0;
+
+		for (; b0 + 4 <= nb; b0 += 4) /* k4 a constant: no masks */
+			h = kq1_quad(kind, w, b0, 4, &L, x, h);
+		if (b0 < nb)
+			h = kq1_quad(kind, w, b0, (int)(nb - b0), &L, x, h);
+		h = _mm_add_ps(h, _mm_movehl_ps(h, h)); /* (0+2), (1+3) */
 		out[0] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-	} else {
-		const int G = (NT + 3) / 4;
-		__m512 acc[NTX_TILE_T / 4];
-		_Alignas(64) float a[NTX_TILE_T * 4];
-
-		UNROLL for (int g = 0; g < G; g++)
-			acc[g] = _mm512_setzero_ps();
-		for (int64_t b0 = 0; b0 < nb; b0 += 4)
-			kq_quad(kind, w, b0, nb - b0 < 4 ? (int)(nb - b0) : 4, &L, x, xs, NT, acc);
-		UNROLL for (int g = 0; g < G; g++)
-			_mm512_store_ps(a + 16 * g, acc[g]);
-		for (int t = 0; t < NT; t++)
-			out[t] = (a[4 * t] + a[4 * t + 2]) + (a[4 * t + 1] + a[4 * t + 3]);
+		return;
 	}
+	UNROLL for (int g = 0; g < G; g++)
+		acc[g] = _mm512_setzero_ps();
+	UNROLL for (int t = 0; t < NS; t++)
+		a1[t] = _mm_setzero_ps();
+	int64_t b0 = 0;
+
+	for (; b0 + 4 <= nb; b0 += 4)
+		kq_quad(kind, w, b0, 4, &L, x, xs, NT, acc, a1);
+	if (b0 < nb)
+		kq_quad(kind, w, b0, (int)(nb - b0), &L, x, xs, NT, acc, a1);
+	UNROLL for (int g = 0; g < G; g++)
+		_mm512_store_ps(a + 16 * g, acc[g]);
+	UNROLL for (int t = 0; t < NS; t++)
+		_mm_store_ps(a + 16 * G + 4 * t, a1[t]);
+	for (int t = 0; t < NT; t++)
+		out[t] = (a[4 * t] + a[4 * t + 2]) + (a[4 * t + 1] + a[4 * t + 3]);
 }
 
 /* ---- tiles ---- */
