@@ -577,7 +577,7 @@ INLINE __m128 kq1_quad(int kind, const void *w, int64_t i0, int k4, const struct
 	__m512i sv[4];
 	__m128i mv[4];
 	float d4[4] = { 0, 0, 0, 0 }, dm4[4] = { 0, 0, 0, 0 };
-	__m128 fi, fm;
+	__m128 fi, fm = _mm_setzero_ps();
 
 	UNROLL for (int k = 0; k < 4; k++) {
 		sv[k] = _mm512_setzero_si512();
@@ -944,30 +944,44 @@ TILE(tile_q8_0, CALL_Q8_0)
 #define CALL_Q8_0_C(wr, R, xt, NT, out) row_q8_0_canon(n, wr, ws, R, xt, xs, NT, out)
 TILE(tile_q8_0_c, CALL_Q8_0_C)
 
-/* The K-quants: rows one by one, all nt tokens in one pass (row_kq), nt a
- * compile-time constant. */
-#define KQ_CASE(N)                                           \
-	case N:                                              \
-		row_kq(kind, n, wr, x, xs, N, out);          \
+/* The K-quants: rows one by one, the tokens in passes of row_kq, nt a
+ * compile-time constant: up to 11 in one pass (two groups of four and three
+ * single tokens: 9 = K + 1 of speculative decoding), 12 .. 16 as 8 and the
+ * rest (four groups in registers spill: one more unpacking is cheaper;
+ * Zen 4, one thread, Q6_K 16 tokens 1.04x -> 1.2x the old 4-token tiles). */
+#define KQ_CASE(N)                                      \
+	case N:                                         \
+		row_kq(kind, n, wr, xt, xs, N, out);    \
 		break;
-_Static_assert(NTX_TILE_T == 16, "the switch below covers 1 to 16 tokens");
+_Static_assert(NTX_TILE_T <= 16, "at most two passes of row_kq below");
 
 INLINE void tile_kq(int kind, int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs, int nt,
 		    float *y, int64_t ldy)
 {
-	for (int r = 0; r < nr; r++) {
-		const void *wr = (const char *)w + (size_t)r * ws;
-		float out[NTX_TILE_T];
+	if (nt == 1) { /* a GEMV: straight on */
+		for (int r = 0; r < nr; r++)
+			row_kq(kind, n, (const char *)w + (size_t)r * ws, x, xs, 1, y + r);
+		return;
+	}
+	for (int t0 = 0; t0 < nt;) {
+		const void *xt = (const char *)x + (size_t)t0 * xs;
+		const int m = nt - t0 >= 12 ? 8 : nt - t0;
 
-		switch (nt) {
-			KQ_CASE(1) KQ_CASE(2) KQ_CASE(3) KQ_CASE(4) KQ_CASE(5) KQ_CASE(6) KQ_CASE(7) KQ_CASE(8)
-			KQ_CASE(9) KQ_CASE(10) KQ_CASE(11) KQ_CASE(12) KQ_CASE(13) KQ_CASE(14) KQ_CASE(15)
-		default:
-			row_kq(kind, n, wr, x, xs, 16, out);
-			break;
+		for (int r = 0; r < nr; r++) {
+			const void *wr = (const char *)w + (size_t)r * ws;
+			float out[11];
+
+			switch (m) {
+				KQ_CASE(1) KQ_CASE(2) KQ_CASE(3) KQ_CASE(4) KQ_CASE(5)
+				KQ_CASE(6) KQ_CASE(7) KQ_CASE(8) KQ_CASE(9) KQ_CASE(10)
+			default:
+				row_kq(kind, n, wr, xt, xs, 11, out);
+				break;
+			}
+			for (int t = 0; t < m; t++)
+				y[(t0 + t) * ldy + r] = out[t];
 		}
-		for (int t = 0; t < nt; t++)
-			y[t * ldy + r] = out[t];
+		t0 += m;
 	}
 }
 
