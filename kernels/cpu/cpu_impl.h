@@ -89,7 +89,8 @@ extern const struct ntx_cpu_isa ntx_cpu_isa_amx;
  * Q6_K: I_b = sum_j sc_j sum_{i in j} (q_i - 32) x_i over its 16 sub-blocks
  * of 16, and no M_b step; Q8_0: blocks of 32, I_b = sum_i q_i x_i, d_b the
  * weights' fp16 d, dx_b the activations' (Q8_0), no M_b step. The result is
- * (a_0 + a_2) + (a_1 + a_3). */
+ * (a_0 + a_2) + (a_1 + a_3). The avx512 ISA's own K-quant tiles are these
+ * (its Q8_0 tile is not). */
 ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype);
 
 /* The CPU can run AMX-INT8 tiles and this process may use them (asks the

@@ -10,10 +10,17 @@
  *   Q8_0: vpdpbusd on |w| and sign(w) * x, 2 blocks per register;
  *   Q4_0: vpdpbusd on the unsigned nibbles, 4 blocks per register, with the
  *         -8 * sum(x) offset as the accumulator's starting value;
- *   Q4_K/Q5_K/Q6_K: maddubs (u8 x s8 -> s16 pairs), then vpdpwssd with the
- *         int16 sub-block scales; mins and the Q6_K offset through sums of x.
+ *   Q4_K/Q5_K/Q6_K, one token: maddubs (u8 x s8 -> s16 pairs), then
+ *         vpdpwssd with the int16 sub-block scales; mins and the Q6_K offset
+ *         through sums of x;
+ *   Q4_K/Q5_K/Q6_K, several tokens: the values transposed so that each
+ *         int32 lane holds one sub-block, vpdpbusd, one scale multiply, and
+ *         four blocks x four tokens reduced together (see "K-quant weights,
+ *         several tokens").
  * Every integer is exact; only the float accumulation order differs from the
- * reference. */
+ * reference. The K-quants (and ntx_avx512_tile_canon's Q8_0) follow the
+ * canonical order of cpu_impl.h at every token count, so that a token gets
+ * the same bits alone, in any batch, and under the AMX ISA. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
