@@ -13,7 +13,7 @@
 
 /* Largest tile a tile kernel is asked for (rows x tokens). */
 #define NTX_TILE_R 4
-#define NTX_TILE_T 4
+#define NTX_TILE_T 16
 
 /* A tile kernel: for r < nr and t < nt,
  *   y[t * ldy + r] = dot(weight row r, activation row t)
@@ -29,7 +29,7 @@ typedef void (*ntx_tile_fn)(int64_t n, const void *w, size_t wstride, int nr, co
 
 /* Upper bound of any ISA's prepared row (64-byte multiple), so that scratch
  * sizes do not depend on the ISA chosen at run time. */
-#define NTX_PREP_MAX(n) ((size_t)(2 * (n) + 256))
+#define NTX_PREP_MAX(n) ((size_t)(3 * (n) + 256))
 
 /* Group layouts (activations of NTX_GROUP_T tokens interleaved for a matrix
  * unit, quant_amx.c): upper bound of one group's bytes, any ISA. */
@@ -89,7 +89,8 @@ extern const struct ntx_cpu_isa ntx_cpu_isa_amx;
  * Q6_K: I_b = sum_j sc_j sum_{i in j} (q_i - 32) x_i over its 16 sub-blocks
  * of 16, and no M_b step; Q8_0: blocks of 32, I_b = sum_i q_i x_i, d_b the
  * weights' fp16 d, dx_b the activations' (Q8_0), no M_b step. The result is
- * (a_0 + a_2) + (a_1 + a_3). */
+ * (a_0 + a_2) + (a_1 + a_3). The avx512 ISA's own K-quant tiles are these
+ * (its Q8_0 tile is not). */
 ntx_tile_fn ntx_avx512_tile_canon(uint32_t wtype);
 
 /* The CPU can run AMX-INT8 tiles and this process may use them (asks the

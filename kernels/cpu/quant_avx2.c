@@ -13,6 +13,9 @@
 
 #include "cpu_impl.h"
 
+/* Tokens per pass of a row kernel (a tile call loops over groups). */
+#define TOK_GROUP 4
+
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 4")
 
@@ -341,7 +344,7 @@ INLINE float load1_f(uint32_t type, const void *w, int64_t i)
 
 INLINE void row_float(uint32_t type, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
-	__m256 a0[NTX_TILE_T], a1[NTX_TILE_T];
+	__m256 a0[TOK_GROUP], a1[TOK_GROUP];
 	int64_t i = 0;
 
 	UNROLL for (int t = 0; t < NT; t++)
@@ -385,7 +388,7 @@ INLINE void row_q8(int q4, int64_t n, const void *w, const void *x, size_t xs, i
 {
 	const struct ntx_block_q4_0 *w4 = w;
 	const struct ntx_block_q8_0 *w8 = w;
-	__m256 acc[NTX_TILE_T];
+	__m256 acc[TOK_GROUP];
 	int64_t nb = n / NTX_QK;
 
 	UNROLL for (int t = 0; t < NT; t++)
@@ -411,7 +414,7 @@ INLINE void row_q8(int q4, int64_t n, const void *w, const void *x, size_t xs, i
 INLINE void row_q4_k(int q5, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-	__m256 acc[NTX_TILE_T], accm[NTX_TILE_T];
+	__m256 acc[TOK_GROUP], accm[TOK_GROUP];
 	int64_t nb = n / NTX_QK_K;
 
 	UNROLL for (int t = 0; t < NT; t++)
@@ -422,7 +425,7 @@ INLINE void row_q4_k(int q5, int64_t n, const void *w, const void *x, size_t xs,
 		const uint8_t *qs = q5 ? b5->qs : b4->qs;
 		float d = fp16(q5 ? b5->d : b4->d), dmin = fp16(q5 ? b5->dmin : b4->dmin);
 		__m256i h = q5 ? loadu256(b5->qh) : _mm256_setzero_si256();
-		__m256i isum[NTX_TILE_T], sc16, mdup;
+		__m256i isum[TOK_GROUP], sc16, mdup;
 		uint64_t sc, mn;
 
 		ntx_k_scales8(q5 ? b5->scales : b4->scales, &sc, &mn);
@@ -470,7 +473,7 @@ INLINE void row_q4_k(int q5, int64_t n, const void *w, const void *x, size_t xs,
  * madd, and -32 * sum(sc * bsums) for the offset. */
 INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
-	__m256 acc[NTX_TILE_T];
+	__m256 acc[TOK_GROUP];
 	int64_t nb = n / NTX_QK_K;
 
 	UNROLL for (int t = 0; t < NT; t++)
@@ -478,7 +481,7 @@ INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT,
 	for (int64_t i = 0; i < nb; i++) {
 		const struct ntx_block_q6_k *b = (const struct ntx_block_q6_k *)w + i;
 		__m128i sc8 = loadu128(b->scales);
-		__m256i sc16 = _mm256_cvtepi8_epi16(sc8), isum[NTX_TILE_T];
+		__m256i sc16 = _mm256_cvtepi8_epi16(sc8), isum[TOK_GROUP];
 		float d = fp16(b->d);
 
 		UNROLL for (int t = 0; t < NT; t++) {
@@ -518,8 +521,8 @@ INLINE void row_q6_k(int64_t n, const void *w, const void *x, size_t xs, int NT,
 /* ---- tiles ---- */
 
 /* Expand a row kernel into a tile kernel: rows one by one, tokens in groups
- * of up to NTX_TILE_T with the group size a compile-time constant. */
-_Static_assert(NTX_TILE_T == 4, "the tile switch below covers groups of 1 to 4 tokens");
+ * of up to TOK_GROUP with the group size a compile-time constant. */
+_Static_assert(TOK_GROUP == 4, "the tile switch below covers groups of 1 to 4 tokens");
 
 #define TILE(name, call)                                                                          \
 	static void name(int64_t n, const void *w, size_t ws, int nr, const void *x, size_t xs,   \
@@ -527,10 +530,10 @@ _Static_assert(NTX_TILE_T == 4, "the tile switch below covers groups of 1 to 4 t
 	{                                                                                         \
 		for (int r = 0; r < nr; r++) {                                                    \
 			const void *wr = (const char *)w + (size_t)r * ws;                        \
-			for (int t0 = 0; t0 < nt; t0 += NTX_TILE_T) {                             \
+			for (int t0 = 0; t0 < nt; t0 += TOK_GROUP) {                             \
 				const void *xt = (const char *)x + (size_t)t0 * xs;               \
-				int k = nt - t0 < NTX_TILE_T ? nt - t0 : NTX_TILE_T;              \
-				float out[NTX_TILE_T];                                            \
+				int k = nt - t0 < TOK_GROUP ? nt - t0 : TOK_GROUP;              \
+				float out[TOK_GROUP];                                            \
 				switch (k) {                                                      \
 				case 1: call(wr, xt, 1, out); break;                              \
 				case 2: call(wr, xt, 2, out); break;                              \

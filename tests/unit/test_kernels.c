@@ -467,7 +467,7 @@ static int check_matmul(struct ntx_pool *pool, uint32_t t, int64_t n_in, int64_t
 
 static void test_matmul(const char *isa)
 {
-	static const int64_t toks[] = { 1, 3, 17 };
+	static const int64_t toks[] = { 1, 3, 9, 17 };
 	struct ntx_pool *pool = ntx_pool_new(2, NULL);
 
 	for (int ti = 0; ti < N_TYPES; ti++) {
@@ -476,11 +476,11 @@ static void test_matmul(const char *isa)
 		double worst = 0, e;
 		int ok = 1;
 
-		for (size_t k = 0; k < 3; k++) {
+		for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
 			ok &= check_matmul(pool, t, n_in, 77, toks[k], 0, &e);
 			worst = worse(worst, e);
 		}
-		t_ok(ok, "%s %s matmul (2 threads, 77 x %lld, n_tok 1/3/17) vs ref dots: NMSE %.3g",
+		t_ok(ok, "%s %s matmul (2 threads, 77 x %lld, n_tok 1/3/9/17) vs ref dots: NMSE %.3g",
 		     isa, ntx_type_name(t), (long long)n_in, worst);
 	}
 	ntx_pool_free(pool);
@@ -517,6 +517,36 @@ static long batch_diffs(struct ntx_pool *pool, uint32_t t, int64_t n_in, int64_t
 	return bad;
 }
 
+/* Every token count a tile pass can take (1 .. 16: groups of four, single
+ * tokens, two passes), each token against itself alone: the n_tok of
+ * speculative verification (K + 1 = 9) included. */
+static long count_diffs(struct ntx_pool *pool, uint32_t t, int64_t n_in, int64_t n_out)
+{
+	enum { NT = 16 };
+	size_t rb = row_bytes(t, n_in);
+	struct ntx_wmat w = { t, n_in, n_out, rb, NULL };
+	unsigned char *wd = malloc(rb * (size_t)n_out);
+	float *x = malloc((size_t)(n_in * NT) * 4), *y = malloc((size_t)(n_out * NT) * 4);
+	float *y1 = malloc((size_t)(n_out * NT) * 4);
+	void *scratch = malloc(ntx_matmul_scratch_bytes(&w, NT) + 1);
+	long bad = 0;
+
+	for (int64_t r = 0; r < n_out; r++)
+		random_row(t, wd + rb * r, n_in);
+	w.data = wd;
+	for (int64_t i = 0; i < n_in * NT; i++)
+		x[i] = rng_gauss();
+	for (int64_t k = 0; k < NT; k++)
+		ntx_cpu_matmul(pool, &w, x + k * n_in, 1, y1 + k * n_out, scratch);
+	for (int64_t nt = 2; nt <= NT; nt++) {
+		ntx_cpu_matmul(pool, &w, x, nt, y, scratch);
+		for (int64_t k = 0; k < nt; k++)
+			bad += memcmp(y1 + k * n_out, y + k * n_out, (size_t)n_out * 4) != 0;
+	}
+	free(wd), free(x), free(y), free(y1), free(scratch);
+	return bad;
+}
+
 static void test_batch_invariance(const char *isa)
 {
 	struct ntx_pool *pool = ntx_pool_new(2, NULL);
@@ -531,6 +561,9 @@ static void test_batch_invariance(const char *isa)
 
 		t_ok(bad == 0,
 		     "%s %s matmul batch invariance: tokens of a 70-token product == alone and in 5, n_in %lld and %lld (%ld differ)",
+		     isa, ntx_type_name(t), (long long)n_in, (long long)n_odd, bad);
+		bad = count_diffs(pool, t, n_in, 37) + count_diffs(pool, t, n_odd, 5);
+		t_ok(bad == 0, "%s %s matmul batch invariance: every token of n_tok 2..16 == alone, n_in %lld and %lld (%ld differ)",
 		     isa, ntx_type_name(t), (long long)n_in, (long long)n_odd, bad);
 	}
 	ntx_pool_free(pool);
