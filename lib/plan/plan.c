@@ -433,16 +433,27 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 			      (p->hw.gpu_gbps * 1e9) : 0;
 	t_link = (double)(ram_gpu + disk_gpu) / (p->hw.h2d_gbps * 1e9);
 	t_disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
-	cpu_s_per_byte = 1.0 / (p->hw.cpu_gbps * 1e9);
-	if (n_seq > 1 && p->hw.cpu_batch_gbps > 0 &&
-	    n_seq / (p->hw.cpu_batch_gbps * 1e9) > cpu_s_per_byte)
-		cpu_s_per_byte = n_seq / (p->hw.cpu_batch_gbps * 1e9);
-	if (ram_gpu + disk_gpu > 0) { /* host shared with the transfers */
-		/* and a CPU layer longer than the ring's lead (ring_slots
-		 * streamed layers copied ahead) stalls the copy engine */
+	{
+		/* memory-bound for one token, compute-bound with a batch; the
+		 * copies to the GPU share the host's memory (halving the first)
+		 * much more than its cores (the second) */
+		int shared = ram_gpu + disk_gpu > 0;
+		double mem = 1.0 / (p->hw.cpu_gbps * 1e9 * (shared ? NTX_PLAN_CPU_SHARED : 1));
+
+		cpu_s_per_byte = mem;
+		if (n_seq > 1 && p->hw.cpu_batch_gbps > 0) {
+			double batch = n_seq / (p->hw.cpu_batch_gbps * 1e9 *
+						(shared ? NTX_PLAN_CPU_BATCH_SHARED : 1));
+
+			if (batch > cpu_s_per_byte)
+				cpu_s_per_byte = batch;
+		}
+	}
+	if (ram_gpu + disk_gpu > 0) {
+		/* a CPU layer longer than the ring's lead (ring_slots streamed
+		 * layers copied ahead) stalls the copy engine */
 		double lead = p->ring_slots * (double)max_stream / (p->hw.h2d_gbps * 1e9);
 
-		cpu_s_per_byte /= NTX_PLAN_CPU_SHARED;
 		for (l = 0; l < pm->n_layer; l++) {
 			const struct ntx_plan_layer *L = &p->layers[l];
 			double tl = (double)L->bytes * cpu_s_per_byte;

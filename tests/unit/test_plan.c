@@ -478,6 +478,18 @@ static void test_bandwidth_balance(void)
 		     c3);
 		t_ok(g5->hw.cpu_batch_gbps == 640 && g5->hw.cpu_batch_src == NTX_SRC_OVERRIDE,
 		     "batched CPU rate recorded as an override");
+		/* beside the copies to the GPU the one-token rate is halved
+		 * (shared memory), the batched one only slightly (cores) */
+		{
+			double mem = 1 / (40e9 * NTX_PLAN_CPU_SHARED),
+			       bat = 16 / (640e9 * NTX_PLAN_CPU_BATCH_SHARED),
+			       want = (double)g5->bytes_cpu * (mem > bat ? mem : bat) * 1e3;
+
+			t_ok(g5->bytes_h2d_ram > 0 && g5->bytes_cpu > 0 &&
+				     fabs(g5->t_cpu_ms - want) <= 1e-5 * want,
+			     "CPU time beside streaming: max(1 / (cpu x %.2g), n / (batch x %.2g)): %.6g ms (want %.6g)",
+			     NTX_PLAN_CPU_SHARED, NTX_PLAN_CPU_BATCH_SHARED, g5->t_cpu_ms, want);
+		}
 	}
 	ntx_plan_free(g3);
 	ntx_plan_free(g5);
