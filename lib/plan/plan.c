@@ -803,7 +803,7 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 	int best_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
 	uint64_t kv_all, fixed;
 	int l, k, kmin, kmax, n_act = 0, *prio = NULL;
-	char a[32], b[32], c[32], d[32], e[32], f[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
 
 	*out = NULL;
 	if (validate_inputs(pm, o, err))
@@ -959,11 +959,20 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 					    p->n_seq, sz(res, b), sz(p->vram_budget, c),
 					    sz(fixed - p->vram_budget, d),
 					    p->kv_type == NTX_KV_F32 ? ", use --kv-type f16" : "");
+			else if (p->draft_vram_bytes >= ws && p->draft_vram_bytes >= mg &&
+				 p->draft_vram_bytes >= ot)
+				ntx_err_set(err, NTX_ENOFIT,
+					    "does not fit: the --draft model (%s: weights, KV cache and workspace) + reserves (%s)%s%s exceed the VRAM budget (%s) by %s; give a larger --vram-budget or a smaller draft",
+					    sz(p->draft_vram_bytes, a), sz(res - p->draft_vram_bytes, b),
+					    kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
+					    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f));
 			else /* name the largest part and what changes it */
 				ntx_err_set(err, NTX_ENOFIT,
-					    "does not fit: reserves (margin %s%s + workspace %s + other tensors %s)%s%s exceed the VRAM budget (%s) by %s; %s",
+					    "does not fit: reserves (margin %s%s + workspace %s + other tensors %s%s%s)%s%s exceed the VRAM budget (%s) by %s; %s",
 					    sz(mg, a), o->reserve >= 0 ? " from --reserve" : " (the --reserve default)",
-					    sz(ws, b), sz(ot, c), kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
+					    sz(ws, b), sz(ot, c), p->draft_vram_bytes ? " + --draft model " : "",
+					    p->draft_vram_bytes ? sz(p->draft_vram_bytes, g) : "",
+					    kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
 					    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f),
 					    mg >= ws && mg >= ot ? "lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" :
 					    ws >= ot ? "lower --ubatch or --ctx" :

@@ -196,3 +196,18 @@ spec_same() {
 	[ -n "$(texts_of "$D/rs1.jsonl")" ]
 	[ "$(texts_of "$D/rs1.jsonl")" = "$(texts_of "$D/rs2.jsonl")" ]
 }
+
+@test "ntx-plan --draft: the draft's VRAM in the plan, K in the explain line; a budget too small names the draft (exit 3)" {
+	need_fixtures
+	run --separate-stderr "$NTX_BIN/ntx-plan" "$Q" --vram-budget 200M --ram-budget 6M --reserve 0 -c 1024 \
+		--draft "$DQ" --draft-k 4 --explain -o "$D/dp.json"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"draft $DQ: "*" VRAM, "*"passes of 5 tokens (K = 4)"* ]]
+	grep -q '"draft"' "$D/dp.json"
+	run --separate-stderr "$NTX_BIN/ntx-plan" "$Q" --vram-budget 98M --ram-budget 6M --reserve 0 -c 1024 \
+		--draft "$DQ" -o "$D/dp2.json"
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == "ntx-plan: does not fit: "*"--draft model "*"exceed the VRAM budget (98.00 MiB)"* ]]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	[ ! -e "$D/dp2.json" ]
+}
