@@ -16,6 +16,8 @@
  *   plans and packs       placements planned from parameters (struct
  *                         ntx_model_desc), checked and explained; pack
  *                         files written and verified (struct ntx_packfile)
+ *   ntx-run's calls (0.4) vocabulary-only models, token id and layer
+ *                         lists
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -44,7 +46,7 @@ extern "C" {
 /* ---- version ---- */
 
 #define NTX_VERSION_MAJOR 0
-#define NTX_VERSION_MINOR 3
+#define NTX_VERSION_MINOR 4
 #define NTX_VERSION_PATCH 0
 /* The header's version as one number: 0x00MMmmpp. */
 #define NTX_VERSION_NUMBER \
@@ -207,6 +209,10 @@ struct ntx_placement_info {
 	int n_gpu_exec, n_cpu_exec;           /* layers per executor */
 	int n_ctx, n_seq;                     /* what its reserves were made for */
 	double predicted_tok_per_s;
+	/* 0.4: */
+	int kv_cache;                         /* enum ntx_kv_cache (declared below):
+					       * the KV cache type its reserves
+					       * counted, F16 or F32 */
 };
 /* Any thread. */
 enum ntx_status ntx_placement_info(const struct ntx_placement *pl,
@@ -778,6 +784,26 @@ enum ntx_status ntx_packfile_check(const struct ntx_packfile *pf, const struct n
 enum ntx_status ntx_packfile_verify(struct ntx_packfile *pf, const struct ntx_lm *lm,
 				    const struct ntx_packfile_params *p,
 				    struct ntx_packfile_stats *st, struct ntx_error *err);
+
+/* ---- ntx-run's calls (0.4) ---- */
+
+/* ntx_lm_open for tokenizing only: a GGUF without tensors (a vocabulary-
+ * only file) is accepted too; such an lm tokenizes, detokenizes and formats
+ * chats, and ntx_ctx_new refuses it (NTX_STATUS_INVALID). A file with
+ * tensors is checked as ntx_lm_open checks it. */
+enum ntx_status ntx_lm_open_vocab(const char *path, struct ntx_lm **out, struct ntx_error *err);
+
+/* A list of token ids separated by spaces, commas or newlines ("1 403
+ * 407"), each in [0, max]: *ids (freed with ntx_free; NULL when *n is 0),
+ * *n of them. NTX_STATUS_INVALID with a message naming the value and the
+ * limit. Any thread. */
+enum ntx_status ntx_arg_ids(const char *s, int32_t max, int32_t **ids, int *n,
+			    struct ntx_error *err);
+/* A layer set ("3,5,10-12"), each layer below n_layer: *layers sorted and
+ * unique (freed with ntx_free), *n of them. NTX_STATUS_INVALID as
+ * ntx_arg_ids. Any thread. */
+enum ntx_status ntx_arg_layers(const char *s, int n_layer, int **layers, int *n,
+			       struct ntx_error *err);
 
 #ifdef __cplusplus
 }

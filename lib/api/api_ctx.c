@@ -160,6 +160,9 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 		return ntx_api_set(e, NTX_STATUS_INVALID,
 				   "ntx_ctx_params: n_ctx %d, n_seq %d, n_threads %d, gpu_index %d: expected 0 or more",
 				   x.n_ctx, x.n_seq, x.n_threads, x.gpu_index);
+	if (lm->m->gguf->n_tensors == 0) /* ntx_lm_open_vocab */
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "%s: file has no tensors (a vocabulary-only file?)", lm->m->gguf->path);
 	if (plan && ntx_plan_check_model(plan, lm->m, &ie))
 		return ntx_api_fail(e, &ie);
 	c = calloc(1, sizeof *c);

@@ -821,7 +821,8 @@ int main(void)
 		st = pl ? ntx_placement_info(pl, &pi, err) : NTX_STATUS_INVALID;
 		t_ok(st == NTX_OK &&
 			     pi.n_layer == info.n_layer && pi.n_ram == info.n_layer &&
-			     pi.n_vram == 0 && pi.n_cpu_exec == info.n_layer && pi.n_ctx == 128,
+			     pi.n_vram == 0 && pi.n_cpu_exec == info.n_layer && pi.n_ctx == 128 &&
+			     pi.kv_cache == NTX_KV_CACHE_F16,
 		     "placement: %d of %d layers in RAM, computed on the CPU", pi.n_ram,
 		     pi.n_layer);
 		t_ok(pl && ntx_placement_to_json(pl, &json, err) == NTX_OK && json &&
@@ -1086,6 +1087,76 @@ int main(void)
 		t_ok(st == NTX_OK && got.n == ref.n,
 		     "an f32 KV cache generates %d tokens: %s", got.n, msg(st, err));
 		ntx_ctx_free(c3);
+	}
+
+	/* 0.4: ntx-run's lists */
+	{
+		int32_t *li = NULL;
+		int *ll = NULL, nl = -1;
+
+		t_ok(ntx_arg_ids("1 403,407\n", 1000, &li, &nl, err) == NTX_OK && nl == 3 &&
+			     li[0] == 1 && li[1] == 403 && li[2] == 407,
+		     "ntx_arg_ids: 3 ids");
+		ntx_free(li);
+		li = (int32_t *)1;
+		t_ok(ntx_arg_ids("1 1001", 1000, &li, &nl, err) == NTX_STATUS_INVALID && !li &&
+			     nl == 0 && !strcmp(ntx_error_message(err),
+						"token id 1001 is out of range [0, 1000]"),
+		     "ntx_arg_ids: 1001 > 1000: '%s'", ntx_error_message(err));
+		t_ok(ntx_arg_ids("  ", 10, &li, &nl, err) == NTX_OK && nl == 0 && !li &&
+			     ntx_arg_ids("x", 10, &li, &nl, err) == NTX_STATUS_INVALID &&
+			     ntx_arg_ids(NULL, 10, &li, &nl, err) == NTX_STATUS_INVALID,
+		     "ntx_arg_ids: empty, 'x', NULL");
+		t_ok(ntx_arg_layers("5,1-3,2", 8, &ll, &nl, err) == NTX_OK && nl == 4 &&
+			     ll[0] == 1 && ll[1] == 2 && ll[2] == 3 && ll[3] == 5,
+		     "ntx_arg_layers: 5,1-3,2 -> 1 2 3 5");
+		ntx_free(ll);
+		ll = (int *)1;
+		t_ok(ntx_arg_layers("3-9", 8, &ll, &nl, err) == NTX_STATUS_INVALID && !ll &&
+			     !strcmp(ntx_error_message(err), "layer range 3-9 is out of range [0, 7]"),
+		     "ntx_arg_layers: 3-9 of 8: '%s'", ntx_error_message(err));
+		t_ok(ntx_arg_layers("4-2", 8, &ll, &nl, err) == NTX_STATUS_INVALID &&
+			     ntx_arg_layers("1", 0, &ll, &nl, err) == NTX_STATUS_INVALID,
+		     "ntx_arg_layers: reversed, no layers");
+	}
+
+	/* 0.4: a vocabulary-only file tokenizes; contexts refuse it */
+	{
+		const char *fx = getenv("NTX_FIXTURES");
+		struct ntx_lm *vl = NULL, *bad = (struct ntx_lm *)1;
+		struct ntx_ctx *vc = NULL;
+		char vpath[512];
+		int32_t vids[8];
+		int vn = 0;
+
+		t_ok(ntx_lm_open_vocab("no/such.gguf", &bad, err) == NTX_STATUS_IO && !bad,
+		     "ntx_lm_open_vocab of a missing file: '%s'", ntx_error_message(err));
+		snprintf(vpath, sizeof vpath, "%s/vocab/ggml-vocab-llama3.gguf", fx ? fx : "");
+		if (!fx || access(vpath, R_OK)) {
+			t_skip("ntx_lm_open_vocab of a vocabulary-only file", "no fixture (set NTX_FIXTURES)");
+		} else {
+			t_ok(ntx_lm_open(vpath, &bad, err) != NTX_OK && !bad &&
+				     strstr(ntx_error_message(err), "no tensors"),
+			     "ntx_lm_open refuses it: '%s'", ntx_error_message(err));
+			st = ntx_lm_open_vocab(vpath, &vl, err);
+			if (st == NTX_OK)
+				st = ntx_lm_tokenize(vl, "Hello world", 11, NTX_TOKENIZE_ADD_BOS, vids,
+						     8, &vn, err);
+			t_ok(st == NTX_OK && vn == 3 && vids[0] == 128000 && vids[1] == 9906 &&
+				     vids[2] == 1917,
+			     "ntx_lm_open_vocab: 'Hello world' is 3 ids: %s", msg(st, err));
+			ntx_ctx_params_init(&cp);
+			cp.backend = NTX_USE_CPU;
+			t_ok(vl && ntx_ctx_new(vl, NULL, &cp, &vc, err) == NTX_STATUS_INVALID && !vc &&
+				     strstr(ntx_error_message(err), "no tensors"),
+			     "ntx_ctx_new refuses it: '%s'", ntx_error_message(err));
+		}
+		st = ntx_lm_open_vocab(ntx_lm_info(lm, &info, err) == NTX_OK ? info.path : "",
+				       &bad, err);
+		t_ok(st == NTX_OK && ntx_lm_is_eog(bad, info.eos), "ntx_lm_open_vocab of a whole model");
+		if (st == NTX_OK)
+			ntx_lm_close(bad);
+		ntx_lm_close(vl);
 	}
 
 	ntx_free(json);
