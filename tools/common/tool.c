@@ -92,6 +92,16 @@ int tool_fail(const struct tool *t, const char *context, const struct ntx_error 
 	return ntx_error_status(e) == NTX_STATUS_NOFIT ? 3 : 1;
 }
 
+int tool_getopt_md(int argc, char *const argv[], const char **path)
+{
+	if (optind < 1 || strcmp(argv[optind - 1], "-md"))
+		return 0;
+	if (optind >= argc)
+		return -1;
+	*path = argv[optind++];
+	return 1;
+}
+
 void tool_version(const struct tool *t)
 {
 	printf("%s (ntx) %s\n", t->prog, ntx_version());

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "clock.h"
-#include "run.h"
+#include "run_int.h"
 #include "spec.h"
 
 /* One run: pp tokens as one prompt batch, then tg tokens one by one. */

@@ -19,7 +19,7 @@
 
 #include "chat.h"
 #include "clock.h"
-#include "run.h"
+#include "run_int.h"
 #include "scheduler.h"
 
 struct turn_out {
@@ -193,7 +193,7 @@ int mode_interactive(struct run_ctx *c)
 		sr.tokens = toks;
 		sr.n_tokens = n_toks;
 		sr.n_predict = o->n_predict;
-		sr.sp = o->sp;
+		run_sampler_params(o, &sr.sp);
 		sr.ignore_eog = o->ignore_eos;
 		sr.on_token = on_token;
 		sr.on_done = on_done;
