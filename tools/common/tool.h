@@ -59,6 +59,10 @@ void tool_getopt_complaint(const char *prog, int ch, char *const argv[]);
  * argument. */
 int tool_getopt_md(int argc, char *const argv[], const char **path);
 
+/* Seconds on the monotonic clock, for the timings tools print: only
+ * differences mean anything. */
+double tool_now_s(void);
+
 /* A runtime failure: "PROG: [CONTEXT: ]MESSAGE\n" on stderr. Returns the
  * exit status for e's status: 3 for NTX_STATUS_NOFIT, else 1. */
 int tool_fail(const struct tool *t, const char *context, const struct ntx_error *e);

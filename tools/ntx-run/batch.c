@@ -24,8 +24,8 @@
 #include "batchreq.h"
 #include "chat.h"
 #include "chat_json.h"
-#include "clock.h"
 #include "run_int.h"
+#include "tool.h"
 #include "scheduler.h"
 
 /* One request in flight: what its record needs besides the scheduler's
@@ -284,7 +284,7 @@ static int fill_slots(struct batch *b)
 
 static void progress(struct batch *b, int final)
 {
-	double t = ntx_now_s(), el = t - b->t0;
+	double t = tool_now_s(), el = t - b->t0;
 
 	if (!b->tty || b->c->o->quiet || (!final && t - b->t_progress < 0.2))
 		return;
@@ -347,7 +347,7 @@ int mode_batch(struct run_ctx *c)
 	b.c = c;
 	b.n_ctx = ntx_engine_n_ctx(c->engine);
 	b.tty = isatty(2);
-	b.t0 = ntx_now_s();
+	b.t0 = tool_now_s();
 	b.sched = ntx_sched_new(c->engine, c->eog, &err);
 	if (!b.sched)
 		return run_fail(&err);
@@ -382,7 +382,7 @@ int mode_batch(struct run_ctx *c)
 		ntx_sched_cancel_all(b.sched, NTX_STOP_NONE);
 		rc = run_fail(&err);
 	}
-	t = ntx_now_s() - b.t0;
+	t = tool_now_s() - b.t0;
 	if (b.werr == EPIPE) {
 		/* the reader has gone (| head): end quietly */
 		goto out;
