@@ -46,6 +46,8 @@ struct ntx_ctx {
 	struct ntx_engine *draft;   /* owned */
 	int lookup, draft_k;        /* draft_k 0: adaptive */
 	int64_t gen_drafted, gen_accepted; /* by ntx_ctx_generate */
+	uint8_t *skip;              /* n_layer flags or NULL (0.4), owned */
+	char note[200];             /* ntx_ctx_fallback_note */
 };
 
 /* Drop ctx's scheduler (its slots' caches are forgotten), keeping its

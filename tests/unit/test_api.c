@@ -96,6 +96,40 @@ static int internal_generate(struct rec *ref)
 	return rc;
 }
 
+/* The reference of 0.4's perplexity: the internal engine's, with layers
+ * flagged in skip (may be NULL) removed. */
+static int internal_ppl(const int32_t *ids, int n, int n_chunk, const uint8_t *skip, double *ppl)
+{
+	struct ntx_err err = { 0 };
+	struct ntx_model *m = ntx_model_open(MODEL, 0, &err);
+	struct ntx_vocab *v = m ? ntx_vocab_load(m->gguf, &err) : NULL;
+	struct ntx_engine_opts eo = { .backend = NTX_BACKEND_CPU, .n_ctx = 64, .skip = skip };
+	struct ntx_engine *e = v ? ntx_engine_new(m, &eo, &err) : NULL;
+	struct ntx_ppl_result r;
+	int rc = -1;
+
+	if (e)
+		rc = ntx_perplexity(e, ids, n, n_chunk, ntx_vocab_bos(v), NULL, NULL, NULL, NULL,
+				    NULL, &r, &err);
+	if (rc)
+		t_diag("internal: %s", err.msg);
+	else
+		*ppl = r.ppl;
+	ntx_engine_free(e);
+	ntx_vocab_free(v);
+	ntx_model_close(m);
+	return rc;
+}
+
+static void count_chunks(void *user, int chunk, int n_chunks, double ppl)
+{
+	int *last = user;
+
+	(void)n_chunks;
+	(void)ppl;
+	*last = chunk;
+}
+
 static void done_cb(void *user, int64_t id, const struct ntx_gen_result *r, const int32_t *gen)
 {
 	struct rec *recs = user;
@@ -1118,6 +1152,70 @@ int main(void)
 		t_ok(ntx_arg_layers("4-2", 8, &ll, &nl, err) == NTX_STATUS_INVALID &&
 			     ntx_arg_layers("1", 0, &ll, &nl, err) == NTX_STATUS_INVALID,
 		     "ntx_arg_layers: reversed, no layers");
+	}
+
+	/* 0.4: contexts with skipped layers and read modes; perplexity */
+	{
+		struct ntx_ctx *c4 = NULL;
+		struct ntx_perplexity_result pr;
+		int32_t pids[200];
+		int np = 0, last = 0, skip1[] = { 1 }, bad[] = { 99 };
+		uint8_t flags[64] = { 0 };
+		double want = 0, want_skip = 0;
+		char why[256] = "x";
+
+		t_ok(ntx_gpu_check(-1, why, sizeof why) == 0 && strstr(why, "GPU index -1"),
+		     "ntx_gpu_check(-1): '%s'", why);
+		buf[0] = '\0';
+		for (i = 0; i < 12; i++) /* 12 * 4 words */
+			strcat(strcat(buf, PROMPT), i % 3 == 2 ? ". " : ", and ");
+		st = ntx_lm_tokenize(lm, buf, strlen(buf), NTX_TOKENIZE_ADD_BOS, pids, 200, &np, err);
+		t_ok(st == NTX_OK && np >= 32, "perplexity text: %d tokens", np);
+		ntx_ctx_params_init(&cp);
+		cp.backend = NTX_USE_CPU;
+		cp.n_ctx = 64;
+		cp.io = 7;
+		t_ok(ntx_ctx_new(lm, NULL, &cp, &c4, err) == NTX_STATUS_INVALID && !c4 &&
+			     strstr(ntx_error_message(err), "io 7"),
+		     "io 7: '%s'", ntx_error_message(err));
+		cp.io = NTX_IO_MODE_MMAP;
+		cp.page_cache_only = 1;
+		cp.skip = bad;
+		cp.n_skip = 1;
+		t_ok(ntx_ctx_new(lm, NULL, &cp, &c4, err) == NTX_STATUS_INVALID && !c4 &&
+			     strstr(ntx_error_message(err), "skip layer 99"),
+		     "skip layer 99: '%s'", ntx_error_message(err));
+		cp.skip = NULL;
+		cp.n_skip = 0;
+		st = ntx_ctx_new(lm, NULL, &cp, &c4, err);
+		t_ok(st == NTX_OK && !ntx_ctx_fallback_note(c4), "mmap reads, no copies: %s",
+		     msg(st, err));
+		pr.size = sizeof pr;
+		t_ok(c4 && ntx_ctx_perplexity(c4, pids, 15, 16, NULL, NULL, &pr, err) ==
+				   NTX_STATUS_INVALID,
+		     "15 tokens, chunks of 16: '%s'", ntx_error_message(err));
+		st = c4 ? ntx_ctx_perplexity(c4, pids, 32, 16, count_chunks, &last, &pr, err)
+			: NTX_STATUS_INVALID;
+		if (internal_ppl(pids, 32, 16, NULL, &want))
+			want = -1;
+		t_ok(st == NTX_OK && pr.n_chunks == 2 && last == 2 && fabs(pr.ppl - want) <= 1e-9 * want &&
+			     pr.ppl > 1,
+		     "perplexity %.6f, the engine's %.6f, 2 chunks: %s", pr.ppl, want,
+		     msg(st, err));
+		ntx_ctx_free(c4);
+		c4 = NULL;
+		cp.skip = skip1;
+		cp.n_skip = 1;
+		flags[1] = 1;
+		st = ntx_ctx_new(lm, NULL, &cp, &c4, err);
+		if (st == NTX_OK)
+			st = ntx_ctx_perplexity(c4, pids, 32, 16, NULL, NULL, &pr, err);
+		if (internal_ppl(pids, 32, 16, flags, &want_skip))
+			want_skip = -1;
+		t_ok(st == NTX_OK && fabs(pr.ppl - want_skip) <= 1e-9 * want_skip && want_skip != want,
+		     "layer 1 skipped: perplexity %.6f, the engine's %.6f: %s", pr.ppl, want_skip,
+		     msg(st, err));
+		ntx_ctx_free(c4);
 	}
 
 	/* 0.4: a vocabulary-only file tokenizes; contexts refuse it */
