@@ -416,6 +416,8 @@ int run_main(struct run_opts *o)
 
 	if (o->tokenize) /* over ntx.h: the vocabulary only */
 		return mode_tokenize(o);
+	if (o->perplexity) /* over ntx.h */
+		return mode_perplexity(o);
 	memset(&c, 0, sizeof c);
 	c.o = o;
 	/* --stats-json first: an unwritable file fails before any work */
@@ -425,9 +427,7 @@ int run_main(struct run_opts *o)
 		run_close(&c);
 		return run_fail(&err);
 	}
-	if (o->perplexity)
-		rc = mode_perplexity(&c);
-	else if (o->bench)
+	if (o->bench)
 		rc = mode_bench(&c);
 	else if (o->batch)
 		rc = mode_batch(&c);

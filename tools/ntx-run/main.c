@@ -19,6 +19,8 @@ static void on_sigint(int sig)
 	if (run_interrupted) /* a second Ctrl-C: stop now */
 		_exit(130);
 	run_interrupted = 1;
+	if (run_sig_ctx) /* the modes over ntx.h */
+		ntx_ctx_interrupt(run_sig_ctx);
 }
 
 static void usage(FILE *f)

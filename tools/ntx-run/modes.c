@@ -1,4 +1,4 @@
-/* modes.c - generate and perplexity modes of ntx-run. */
+/* modes.c - the generate mode of ntx-run. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -421,51 +421,4 @@ out:
 	free(prompt);
 	free(force);
 	return rc;
-}
-
-/* ---- perplexity ---- */
-
-static void ppl_progress(void *p, int chunk, int n_chunks, double ppl)
-{
-	const struct run_opts *o = p;
-
-	if (!o->quiet)
-		fprintf(stderr, "[%d/%d] %.4f\n", chunk, n_chunks, ppl);
-}
-
-int mode_perplexity(struct run_ctx *c)
-{
-	const struct run_opts *o = c->o;
-	struct ntx_err err = { 0 };
-	struct ntx_ppl_result r;
-	char *text;
-	size_t len;
-	int32_t *ids;
-	int n, n_ctx;
-
-	if (run_read_text(o->perplexity, &text, &len, &err))
-		return run_fail(&err);
-	if (ntx_tokenize(c->vocab, text, len, 1, 0, &ids, &n, &err)) {
-		free(text);
-		return run_fail(&err);
-	}
-	free(text);
-	n_ctx = o->n_ctx > 0 ? o->n_ctx : ntx_engine_n_ctx(c->engine);
-	if (n < n_ctx) {
-		free(ids);
-		ntx_err_set(&err, NTX_EINVAL,
-			    "%s: %d tokens, fewer than one chunk of %d (give a longer text or a smaller -c)",
-			    o->perplexity, n, n_ctx);
-		return run_fail(&err);
-	}
-	if (!o->quiet)
-		fprintf(stderr, PROG ": perplexity: %d tokens, %d chunks of %d\n", n, n / n_ctx, n_ctx);
-	if (ntx_perplexity(c->engine, ids, n, n_ctx, ntx_vocab_bos(c->vocab), NULL, NULL, NULL,
-			   ppl_progress, (void *)o, &r, &err)) {
-		free(ids);
-		return run_fail(&err);
-	}
-	free(ids);
-	printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
-	return 0;
 }

@@ -81,6 +81,23 @@ int run_prompt_ids(const struct run_opts *o, const struct ntx_lm *lm, int32_t **
  * the warnings about values beyond them (stderr, unless -q). */
 void run_plan_defaults(struct run_opts *o, const struct ntx_placement_info *pi);
 
+/* What a mode over ntx.h opens (open.c): the model, its placement (NULL:
+ * every layer on the backend) and the context. */
+struct run_api {
+	struct ntx_lm *lm;
+	struct ntx_placement *pl;
+	struct ntx_ctx *ctx;
+};
+/* Open them from the options, printing what ntx-run prints (the backend
+ * fallen back to, -v's lines): 0, or the exit status after the message. */
+int run_api_open(struct run_opts *o, struct run_api *a);
+void run_api_close(struct run_api *a);
+/* The context the SIGINT handler interrupts (NULL: none yet). */
+extern struct ntx_ctx *volatile run_sig_ctx;
+
+/* --perplexity FILE: "Final estimate: PPL = ..." on stdout; exit status. */
+int mode_perplexity(struct run_opts *o);
+
 /* --tokenize: the prompt's ids as a JSON array on stdout; exit status. */
 int mode_tokenize(struct run_opts *o);
 
