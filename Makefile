@@ -146,6 +146,10 @@ API_TOOLS := ntx-inspect ntx-skip-calib ntx-plan ntx-pack ntx-serve
 $(BUILD)/tools/common/%.o: INC = -Iinclude -Itools/common
 $(foreach t,$(API_TOOLS),$(eval $(BUILD)/tools/$(t)/%.o: INC = -Iinclude -Itools/common))
 $(foreach t,$(filter-out $(API_TOOLS),$(TOOLS)),$(eval $(BUILD)/tools/$(t)/%.o: INC += -Itools/common))
+# ntx-run moves onto ntx.h file by file (doc/ntx-run-api.md): these of its
+# files already see nothing else; it joins API_TOOLS when all of them do.
+RUN_API_FILES := main prompt open perplexity
+$(foreach f,$(RUN_API_FILES),$(eval $(BUILD)/tools/ntx-run/$(f).o: INC = -Iinclude -Itools/common))
 
 define tool_rule
 $(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(TOOL_COMMON_OBJ) $(LIB)

@@ -16,6 +16,9 @@
  *   plans and packs       placements planned from parameters (struct
  *                         ntx_model_desc), checked and explained; pack
  *                         files written and verified (struct ntx_packfile)
+ *   ntx-run's calls (0.4) contexts with skipped layers, read modes and
+ *                         packs, perplexity; vocabulary-only models, token
+ *                         id and layer lists
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -44,7 +47,7 @@ extern "C" {
 /* ---- version ---- */
 
 #define NTX_VERSION_MAJOR 0
-#define NTX_VERSION_MINOR 3
+#define NTX_VERSION_MINOR 4
 #define NTX_VERSION_PATCH 0
 /* The header's version as one number: 0x00MMmmpp. */
 #define NTX_VERSION_NUMBER \
@@ -207,6 +210,10 @@ struct ntx_placement_info {
 	int n_gpu_exec, n_cpu_exec;           /* layers per executor */
 	int n_ctx, n_seq;                     /* what its reserves were made for */
 	double predicted_tok_per_s;
+	/* 0.4: */
+	int kv_cache;                         /* enum ntx_kv_cache (declared below):
+					       * the KV cache type its reserves
+					       * counted, F16 or F32 */
 };
 /* Any thread. */
 enum ntx_status ntx_placement_info(const struct ntx_placement *pl,
@@ -241,6 +248,17 @@ struct ntx_ctx_params {
 	int gpu_index;
 	/* 0.3: */
 	enum ntx_kv_cache cache_type; /* the KV caches' element type */
+	/* 0.4: */
+	const int *skip;      /* layers removed from the model (any order; read
+			       * during ntx_ctx_new), besides the placement's */
+	int n_skip;
+	int io;               /* enum ntx_io_mode (ntx-run's contexts, below):
+			       * how streamed layers are read */
+	int page_cache_only;  /* RAM layers computed on the CPU are read in place
+			       * from the model's map, never copied into
+			       * anonymous memory (a RAM budget: the page cache
+			       * is the only copy) */
+	const char *pack_path;/* the pack of disk layers; NULL: the placement's */
 };
 void ntx_ctx_params_init(struct ntx_ctx_params *p);
 
@@ -778,6 +796,66 @@ enum ntx_status ntx_packfile_check(const struct ntx_packfile *pf, const struct n
 enum ntx_status ntx_packfile_verify(struct ntx_packfile *pf, const struct ntx_lm *lm,
 				    const struct ntx_packfile_params *p,
 				    struct ntx_packfile_stats *st, struct ntx_error *err);
+
+/* ---- ntx-run's calls (0.4) ---- */
+
+/* ntx_lm_open for tokenizing only: a GGUF without tensors (a vocabulary-
+ * only file) is accepted too; such an lm tokenizes, detokenizes and formats
+ * chats, and ntx_ctx_new refuses it (NTX_STATUS_INVALID). A file with
+ * tensors is checked as ntx_lm_open checks it. */
+enum ntx_status ntx_lm_open_vocab(const char *path, struct ntx_lm **out, struct ntx_error *err);
+
+/* ---- ntx-run's contexts (0.4) ---- */
+
+/* ntx_ctx_params.io: how layers streamed from the pack or the GGUF are
+ * read. */
+enum ntx_io_mode {
+	NTX_IO_MODE_DIRECT = 0, /* direct reads into pinned buffers (default) */
+	NTX_IO_MODE_MMAP = 1    /* through the file's map (a baseline) */
+};
+
+/* Is CUDA device index usable? 1 yes; 0 no, with the reason in
+ * why[0..len) ("this build has no CUDA support", ...; may be NULL). Any
+ * thread. */
+int ntx_gpu_check(int index, char *why, size_t len);
+
+/* Why a context made with NTX_USE_AUTO runs on the CPU although a GPU was
+ * looked for (borrowed from ctx); NULL when it did not fall back. One
+ * thread. */
+const char *ntx_ctx_fallback_note(const struct ntx_ctx *ctx);
+
+struct ntx_perplexity_result {
+	size_t size;           /* sizeof(struct ntx_perplexity_result) */
+	double ppl, ppl_err;   /* perplexity and its standard error */
+	double nll;            /* mean negative log-likelihood */
+	int n_chunks, n_scored;/* chunks evaluated, tokens scored */
+};
+
+/* After each chunk: chunk of n_chunks, the running perplexity. Runs in the
+ * calling thread. */
+typedef void (*ntx_perplexity_fn)(void *user, int chunk, int n_chunks, double ppl);
+
+/* llama-perplexity's method over ids[0..n): n / n_chunk chunks of n_chunk
+ * tokens (4..n_ctx), each evaluated from an empty cache with BOS first,
+ * the second half of each scored. progress may be NULL. *res (res->size
+ * set). NTX_STATUS_INVALID when n < n_chunk; NTX_STATUS_BUSY while batch
+ * requests are active; NTX_STATUS_INTERRUPTED after ntx_ctx_interrupt.
+ * Overwrites sequence 0. One thread. */
+enum ntx_status ntx_ctx_perplexity(struct ntx_ctx *ctx, const int32_t *ids, int n, int n_chunk,
+				   ntx_perplexity_fn progress, void *user,
+				   struct ntx_perplexity_result *res, struct ntx_error *err);
+
+/* A list of token ids separated by spaces, commas or newlines ("1 403
+ * 407"), each in [0, max]: *ids (freed with ntx_free; NULL when *n is 0),
+ * *n of them. NTX_STATUS_INVALID with a message naming the value and the
+ * limit. Any thread. */
+enum ntx_status ntx_arg_ids(const char *s, int32_t max, int32_t **ids, int *n,
+			    struct ntx_error *err);
+/* A layer set ("3,5,10-12"), each layer below n_layer: *layers sorted and
+ * unique (freed with ntx_free), *n of them. NTX_STATUS_INVALID as
+ * ntx_arg_ids. Any thread. */
+enum ntx_status ntx_arg_layers(const char *s, int n_layer, int **layers, int *n,
+			       struct ntx_error *err);
 
 #ifdef __cplusplus
 }

@@ -142,6 +142,12 @@ enum ntx_status ntx_api_struct_out(void *dst, const void *src, size_t src_size, 
 
 enum ntx_status ntx_lm_open(const char *path, struct ntx_lm **out, struct ntx_error *e)
 {
+	return ntx_api_lm_open(path, 0, "ntx_lm_open", out, e);
+}
+
+enum ntx_status ntx_api_lm_open(const char *path, unsigned model_flags, const char *what,
+				struct ntx_lm **out, struct ntx_error *e)
+{
 	struct ntx_err ie = { 0 };
 	struct ntx_lm *lm;
 	const int32_t *ids;
@@ -149,14 +155,14 @@ enum ntx_status ntx_lm_open(const char *path, struct ntx_lm **out, struct ntx_er
 	int n, k;
 
 	if (!out)
-		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_lm_open: out is NULL");
+		return ntx_api_set(e, NTX_STATUS_INVALID, "%s: out is NULL", what);
 	*out = NULL;
 	if (!path)
-		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_lm_open: path is NULL");
+		return ntx_api_set(e, NTX_STATUS_INVALID, "%s: path is NULL", what);
 	lm = calloc(1, sizeof *lm);
 	if (!lm)
 		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
-	lm->m = ntx_model_open(path, 0, &ie);
+	lm->m = ntx_model_open(path, model_flags, &ie);
 	if (lm->m)
 		lm->v = ntx_vocab_load(lm->m->gguf, &ie);
 	if (!lm->m || !lm->v) {
@@ -164,7 +170,7 @@ enum ntx_status ntx_lm_open(const char *path, struct ntx_lm **out, struct ntx_er
 		ntx_lm_close(lm);
 		return ntx_api_fail(e, &ie);
 	}
-	lm->eog = calloc((size_t)lm->m->cfg.n_vocab, 1);
+	lm->eog = calloc(lm->m->cfg.n_vocab > 0 ? (size_t)lm->m->cfg.n_vocab : 1, 1);
 	if (!lm->eog) {
 		ntx_lm_close(lm);
 		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
@@ -416,6 +422,7 @@ enum ntx_status ntx_placement_info(const struct ntx_placement *pl,
 	memset(&x, 0, sizeof x);
 	x.size = sizeof x;
 	x.n_layer = p->model.n_layer;
+	x.kv_cache = p->kv_type == NTX_KV_F32 ? NTX_KV_CACHE_F32 : NTX_KV_CACHE_F16;
 	for (l = 0; l < p->model.n_layer; l++) {
 		const struct ntx_plan_layer *L = &p->layers[l];
 

@@ -156,16 +156,44 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 		return ntx_api_set(e, NTX_STATUS_INVALID,
 				   "cache_type %d: expected NTX_KV_CACHE_DEFAULT, NTX_KV_CACHE_F16 or NTX_KV_CACHE_F32",
 				   (int)x.cache_type);
+	if ((unsigned)x.io > NTX_IO_MODE_MMAP)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "io %d: expected NTX_IO_MODE_DIRECT or NTX_IO_MODE_MMAP", x.io);
+	if (x.n_skip < 0 || (x.n_skip > 0 && !x.skip))
+		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_ctx_params: skip NULL, n_skip %d",
+				   x.n_skip);
 	if (x.n_ctx < 0 || x.n_seq < 0 || x.n_threads < 0 || x.gpu_index < 0)
 		return ntx_api_set(e, NTX_STATUS_INVALID,
 				   "ntx_ctx_params: n_ctx %d, n_seq %d, n_threads %d, gpu_index %d: expected 0 or more",
 				   x.n_ctx, x.n_seq, x.n_threads, x.gpu_index);
+	if (lm->m->gguf->n_tensors == 0) /* ntx_lm_open_vocab */
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "%s: file has no tensors (a vocabulary-only file?)", lm->m->gguf->path);
 	if (plan && ntx_plan_check_model(plan, lm->m, &ie))
 		return ntx_api_fail(e, &ie);
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
 	c->lm = lm;
+	if (x.n_skip) { /* 0.4: the list as the engine's flags */
+		int i, L = lm->m->cfg.n_layer;
+
+		c->skip = calloc((size_t)L, 1);
+		if (!c->skip) {
+			free(c);
+			return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
+		}
+		for (i = 0; i < x.n_skip; i++) {
+			if (x.skip[i] < 0 || x.skip[i] >= L) {
+				free(c->skip);
+				free(c);
+				return ntx_api_set(e, NTX_STATUS_INVALID,
+						   "skip layer %d is out of range [0, %d]", x.skip[i],
+						   L - 1);
+			}
+			c->skip[x.skip[i]] = 1;
+		}
+	}
 	memset(&eo, 0, sizeof eo);
 	eo.backend = x.backend == NTX_USE_CPU ? NTX_BACKEND_CPU :
 		     x.backend == NTX_USE_CUDA ? NTX_BACKEND_CUDA : NTX_BACKEND_AUTO;
@@ -179,11 +207,16 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 	eo.gpu_index = x.gpu_index;
 	eo.plan = plan;
 	eo.interrupt = &c->intr;
+	eo.skip = c->skip;
+	eo.io = x.io == NTX_IO_MODE_MMAP ? NTX_IO_MMAP : NTX_IO_DIRECT;
+	eo.copy_limit = x.page_cache_only ? -1 : 0;
+	eo.pack_path = x.pack_path;
 	c->kv_type = eo.kv_type;
 	c->n_threads = eo.n_threads;
 	c->gpu_index = eo.gpu_index;
 	c->e = ntx_engine_new(lm->m, &eo, &ie);
 	if (!c->e) {
+		free(c->skip);
 		free(c);
 		return ntx_api_fail(e, &ie);
 	}
@@ -204,6 +237,7 @@ void ntx_ctx_free(struct ntx_ctx *c)
 	}
 	ntx_engine_free(c->draft);
 	ntx_engine_free(c->e);
+	free(c->skip);
 	free(c);
 }
 

@@ -1,7 +1,7 @@
 /* api_int.h - what the parts of the public API (api.c: errors, models,
  * tokenizer, placements; api_ctx.c: contexts, generation, batches;
  * api_run.c: chat prompts, streaming text, request options, speculative
- * decoding) share. Not installed. */
+ * decoding; api_tool_run.c: ntx-run's calls) share. Not installed. */
 #ifndef NTX_API_INT_H
 #define NTX_API_INT_H
 
@@ -46,11 +46,18 @@ struct ntx_ctx {
 	struct ntx_engine *draft;   /* owned */
 	int lookup, draft_k;        /* draft_k 0: adaptive */
 	int64_t gen_drafted, gen_accepted; /* by ntx_ctx_generate */
+	uint8_t *skip;              /* n_layer flags or NULL (0.4), owned */
+	char note[200];             /* ntx_ctx_fallback_note */
 };
 
 /* Drop ctx's scheduler (its slots' caches are forgotten), keeping its
  * counts; the next submit makes a new one. */
 void ntx_api_drop_sched(struct ntx_ctx *c);
+
+/* ntx_lm_open with ntx_model_open's flags (NTX_MODEL_VOCAB_ONLY:
+ * ntx_lm_open_vocab); what names the call in messages. */
+enum ntx_status ntx_api_lm_open(const char *path, unsigned model_flags, const char *what,
+				struct ntx_lm **out, struct ntx_error *e);
 
 /* Store an internal error in e (may be NULL); returns its status. */
 enum ntx_status ntx_api_fail(struct ntx_error *e, const struct ntx_err *ie);

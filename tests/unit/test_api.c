@@ -96,6 +96,40 @@ static int internal_generate(struct rec *ref)
 	return rc;
 }
 
+/* The reference of 0.4's perplexity: the internal engine's, with layers
+ * flagged in skip (may be NULL) removed. */
+static int internal_ppl(const int32_t *ids, int n, int n_chunk, const uint8_t *skip, double *ppl)
+{
+	struct ntx_err err = { 0 };
+	struct ntx_model *m = ntx_model_open(MODEL, 0, &err);
+	struct ntx_vocab *v = m ? ntx_vocab_load(m->gguf, &err) : NULL;
+	struct ntx_engine_opts eo = { .backend = NTX_BACKEND_CPU, .n_ctx = 64, .skip = skip };
+	struct ntx_engine *e = v ? ntx_engine_new(m, &eo, &err) : NULL;
+	struct ntx_ppl_result r;
+	int rc = -1;
+
+	if (e)
+		rc = ntx_perplexity(e, ids, n, n_chunk, ntx_vocab_bos(v), NULL, NULL, NULL, NULL,
+				    NULL, &r, &err);
+	if (rc)
+		t_diag("internal: %s", err.msg);
+	else
+		*ppl = r.ppl;
+	ntx_engine_free(e);
+	ntx_vocab_free(v);
+	ntx_model_close(m);
+	return rc;
+}
+
+static void count_chunks(void *user, int chunk, int n_chunks, double ppl)
+{
+	int *last = user;
+
+	(void)n_chunks;
+	(void)ppl;
+	*last = chunk;
+}
+
 static void done_cb(void *user, int64_t id, const struct ntx_gen_result *r, const int32_t *gen)
 {
 	struct rec *recs = user;
@@ -821,7 +855,8 @@ int main(void)
 		st = pl ? ntx_placement_info(pl, &pi, err) : NTX_STATUS_INVALID;
 		t_ok(st == NTX_OK &&
 			     pi.n_layer == info.n_layer && pi.n_ram == info.n_layer &&
-			     pi.n_vram == 0 && pi.n_cpu_exec == info.n_layer && pi.n_ctx == 128,
+			     pi.n_vram == 0 && pi.n_cpu_exec == info.n_layer && pi.n_ctx == 128 &&
+			     pi.kv_cache == NTX_KV_CACHE_F16,
 		     "placement: %d of %d layers in RAM, computed on the CPU", pi.n_ram,
 		     pi.n_layer);
 		t_ok(pl && ntx_placement_to_json(pl, &json, err) == NTX_OK && json &&
@@ -1086,6 +1121,140 @@ int main(void)
 		t_ok(st == NTX_OK && got.n == ref.n,
 		     "an f32 KV cache generates %d tokens: %s", got.n, msg(st, err));
 		ntx_ctx_free(c3);
+	}
+
+	/* 0.4: ntx-run's lists */
+	{
+		int32_t *li = NULL;
+		int *ll = NULL, nl = -1;
+
+		t_ok(ntx_arg_ids("1 403,407\n", 1000, &li, &nl, err) == NTX_OK && nl == 3 &&
+			     li[0] == 1 && li[1] == 403 && li[2] == 407,
+		     "ntx_arg_ids: 3 ids");
+		ntx_free(li);
+		li = (int32_t *)1;
+		t_ok(ntx_arg_ids("1 1001", 1000, &li, &nl, err) == NTX_STATUS_INVALID && !li &&
+			     nl == 0 && !strcmp(ntx_error_message(err),
+						"token id 1001 is out of range [0, 1000]"),
+		     "ntx_arg_ids: 1001 > 1000: '%s'", ntx_error_message(err));
+		t_ok(ntx_arg_ids("  ", 10, &li, &nl, err) == NTX_OK && nl == 0 && !li &&
+			     ntx_arg_ids("x", 10, &li, &nl, err) == NTX_STATUS_INVALID &&
+			     ntx_arg_ids(NULL, 10, &li, &nl, err) == NTX_STATUS_INVALID,
+		     "ntx_arg_ids: empty, 'x', NULL");
+		t_ok(ntx_arg_layers("5,1-3,2", 8, &ll, &nl, err) == NTX_OK && nl == 4 &&
+			     ll[0] == 1 && ll[1] == 2 && ll[2] == 3 && ll[3] == 5,
+		     "ntx_arg_layers: 5,1-3,2 -> 1 2 3 5");
+		ntx_free(ll);
+		ll = (int *)1;
+		t_ok(ntx_arg_layers("3-9", 8, &ll, &nl, err) == NTX_STATUS_INVALID && !ll &&
+			     !strcmp(ntx_error_message(err), "layer range 3-9 is out of range [0, 7]"),
+		     "ntx_arg_layers: 3-9 of 8: '%s'", ntx_error_message(err));
+		t_ok(ntx_arg_layers("4-2", 8, &ll, &nl, err) == NTX_STATUS_INVALID &&
+			     ntx_arg_layers("1", 0, &ll, &nl, err) == NTX_STATUS_INVALID,
+		     "ntx_arg_layers: reversed, no layers");
+	}
+
+	/* 0.4: contexts with skipped layers and read modes; perplexity */
+	{
+		struct ntx_ctx *c4 = NULL;
+		struct ntx_perplexity_result pr;
+		int32_t pids[200];
+		int np = 0, last = 0, skip1[] = { 1 }, bad[] = { 99 };
+		uint8_t flags[64] = { 0 };
+		double want = 0, want_skip = 0;
+		char why[256] = "x";
+
+		t_ok(ntx_gpu_check(-1, why, sizeof why) == 0 && strstr(why, "GPU index -1"),
+		     "ntx_gpu_check(-1): '%s'", why);
+		buf[0] = '\0';
+		for (i = 0; i < 12; i++) /* 12 * 4 words */
+			strcat(strcat(buf, PROMPT), i % 3 == 2 ? ". " : ", and ");
+		st = ntx_lm_tokenize(lm, buf, strlen(buf), NTX_TOKENIZE_ADD_BOS, pids, 200, &np, err);
+		t_ok(st == NTX_OK && np >= 32, "perplexity text: %d tokens", np);
+		ntx_ctx_params_init(&cp);
+		cp.backend = NTX_USE_CPU;
+		cp.n_ctx = 64;
+		cp.io = 7;
+		t_ok(ntx_ctx_new(lm, NULL, &cp, &c4, err) == NTX_STATUS_INVALID && !c4 &&
+			     strstr(ntx_error_message(err), "io 7"),
+		     "io 7: '%s'", ntx_error_message(err));
+		cp.io = NTX_IO_MODE_MMAP;
+		cp.page_cache_only = 1;
+		cp.skip = bad;
+		cp.n_skip = 1;
+		t_ok(ntx_ctx_new(lm, NULL, &cp, &c4, err) == NTX_STATUS_INVALID && !c4 &&
+			     strstr(ntx_error_message(err), "skip layer 99"),
+		     "skip layer 99: '%s'", ntx_error_message(err));
+		cp.skip = NULL;
+		cp.n_skip = 0;
+		st = ntx_ctx_new(lm, NULL, &cp, &c4, err);
+		t_ok(st == NTX_OK && !ntx_ctx_fallback_note(c4), "mmap reads, no copies: %s",
+		     msg(st, err));
+		pr.size = sizeof pr;
+		t_ok(c4 && ntx_ctx_perplexity(c4, pids, 15, 16, NULL, NULL, &pr, err) ==
+				   NTX_STATUS_INVALID,
+		     "15 tokens, chunks of 16: '%s'", ntx_error_message(err));
+		st = c4 ? ntx_ctx_perplexity(c4, pids, 32, 16, count_chunks, &last, &pr, err)
+			: NTX_STATUS_INVALID;
+		if (internal_ppl(pids, 32, 16, NULL, &want))
+			want = -1;
+		t_ok(st == NTX_OK && pr.n_chunks == 2 && last == 2 && fabs(pr.ppl - want) <= 1e-9 * want &&
+			     pr.ppl > 1,
+		     "perplexity %.6f, the engine's %.6f, 2 chunks: %s", pr.ppl, want,
+		     msg(st, err));
+		ntx_ctx_free(c4);
+		c4 = NULL;
+		cp.skip = skip1;
+		cp.n_skip = 1;
+		flags[1] = 1;
+		st = ntx_ctx_new(lm, NULL, &cp, &c4, err);
+		if (st == NTX_OK)
+			st = ntx_ctx_perplexity(c4, pids, 32, 16, NULL, NULL, &pr, err);
+		if (internal_ppl(pids, 32, 16, flags, &want_skip))
+			want_skip = -1;
+		t_ok(st == NTX_OK && fabs(pr.ppl - want_skip) <= 1e-9 * want_skip && want_skip != want,
+		     "layer 1 skipped: perplexity %.6f, the engine's %.6f: %s", pr.ppl, want_skip,
+		     msg(st, err));
+		ntx_ctx_free(c4);
+	}
+
+	/* 0.4: a vocabulary-only file tokenizes; contexts refuse it */
+	{
+		const char *fx = getenv("NTX_FIXTURES");
+		struct ntx_lm *vl = NULL, *bad = (struct ntx_lm *)1;
+		struct ntx_ctx *vc = NULL;
+		char vpath[512];
+		int32_t vids[8];
+		int vn = 0;
+
+		t_ok(ntx_lm_open_vocab("no/such.gguf", &bad, err) == NTX_STATUS_IO && !bad,
+		     "ntx_lm_open_vocab of a missing file: '%s'", ntx_error_message(err));
+		snprintf(vpath, sizeof vpath, "%s/vocab/ggml-vocab-llama3.gguf", fx ? fx : "");
+		if (!fx || access(vpath, R_OK)) {
+			t_skip("ntx_lm_open_vocab of a vocabulary-only file", "no fixture (set NTX_FIXTURES)");
+		} else {
+			t_ok(ntx_lm_open(vpath, &bad, err) != NTX_OK && !bad &&
+				     strstr(ntx_error_message(err), "no tensors"),
+			     "ntx_lm_open refuses it: '%s'", ntx_error_message(err));
+			st = ntx_lm_open_vocab(vpath, &vl, err);
+			if (st == NTX_OK)
+				st = ntx_lm_tokenize(vl, "Hello world", 11, NTX_TOKENIZE_ADD_BOS, vids,
+						     8, &vn, err);
+			t_ok(st == NTX_OK && vn == 3 && vids[0] == 128000 && vids[1] == 9906 &&
+				     vids[2] == 1917,
+			     "ntx_lm_open_vocab: 'Hello world' is 3 ids: %s", msg(st, err));
+			ntx_ctx_params_init(&cp);
+			cp.backend = NTX_USE_CPU;
+			t_ok(vl && ntx_ctx_new(vl, NULL, &cp, &vc, err) == NTX_STATUS_INVALID && !vc &&
+				     strstr(ntx_error_message(err), "no tensors"),
+			     "ntx_ctx_new refuses it: '%s'", ntx_error_message(err));
+		}
+		st = ntx_lm_open_vocab(ntx_lm_info(lm, &info, err) == NTX_OK ? info.path : "",
+				       &bad, err);
+		t_ok(st == NTX_OK && ntx_lm_is_eog(bad, info.eos), "ntx_lm_open_vocab of a whole model");
+		if (st == NTX_OK)
+			ntx_lm_close(bad);
+		ntx_lm_close(vl);
 	}
 
 	ntx_free(json);

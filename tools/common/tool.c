@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 static void tail(const struct tool *t)
 {
@@ -90,6 +91,24 @@ int tool_fail(const struct tool *t, const char *context, const struct ntx_error 
 	else
 		fprintf(stderr, "%s: %s\n", t->prog, ntx_error_message(e));
 	return ntx_error_status(e) == NTX_STATUS_NOFIT ? 3 : 1;
+}
+
+double tool_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int tool_getopt_md(int argc, char *const argv[], const char **path)
+{
+	if (optind < 1 || strcmp(argv[optind - 1], "-md"))
+		return 0;
+	if (optind >= argc)
+		return -1;
+	*path = argv[optind++];
+	return 1;
 }
 
 void tool_version(const struct tool *t)

@@ -53,6 +53,16 @@ int tool_size(const struct tool *t, const char *opt, const char *arg, uint64_t *
  * the tail. */
 void tool_getopt_complaint(const char *prog, int ch, char *const argv[]);
 
+/* llama.cpp's "-md FILE" (a draft model), which getopt_long reads as -m
+ * with the value "d": call where -m was returned. 0: a plain -m; 1: *path
+ * is the next argument (optind moves past it); -1: "-md" was the last
+ * argument. */
+int tool_getopt_md(int argc, char *const argv[], const char **path);
+
+/* Seconds on the monotonic clock, for the timings tools print: only
+ * differences mean anything. */
+double tool_now_s(void);
+
 /* A runtime failure: "PROG: [CONTEXT: ]MESSAGE\n" on stderr. Returns the
  * exit status for e's status: 3 for NTX_STATUS_NOFIT, else 1. */
 int tool_fail(const struct tool *t, const char *context, const struct ntx_error *e);

@@ -24,8 +24,8 @@
 #include "batchreq.h"
 #include "chat.h"
 #include "chat_json.h"
-#include "clock.h"
-#include "run.h"
+#include "run_int.h"
+#include "tool.h"
 #include "scheduler.h"
 
 /* One request in flight: what its record needs besides the scheduler's
@@ -162,7 +162,7 @@ static int start_request(struct batch *b, const char *line, size_t len)
 	struct breq *q;
 
 	memset(&def, 0, sizeof def);
-	def.sp = o->sp;
+	run_sampler_params(o, &def.sp);
 	def.n_predict = o->n_predict;
 	def.chat = o->chat;
 	def.system = o->system;
@@ -284,7 +284,7 @@ static int fill_slots(struct batch *b)
 
 static void progress(struct batch *b, int final)
 {
-	double t = ntx_now_s(), el = t - b->t0;
+	double t = tool_now_s(), el = t - b->t0;
 
 	if (!b->tty || b->c->o->quiet || (!final && t - b->t_progress < 0.2))
 		return;
@@ -312,7 +312,7 @@ static int write_stats(struct batch *b, double t)
 		      "backend", ntx_backend_name(ntx_engine_backend(b->c->engine)),
 		      "n_threads", run_n_threads(o), "n_ctx", b->n_ctx,
 		      "n_parallel", ntx_sched_n_slots(b->sched),
-		      "kv_type", o->kv_type == NTX_KV_F32 ? "f32" : "f16",
+		      "kv_type", o->kv_type == NTX_KV_CACHE_F32 ? "f32" : "f16",
 		      "n_requests", (json_int_t)b->done, "n_errors", (json_int_t)b->errors,
 		      "n_prompt", (json_int_t)b->prompt_total, "n_prompt_reused", (json_int_t)ss.n_reused,
 		      "n_gen", (json_int_t)b->gen_total,
@@ -347,7 +347,7 @@ int mode_batch(struct run_ctx *c)
 	b.c = c;
 	b.n_ctx = ntx_engine_n_ctx(c->engine);
 	b.tty = isatty(2);
-	b.t0 = ntx_now_s();
+	b.t0 = tool_now_s();
 	b.sched = ntx_sched_new(c->engine, c->eog, &err);
 	if (!b.sched)
 		return run_fail(&err);
@@ -382,7 +382,7 @@ int mode_batch(struct run_ctx *c)
 		ntx_sched_cancel_all(b.sched, NTX_STOP_NONE);
 		rc = run_fail(&err);
 	}
-	t = ntx_now_s() - b.t0;
+	t = tool_now_s() - b.t0;
 	if (b.werr == EPIPE) {
 		/* the reader has gone (| head): end quietly */
 		goto out;

@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
-#include "run.h"
+#include "run_int.h"
+#include "tool.h"
 #include "spec.h"
 
 /* One run: pp tokens as one prompt batch, then tg tokens one by one. */
@@ -42,7 +42,7 @@ static int bench_once(struct run_ctx *c, int pp, int tg, double *t, struct ntx_e
 		pos[i] = i;
 	}
 	memset(&b, 0, sizeof b);
-	t0 = ntx_now_s();
+	t0 = tool_now_s();
 	if (pp > 0) {
 		b.n_tok = pp;
 		b.tok = tok;
@@ -55,7 +55,7 @@ static int bench_once(struct run_ctx *c, int pp, int tg, double *t, struct ntx_e
 		b.pos = pos;
 		if (ntx_engine_eval(c->engine, &b, NULL, logits, err))
 			goto out;
-		t0 = ntx_now_s(); /* tg alone: the first token is not timed */
+		t0 = tool_now_s(); /* tg alone: the first token is not timed */
 	}
 	if (tg > 0) {
 		/* greedy: each token's argmax is the next input, and only the
@@ -63,7 +63,7 @@ static int bench_once(struct run_ctx *c, int pp, int tg, double *t, struct ntx_e
 		int32_t cur = ntx_argmax(logits, V), next = 0, p = pp > 0 ? pp : 1;
 
 		if (pp > 0)
-			*t = ntx_now_s() - t0, t0 = ntx_now_s();
+			*t = tool_now_s() - t0, t0 = tool_now_s();
 		for (i = 0; i < tg; i++) {
 			b.n_tok = 1;
 			b.tok = &cur;
@@ -75,7 +75,7 @@ static int bench_once(struct run_ctx *c, int pp, int tg, double *t, struct ntx_e
 			p++;
 		}
 	}
-	*t = ntx_now_s() - t0;
+	*t = tool_now_s() - t0;
 	rc = 0;
 out:
 	free(tok);
@@ -160,10 +160,10 @@ static int time_pass(struct ntx_engine *e, int from, int n, int reps, double *me
 	b.verify = 1;
 	b.ids = ids;
 	for (r = 0; r < reps + 1; r++) {
-		t0 = ntx_now_s();
+		t0 = tool_now_s();
 		if (ntx_engine_eval(e, &b, NULL, NULL, err))
 			return -1;
-		ts[r > 0 ? r - 1 : 0] = ntx_now_s() - t0; /* the first is a warm-up */
+		ts[r > 0 ? r - 1 : 0] = tool_now_s() - t0; /* the first is a warm-up */
 		ntx_engine_kv_truncate(e, 0, from);
 	}
 	for (i = 1; i < reps; i++) { /* insertion sort: reps is small */

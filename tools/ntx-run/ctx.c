@@ -8,7 +8,7 @@
 
 #include "chat.h"
 #include "parse.h"
-#include "run.h"
+#include "run_int.h"
 #include "skipset.h"
 #include "spec.h"
 
@@ -28,67 +28,14 @@ int run_fail(const struct ntx_err *err)
 	return run_exit_code(err);
 }
 
-static int read_all(FILE *f, char **out, size_t *len, struct ntx_err *err)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap + 1);
-
-	if (!buf)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	for (;;) {
-		size_t r;
-
-		if (n == cap) {
-			char *nb = cap > ((size_t)1 << 40) ? NULL : realloc(buf, cap * 2 + 1);
-
-			if (!nb) {
-				free(buf);
-				return ntx_err_set(err, NTX_ENOMEM, "input too large");
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		/* read(2), not fread: on a terminal one Ctrl-D (a read of 0
-		 * bytes) ends the input, where fread would ask for another */
-		r = (size_t)0;
-		{
-			ssize_t k = read(fileno(f), buf + n, cap - n);
-
-			if (k < 0 && errno == EINTR && !run_interrupted)
-				continue;
-			if (k < 0) {
-				int e = errno;
-
-				free(buf);
-				if (e == EINTR)
-					return ntx_err_set(err, NTX_EINTR, "interrupted");
-				return ntx_err_errno(err, e, "reading input");
-			}
-			r = (size_t)k;
-		}
-		n += r;
-		if (r == 0)
-			break;
-	}
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err)
 {
-	FILE *f = path && strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	int rc;
+	char msg[NTX_ERR_MAX];
+	int rc = run_slurp(path, text, len, msg, sizeof msg);
 
-	if (!f)
-		return ntx_err_errno(err, errno, "%s", path);
-	rc = read_all(f, text, len, err);
-	if (f != stdin)
-		fclose(f);
-	if (rc && path)
-		ntx_err_prefix(err, "%s", path);
-	return rc;
+	if (rc)
+		ntx_err_set(err, rc == 130 ? NTX_EINTR : NTX_EIO, "%s", msg);
+	return rc ? -1 : 0;
 }
 
 int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t **ids, int *n,
@@ -230,20 +177,20 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	struct ntx_plan_hw hw;
 	struct ntx_plan_opts po;
 	char why[256] = "";
-	int *skip = NULL, n_skip = 0, l, rc, cpu = o->backend == NTX_BACKEND_CPU, n_disk = 0;
+	int *skip = NULL, n_skip = 0, l, rc, cpu = o->backend == NTX_USE_CPU, n_disk = 0;
 
 	if (!cpu && !ntx_engine_gpu_usable(o->gpu_index, why, sizeof why)) {
-		if (o->backend == NTX_BACKEND_CUDA)
+		if (o->backend == NTX_USE_CUDA)
 			return ntx_err_set(err, NTX_EDEVICE, "cuda: %s", why);
 		if (!o->quiet)
 			fprintf(stderr, PROG ": %s: using the CPU\n", why);
-		o->backend = NTX_BACKEND_CPU;
+		o->backend = NTX_USE_CPU;
 		cpu = 1;
 	}
 	memset(&po, 0, sizeof po);
 	po.vram_budget = po.ram_budget = po.reserve = po.disk_budget = -1;
 	po.n_ctx = o->n_ctx;
-	po.kv_type = o->kv_type;
+	po.kv_type = run_kv_type(o);
 	po.n_seq = o->batch ? o->parallel : 1;
 	po.gpu_index = o->gpu_index;
 	po.pack_path = o->pack_path;
@@ -305,28 +252,18 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
  * said to be outside what its VRAM and RAM budgets counted. */
 static void plan_run_params(struct run_ctx *c)
 {
-	struct run_opts *o = c->o;
 	const struct ntx_plan *p = c->plan;
+	struct ntx_placement_info pi;
 
-	if (!o->n_ctx)
-		o->n_ctx = p->n_ctx;
-	if (!o->kv_type_set)
-		o->kv_type = p->kv_type;
-	if (o->batch && !o->parallel_set)
-		o->parallel = p->n_seq > 0 ? p->n_seq : 1;
-	if (o->quiet)
-		return;
-	if (o->n_ctx > p->n_ctx)
-		fprintf(stderr, PROG ": warning: context %d is larger than the plan's (%d): its KV cache was not counted in the plan's budgets\n",
-			o->n_ctx, p->n_ctx);
-	if (o->kv_type == NTX_KV_F32 && p->kv_type != NTX_KV_F32)
-		fprintf(stderr, PROG ": warning: the plan counted an f16 KV cache, not f32\n");
-	if (o->batch && o->parallel > p->n_seq)
-		fprintf(stderr, PROG ": warning: --parallel %d is more than the plan's %d sequences: their KV caches were not counted in its budgets\n",
-			o->parallel, p->n_seq);
+	memset(&pi, 0, sizeof pi);
+	pi.size = sizeof pi;
+	pi.n_ctx = p->n_ctx;
+	pi.n_seq = p->n_seq;
+	pi.kv_cache = p->kv_type == NTX_KV_F32 ? NTX_KV_CACHE_F32 : NTX_KV_CACHE_F16;
+	run_plan_defaults(c->o, &pi);
 }
 
-int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
+int run_open(struct run_ctx *c, struct ntx_err *err)
 {
 	struct run_opts *o = c->o;
 	const char *mpath = o->model_path;
@@ -346,7 +283,7 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 		}
 		plan_run_params(c);
 	}
-	c->model = ntx_model_open(mpath, need_engine ? 0 : NTX_MODEL_VOCAB_ONLY, err);
+	c->model = ntx_model_open(mpath, 0, err);
 	if (!c->model) {
 		ntx_err_prefix(err, "%s", mpath);
 		return -1;
@@ -356,8 +293,6 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 		ntx_err_prefix(err, "%s", mpath);
 		return -1;
 	}
-	if (!need_engine)
-		return 0;
 	if (o->draft_path && open_draft_model(c, err))
 		return -1;
 	if (c->plan && ntx_plan_check_model(c->plan, c->model, err)) {
@@ -400,16 +335,17 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 		}
 	}
 	memset(&eo, 0, sizeof eo);
-	eo.backend = o->backend;
+	eo.backend = o->backend == NTX_USE_CPU ? NTX_BACKEND_CPU :
+		     o->backend == NTX_USE_CUDA ? NTX_BACKEND_CUDA : NTX_BACKEND_AUTO;
 	eo.n_ctx = o->n_ctx;
-	eo.kv_type = o->kv_type;
+	eo.kv_type = run_kv_type(o);
 	eo.n_seq = o->batch ? o->parallel : 1;
 	eo.n_ubatch = c->plan ? c->plan->n_ubatch : 0;
 	eo.n_threads = o->n_threads;
 	eo.gpu_index = o->gpu_index;
 	eo.plan = c->plan;
 	eo.pack_path = o->pack_path;
-	eo.io = o->io;
+	eo.io = o->io == RUN_IO_MMAP ? NTX_IO_MMAP : NTX_IO_DIRECT;
 	/* --ram-budget: no anonymous copies, the page cache is the only copy */
 	eo.copy_limit = o->ram_budget >= 0 ? -1 : 0;
 	eo.skip = c->skip;
@@ -427,7 +363,7 @@ int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err)
 		if (!o->quiet && es.fell_back_to_cpu)
 			fprintf(stderr, PROG ": %s: using the CPU\n", es.backend_note);
 		else if (!o->quiet && ntx_engine_backend(c->engine) == NTX_BACKEND_CUDA &&
-			 o->backend == NTX_BACKEND_AUTO)
+			 o->backend == NTX_USE_AUTO)
 			fprintf(stderr, PROG ": using CUDA device %d\n", o->gpu_index);
 	}
 	if (o->verbose)
@@ -449,4 +385,56 @@ void run_close(struct run_ctx *c)
 	free(c->draft_mask);
 	free(c->eog);
 	ntx_outfile_abort(&c->stats);
+}
+
+/* ---- options as the internals' types ---- */
+
+void run_sampler_params(const struct run_opts *o, struct ntx_sampler_params *sp)
+{
+	ntx_sampler_defaults(sp);
+	sp->temp = o->gp.temperature;
+	sp->top_k = o->gp.top_k;
+	sp->top_p = o->gp.top_p;
+	sp->min_p = o->gp.min_p;
+	sp->repeat_penalty = o->gp.repeat_penalty;
+	sp->repeat_last_n = o->gp.repeat_last_n;
+	sp->seed = o->gp.seed;
+}
+
+enum ntx_kv_type run_kv_type(const struct run_opts *o)
+{
+	return o->kv_type == NTX_KV_CACHE_F32 ? NTX_KV_F32 : NTX_KV_F16;
+}
+
+/* ---- the run ---- */
+
+int run_main(struct run_opts *o)
+{
+	struct run_ctx c;
+	struct ntx_err err = { 0 };
+	int rc;
+
+	if (o->tokenize) /* over ntx.h: the vocabulary only */
+		return mode_tokenize(o);
+	if (o->perplexity) /* over ntx.h */
+		return mode_perplexity(o);
+	memset(&c, 0, sizeof c);
+	c.o = o;
+	/* --stats-json first: an unwritable file fails before any work */
+	if (o->stats_json && ntx_outfile_open(&c.stats, o->stats_json, "w", stderr, &err))
+		return run_fail(&err);
+	if (run_open(&c, &err)) {
+		run_close(&c);
+		return run_fail(&err);
+	}
+	if (o->bench)
+		rc = mode_bench(&c);
+	else if (o->batch)
+		rc = mode_batch(&c);
+	else if (o->interactive)
+		rc = mode_interactive(&c);
+	else
+		rc = mode_generate(&c);
+	run_close(&c);
+	return rc;
 }

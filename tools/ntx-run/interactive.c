@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "chat.h"
-#include "clock.h"
-#include "run.h"
+#include "run_int.h"
+#include "tool.h"
 #include "scheduler.h"
 
 struct turn_out {
@@ -193,12 +193,12 @@ int mode_interactive(struct run_ctx *c)
 		sr.tokens = toks;
 		sr.n_tokens = n_toks;
 		sr.n_predict = o->n_predict;
-		sr.sp = o->sp;
+		run_sampler_params(o, &sr.sp);
 		sr.ignore_eog = o->ignore_eos;
 		sr.on_token = on_token;
 		sr.on_done = on_done;
 		sr.user = &t;
-		t0 = ntx_now_s();
+		t0 = tool_now_s();
 		if (!t.dt || ntx_sched_submit(sc, &sr, &err) < 0) {
 			free(toks);
 			ntx_detok_free(t.dt);

@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parse.h"
 #include "run.h"
-#include "version.h"
 #include "tool.h"
 
 
@@ -21,6 +19,8 @@ static void on_sigint(int sig)
 	if (run_interrupted) /* a second Ctrl-C: stop now */
 		_exit(130);
 	run_interrupted = 1;
+	if (run_sig_ctx) /* the modes over ntx.h */
+		ntx_ctx_interrupt(run_sig_ctx);
 }
 
 static void usage(FILE *f)
@@ -175,9 +175,12 @@ static int usage_error(void)
 	return 2;
 }
 
-static int bad_arg(const char *opt, const struct ntx_err *err)
+/* "ntx-run: OPT: message" for a bad value, and the short usage: 2. */
+static int bad_value(const char *opt, const char *fmt, const char *a)
 {
-	fprintf(stderr, PROG ": %s: %s\n", opt, err->msg);
+	fprintf(stderr, PROG ": %s: ", opt);
+	fprintf(stderr, fmt, a);
+	fputc('\n', stderr);
 	return usage_error();
 }
 
@@ -298,23 +301,21 @@ static int check_modes(const struct run_opts *o)
 int main(int argc, char **argv)
 {
 	struct run_opts o;
-	struct run_ctx c;
-	struct ntx_err err = { 0 };
 	struct tool_common com;
 	int ch, rc, li = 0;
 
 	memset(&o, 0, sizeof o);
-	ntx_sampler_defaults(&o.sp);
+	ntx_gen_params_init(&o.gp);
 	o.n_predict = -1;
 	o.draft_k = 0;
 	o.parallel = 4;
 	o.bench_reps = 3;
 	o.bench_pp = 512;
 	o.bench_tg = 128;
-	o.backend = NTX_BACKEND_AUTO;
+	o.backend = NTX_USE_AUTO;
 	o.vram_budget = o.ram_budget = -1;
 	tool_common_init(&com, 1024); /* -t 1..1024; budgets -1 until given */
-	o.kv_type = NTX_KV_F16;
+	o.kv_type = NTX_KV_CACHE_F16;
 
 	opterr = 0; /* our own messages, with the program's name */
 	for (ch = 1; ch < argc && strcmp(argv[ch], "--"); ch++) /* llama-cli's -cnv */
@@ -336,7 +337,7 @@ int main(int argc, char **argv)
 		}
 		switch (ch) {
 		case 'm':
-			switch (ntx_getopt_md(argc, argv, &o.draft_path)) {
+			switch (tool_getopt_md(argc, argv, &o.draft_path)) {
 			case 1: break;
 			case -1:
 				fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
@@ -346,21 +347,19 @@ int main(int argc, char **argv)
 			break;
 		case O_DRAFT: o.draft_path = a; break;
 		case O_LOOKUP:
-			if (ntx_parse_int(a, 1, 16, &o.lookup, &err))
-				return bad_arg("--lookup", &err);
+			if ((rc = tool_int(&T, "--lookup", a, 1, 16, &o.lookup)) != 0)
+				return rc;
 			break;
 		case O_PLAN: o.plan_path = a; break;
 		case O_BACKEND:
 			if (!strcmp(a, "cpu"))
-				o.backend = NTX_BACKEND_CPU;
+				o.backend = NTX_USE_CPU;
 			else if (!strcmp(a, "cuda"))
-				o.backend = NTX_BACKEND_CUDA;
+				o.backend = NTX_USE_CUDA;
 			else if (!strcmp(a, "auto"))
-				o.backend = NTX_BACKEND_AUTO;
-			else {
-				ntx_err_set(&err, NTX_EINVAL, "expected cpu, cuda or auto, got '%s'", a);
-				return bad_arg("--backend", &err);
-			}
+				o.backend = NTX_USE_AUTO;
+			else
+				return bad_value("--backend", "expected cpu, cuda or auto, got '%s'", a);
 			break;
 		case 't': case TOOL_OPT_VRAM: case TOOL_OPT_RAM: /* tools/common's */
 			if ((rc = tool_common_opt(&T, ch, a, &com)) != 0)
@@ -372,41 +371,35 @@ int main(int argc, char **argv)
 				o.ram_budget_arg = a;
 			break;
 		case O_EXECUTOR:
-			if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu")) {
-				ntx_err_set(&err, NTX_EINVAL, "expected auto, gpu or cpu, got '%s'", a);
-				return bad_arg("--executor", &err);
-			}
+			if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu"))
+				return bad_value("--executor", "expected auto, gpu or cpu, got '%s'", a);
 			o.executor = a;
 			break;
 		case O_PACK: o.pack_path = a; break;
 		case O_IO:
 			if (!strcmp(a, "mmap"))
-				o.io = NTX_IO_MMAP;
+				o.io = RUN_IO_MMAP;
 			else if (!strcmp(a, "direct"))
-				o.io = NTX_IO_DIRECT;
-			else {
-				ntx_err_set(&err, NTX_EINVAL, "expected direct or mmap, got '%s'", a);
-				return bad_arg("--io", &err);
-			}
+				o.io = RUN_IO_DIRECT;
+			else
+				return bad_value("--io", "expected direct or mmap, got '%s'", a);
 			break;
 		case O_GPU:
-			if (ntx_parse_int(a, 0, 63, &o.gpu_index, &err))
-				return bad_arg("--gpu", &err);
+			if ((rc = tool_int(&T, "--gpu", a, 0, 63, &o.gpu_index)) != 0)
+				return rc;
 			break;
 		case 'c':
-			if (ntx_parse_int(a, 0, 1 << 24, &o.n_ctx, &err))
-				return bad_arg("--ctx-size", &err);
+			if ((rc = tool_int(&T, "--ctx-size", a, 0, 1 << 24, &o.n_ctx)) != 0)
+				return rc;
 			break;
 		case O_KV:
 			o.kv_type_set = 1;
 			if (!strcmp(a, "f16"))
-				o.kv_type = NTX_KV_F16;
+				o.kv_type = NTX_KV_CACHE_F16;
 			else if (!strcmp(a, "f32"))
-				o.kv_type = NTX_KV_F32;
-			else {
-				ntx_err_set(&err, NTX_EINVAL, "expected f16 or f32, got '%s'", a);
-				return bad_arg("--kv-type", &err);
-			}
+				o.kv_type = NTX_KV_CACHE_F32;
+			else
+				return bad_value("--kv-type", "expected f16 or f32, got '%s'", a);
 			break;
 		case 'p': o.prompt = a; break;
 		case 'f': o.prompt_file = a; break;
@@ -417,61 +410,70 @@ int main(int argc, char **argv)
 		case O_NOBOS: o.no_bos = 1; break;
 		case O_NOPS: o.no_parse_special = 1; break;
 		case 'n':
-			if (ntx_parse_int(a, -1, 1 << 30, &o.n_predict, &err))
-				return bad_arg("--n-predict", &err);
+			if ((rc = tool_int(&T, "--n-predict", a, -1, 1 << 30, &o.n_predict)) != 0)
+				return rc;
 			break;
 		case O_TEMP: case O_TOPK: case O_TOPP: case O_MINP: case O_RPEN: case O_RLAST:
 		case 's': {
 			const char *nm = ch == 's' ? "seed" : longopts[li].name;
+			struct ntx_error *e = ntx_error_new();
+			char opt[40];
 
-			if (ntx_sampler_parse_opt(nm, a, &o.sp, &err) < 0) {
-				char opt[40];
-
-				snprintf(opt, sizeof opt, "--%s", nm);
-				return bad_arg(opt, &err);
+			if (e && ntx_gen_params_parse(&o.gp, nm, a, e) == NTX_OK) {
+				ntx_error_free(e);
+				break;
 			}
-			break;
+			snprintf(opt, sizeof opt, "--%s", nm);
+			rc = e ? tool_bad_value(&T, opt, e) : bad_value(opt, "%s", "out of memory");
+			ntx_error_free(e);
+			return rc;
 		}
 		case O_IGNEOS: o.ignore_eos = 1; break;
 		case O_SKIP: o.skip_file = a; break;
 		case O_SKIPL: {
+			struct ntx_error *e = ntx_error_new();
 			int *ls, n;
 
 			/* the syntax now (a usage error); the range once the
 			 * model's layer count is known */
-			if (ntx_parse_range_list(a, 1 << 24, &ls, &n, &err))
-				return bad_arg("--skip-layers", &err);
-			free(ls);
-			o.skip_layers = a;
-			break;
+			if (e && ntx_arg_layers(a, 1 << 24, &ls, &n, e) == NTX_OK) {
+				ntx_free(ls);
+				ntx_error_free(e);
+				o.skip_layers = a;
+				break;
+			}
+			rc = e ? tool_bad_value(&T, "--skip-layers", e)
+			       : bad_value("--skip-layers", "%s", "out of memory");
+			ntx_error_free(e);
+			return rc;
 		}
 		case O_SPEC: o.self_spec = 1; break;
 		case O_DRAFTK:
-			if (ntx_parse_int(a, 1, 64, &o.draft_k, &err))
-				return bad_arg("--draft-k", &err);
+			if ((rc = tool_int(&T, "--draft-k", a, 1, 64, &o.draft_k)) != 0)
+				return rc;
 			break;
 		case O_DRAFTSKIP: o.draft_skip = a; break;
 		case O_TOKENIZE: o.tokenize = 1; break;
 		case O_PPL: o.perplexity = a; break;
 		case O_BATCH: o.batch = 1; break;
 		case O_PARALLEL:
-			if (ntx_parse_int(a, 1, 1024, &o.parallel, &err))
-				return bad_arg("--parallel", &err);
+			if ((rc = tool_int(&T, "--parallel", a, 1, 1024, &o.parallel)) != 0)
+				return rc;
 			o.parallel_set = 1;
 			break;
 		case O_JSON: o.json = 1; break;
 		case O_BENCH: o.bench = 1; break;
 		case O_BPP:
-			if (ntx_parse_int(a, 0, 1 << 20, &o.bench_pp, &err))
-				return bad_arg("--bench-pp", &err);
+			if ((rc = tool_int(&T, "--bench-pp", a, 0, 1 << 20, &o.bench_pp)) != 0)
+				return rc;
 			break;
 		case O_BTG:
-			if (ntx_parse_int(a, 0, 1 << 20, &o.bench_tg, &err))
-				return bad_arg("--bench-tg", &err);
+			if ((rc = tool_int(&T, "--bench-tg", a, 0, 1 << 20, &o.bench_tg)) != 0)
+				return rc;
 			break;
 		case O_BREPS:
-			if (ntx_parse_int(a, 1, 1000, &o.bench_reps, &err))
-				return bad_arg("--bench-reps", &err);
+			if ((rc = tool_int(&T, "--bench-reps", a, 1, 1000, &o.bench_reps)) != 0)
+				return rc;
 			break;
 		case O_STATS: o.stats_json = a; break;
 		case O_DUMP: o.dump_logits = a; break;
@@ -484,7 +486,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return close_stdout_info();
 		case 'V':
-			printf(PROG " (ntx) " NTX_VERSION "\n");
+			tool_version(&T);
 			return close_stdout_info();
 		default: /* ':' or '?' */
 			tool_getopt_complaint(PROG, ch, argv);
@@ -510,28 +512,7 @@ int main(int argc, char **argv)
 		sigaction(SIGTERM, &sa, NULL);
 	}
 
-	memset(&c, 0, sizeof c);
-	c.o = &o;
-	/* --stats-json first: an unwritable file fails before any work */
-	if (o.stats_json && ntx_outfile_open(&c.stats, o.stats_json, "w", stderr, &err))
-		return run_fail(&err);
-	if (run_open(&c, !o.tokenize, &err)) {
-		run_close(&c);
-		return run_fail(&err);
-	}
-	if (o.tokenize)
-		rc = mode_tokenize(&c);
-	else if (o.perplexity)
-		rc = mode_perplexity(&c);
-	else if (o.bench)
-		rc = mode_bench(&c);
-	else if (o.batch)
-		rc = mode_batch(&c);
-	else if (o.interactive)
-		rc = mode_interactive(&c);
-	else
-		rc = mode_generate(&c);
-	run_close(&c);
+	rc = run_main(&o);
 	if (fclose(stdout) && rc == 0 && !run_interrupted) {
 		/* a closed stdout pipe ends quietly; a full disk is an error */
 		if (errno != EPIPE) {

@@ -1,4 +1,4 @@
-/* modes.c - tokenize, generate and perplexity modes of ntx-run. */
+/* modes.c - the generate mode of ntx-run. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -8,31 +8,8 @@
 #include <unistd.h>
 
 #include "parse.h"
-#include "run.h"
+#include "run_int.h"
 #include "unicode.h"
-
-/* ---- tokenize ---- */
-
-int mode_tokenize(struct run_ctx *c)
-{
-	struct ntx_err err = { 0 };
-	int32_t *ids;
-	int n, i;
-
-	if (run_read_prompt(c->o, c->vocab, &ids, &n, &err)) {
-		/* an empty text is a valid input for --tokenize */
-		if (strcmp(err.msg, "the prompt is empty") != 0)
-			return run_fail(&err);
-		ids = NULL;
-		n = 0;
-	}
-	putchar('[');
-	for (i = 0; i < n; i++)
-		printf(i ? ", %d" : "%d", ids[i]);
-	printf("]\n");
-	free(ids);
-	return 0;
-}
 
 /* ---- generate ---- */
 
@@ -233,7 +210,7 @@ static json_t *run_stats_json(struct run_ctx *c, const struct ntx_gen_stats *st)
 		      "backend", ntx_backend_name(ntx_engine_backend(c->engine)),
 		      "n_threads", run_n_threads(c->o),
 		      "n_ctx", ntx_engine_n_ctx(c->engine),
-		      "kv_type", c->o->kv_type == NTX_KV_F32 ? "f32" : "f16",
+		      "kv_type", c->o->kv_type == NTX_KV_CACHE_F32 ? "f32" : "f16",
 		      "n_prompt", st->n_prompt, "n_gen", st->n_gen,
 		      "t_prompt_ms", st->t_prompt_s * 1e3, "t_gen_ms", st->t_gen_s * 1e3,
 		      "prompt_tok_per_s", rate(st->n_prompt, st->t_prompt_s),
@@ -356,7 +333,7 @@ int mode_generate(struct run_ctx *c)
 	}
 	memset(&go, 0, sizeof go);
 	go.n_predict = o->n_predict;
-	go.sp = o->sp;
+	run_sampler_params(o, &go.sp);
 	go.eog = c->eog;
 	go.force = force;
 	go.n_force = n_force;
@@ -444,51 +421,4 @@ out:
 	free(prompt);
 	free(force);
 	return rc;
-}
-
-/* ---- perplexity ---- */
-
-static void ppl_progress(void *p, int chunk, int n_chunks, double ppl)
-{
-	const struct run_opts *o = p;
-
-	if (!o->quiet)
-		fprintf(stderr, "[%d/%d] %.4f\n", chunk, n_chunks, ppl);
-}
-
-int mode_perplexity(struct run_ctx *c)
-{
-	const struct run_opts *o = c->o;
-	struct ntx_err err = { 0 };
-	struct ntx_ppl_result r;
-	char *text;
-	size_t len;
-	int32_t *ids;
-	int n, n_ctx;
-
-	if (run_read_text(o->perplexity, &text, &len, &err))
-		return run_fail(&err);
-	if (ntx_tokenize(c->vocab, text, len, 1, 0, &ids, &n, &err)) {
-		free(text);
-		return run_fail(&err);
-	}
-	free(text);
-	n_ctx = o->n_ctx > 0 ? o->n_ctx : ntx_engine_n_ctx(c->engine);
-	if (n < n_ctx) {
-		free(ids);
-		ntx_err_set(&err, NTX_EINVAL,
-			    "%s: %d tokens, fewer than one chunk of %d (give a longer text or a smaller -c)",
-			    o->perplexity, n, n_ctx);
-		return run_fail(&err);
-	}
-	if (!o->quiet)
-		fprintf(stderr, PROG ": perplexity: %d tokens, %d chunks of %d\n", n, n / n_ctx, n_ctx);
-	if (ntx_perplexity(c->engine, ids, n, n_ctx, ntx_vocab_bos(c->vocab), NULL, NULL, NULL,
-			   ppl_progress, (void *)o, &r, &err)) {
-		free(ids);
-		return run_fail(&err);
-	}
-	free(ids);
-	printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
-	return 0;
 }

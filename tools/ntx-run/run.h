@@ -1,5 +1,6 @@
-/* run.h - ntx-run's options and modes (the tool's own code: options, I/O,
- * output; the model logic is in lib/). */
+/* run.h - ntx-run's options and its entry point, over include/ntx.h only
+ * (main.c includes nothing else). The modes' shared state is in run_int.h,
+ * until every mode is over the public API (doc/ntx-run-api.md). */
 #ifndef NTX_RUN_H
 #define NTX_RUN_H
 
@@ -7,17 +8,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <jansson.h>
-
-#include "engine.h"
-#include "fileio.h"
-#include "generate.h"
-#include "model.h"
-#include "plan.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "ntx.h"
 
 #define PROG "ntx-run"
+
+/* --io: how streamed layers are read */
+enum run_io { RUN_IO_DIRECT = 0, RUN_IO_MMAP = 1 };
 
 struct run_opts {
 	const char *model_path;
@@ -28,14 +24,14 @@ struct run_opts {
 	const char *force_ids;       /* --force-ids (teacher forcing, tests) */
 	int n_predict;
 	int n_ctx;
-	struct ntx_sampler_params sp;
+	struct ntx_gen_params gp;     /* sampling (n_predict is above) */
 	int chat;
 	const char *system;
 	const char *chat_template;   /* --chat-template NAME (else the model's) */
 	int interactive;             /* -i / -cnv */
-	enum ntx_backend backend;
+	enum ntx_backend_choice backend;
 	int n_threads;
-	enum ntx_kv_type kv_type;
+	enum ntx_kv_cache kv_type;   /* F16 or F32 */
 	const char *stats_json;
 	const char *dump_logits;
 	int tokenize;
@@ -53,7 +49,7 @@ struct run_opts {
 	int parallel;
 	int kv_type_set, parallel_set; /* given on the command line (else the plan's) */
 	int json;
-	enum ntx_io io;
+	enum run_io io;
 	int bench;
 	int bench_reps;
 	int bench_pp, bench_tg;
@@ -71,63 +67,42 @@ struct run_opts {
 /* Set by the SIGINT handler; the engine polls it between layers. */
 extern volatile sig_atomic_t run_interrupted;
 
-/* Everything a mode needs, opened from the options. */
-struct run_ctx {
-	struct run_opts *o;
-	struct ntx_model *model;
-	struct ntx_vocab *vocab;
-	struct ntx_plan *plan;       /* loaded or computed; may be NULL (CPU) */
-	struct ntx_engine *engine;
-	uint8_t *skip;               /* n_layer flags or NULL */
-	uint8_t *draft_mask;         /* n_layer flags or NULL */
-	uint8_t *eog;                /* n_vocab flags */
-	/* --draft: the draft model, its vocabulary (checked against the
-	 * target's) and its engine (resident on the target's backend) */
-	struct ntx_model *dmodel;
-	struct ntx_vocab *dvocab;
-	struct ntx_engine *draft;
-	struct ntx_outfile stats;    /* --stats-json, opened before any work */
+/* Read a whole file (NULL or "-": stdin) into *text (malloc'ed, NUL-
+ * terminated): 0, or the exit status (1; 130 interrupted) with the message
+ * in msg[0..cap) ("path: why"). */
+int run_slurp(const char *path, char **text, size_t *len, char *msg, size_t cap);
+
+/* The prompt of -p, -f (stdin) or --prompt-ids as token ids, through
+ * --chat's template: *ids malloc'ed (NULL when *n is 0). 0, or the exit
+ * status after the message on stderr. */
+int run_prompt_ids(const struct run_opts *o, const struct ntx_lm *lm, int32_t **ids, int *n);
+
+/* A plan's n_ctx, KV cache type and sequences as the defaults of o, and
+ * the warnings about values beyond them (stderr, unless -q). */
+void run_plan_defaults(struct run_opts *o, const struct ntx_placement_info *pi);
+
+/* What a mode over ntx.h opens (open.c): the model, its placement (NULL:
+ * every layer on the backend) and the context. */
+struct run_api {
+	struct ntx_lm *lm;
+	struct ntx_placement *pl;
+	struct ntx_ctx *ctx;
 };
+/* Open them from the options, printing what ntx-run prints (the backend
+ * fallen back to, -v's lines): 0, or the exit status after the message. */
+int run_api_open(struct run_opts *o, struct run_api *a);
+void run_api_close(struct run_api *a);
+/* The context the SIGINT handler interrupts (NULL: none yet). */
+extern struct ntx_ctx *volatile run_sig_ctx;
 
-/* Print "ntx-run: message" and return exit status 1 (or 2/3 by code). */
-int run_fail(const struct ntx_err *err);
-int run_exit_code(const struct ntx_err *err);
+/* --perplexity FILE: "Final estimate: PPL = ..." on stdout; exit status. */
+int mode_perplexity(struct run_opts *o);
 
-int run_open(struct run_ctx *c, int need_engine, struct ntx_err *err);
-void run_close(struct run_ctx *c);
+/* --tokenize: the prompt's ids as a JSON array on stdout; exit status. */
+int mode_tokenize(struct run_opts *o);
 
-/* Read a whole file (NULL or "-" = stdin) into *text (malloc'ed). */
-int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err);
-
-int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t **ids, int *n,
-		    struct ntx_err *err);
-
-/* The generated text exactly as the plain mode prints it: the pieces of
- * every token but the end-of-generation ones, concatenated (no clean-up
- * pass, no leading space removed). *out is malloc'ed, NUL-terminated. */
-int run_gen_text(const struct run_ctx *c, const int32_t *ids, int n, char **out, size_t *len,
-		 struct ntx_err *err);
-
-/* A JSON string of s[0..n): as is when valid UTF-8, else with every
- * invalid byte replaced by U+FFFD. NULL only when out of memory. */
-json_t *run_json_text(const char *s, size_t n);
-
-/* The CPU thread count the engine uses (-t, else every online core). */
-int run_n_threads(const struct run_opts *o);
-
-/* The engine's streaming counters: a "streaming" object added to j (when any
- * weights moved or ran on the CPU), a line on stderr. */
-void run_add_streaming_json(const struct run_ctx *c, json_t *j);
-void run_print_streaming(const struct run_ctx *c);
-/* Write the --stats-json document (opened by main before any work: "-" =
- * stderr, a file through a temporary renamed when complete). */
-int run_write_stats(struct run_ctx *c, json_t *j, struct ntx_err *err);
-
-int mode_tokenize(struct run_ctx *c);
-int mode_generate(struct run_ctx *c);
-int mode_perplexity(struct run_ctx *c);
-int mode_bench(struct run_ctx *c);
-int mode_batch(struct run_ctx *c);
-int mode_interactive(struct run_ctx *c);
+/* Open what the options name (the --stats-json file first), run the mode,
+ * close: the exit status. Messages on stderr. */
+int run_main(struct run_opts *o);
 
 #endif
