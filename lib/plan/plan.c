@@ -781,39 +781,14 @@ static int validate_inputs(const struct ntx_plan_model *pm, const struct ntx_pla
 	return 0;
 }
 
-static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
-		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
+/* Bandwidths of the plan: a given option, else a probed rate, else the
+ * default (the CPU ones scale with the cores). */
+static void plan_resolve_bandwidths(struct ntx_plan *p, const struct ntx_plan_model *pm,
+				    const struct ntx_plan_hw *hw, const struct ntx_plan_opts *o)
 {
-	struct ntx_plan *p;
-	struct search s = { 0 };
-	struct ntx_plan_fail fail = { 0 };
-	struct ntx_err ferr = { 0, "" };
-	struct cand best = { 0 };
-	int best_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
-	uint64_t kv_all, fixed;
-	int l, k, kmin, kmax, n_act = 0, *prio = NULL;
-	char a[32], b[32], c[32], d[32], e[32], f[32];
+	double def = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+	double det = hw->cpu_src == NTX_SRC_PROBE ? cpu_rate_for_model(pm, hw) : 0;
 
-	*out = NULL;
-	if (validate_inputs(pm, o, err))
-		return -1;
-	p = calloc(1, sizeof *p);
-	if (!p)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	if (ntx_plan_model_copy(&p->model, pm, err)) {
-		free(p);
-		return -1;
-	}
-	p->layers = calloc((size_t)pm->n_layer, sizeof *p->layers);
-	prio = malloc((size_t)pm->n_layer * sizeof *prio);
-	s.res = malloc((size_t)pm->n_layer);
-	s.nr = malloc((size_t)pm->n_layer * sizeof *s.nr);
-	if (!p->layers || !prio || !s.res || !s.nr) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		goto fail;
-	}
-
-	/* hardware and bandwidths */
 	p->hw = *hw;
 	p->hw.h2d_gbps = resolve_bw(o->h2d_gbps, hw->h2d_gbps, hw->h2d_src,
 				    NTX_PLAN_DEFAULT_H2D_GBPS, &p->hw.h2d_src);
@@ -821,24 +796,23 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 				     NTX_PLAN_DEFAULT_DISK_GBPS, &p->hw.disk_src);
 	p->hw.gpu_gbps = resolve_bw(o->gpu_gbps, hw->gpu_gbps, hw->gpu_src,
 				    NTX_PLAN_DEFAULT_GPU_GBPS, &p->hw.gpu_src);
-	{
-		double def = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-		double det = hw->cpu_src == NTX_SRC_PROBE ? cpu_rate_for_model(pm, hw) : 0;
+	if (def > NTX_PLAN_CPU_GBPS_MAX)
+		def = NTX_PLAN_CPU_GBPS_MAX;
+	if (det <= 0)
+		det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
+	p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
+	def = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+	det = hw->cpu_batch_src == NTX_SRC_PROBE ? cpu_batch_rate_for_model(pm, hw) : 0;
+	if (det <= 0)
+		det = hw->cpu_batch_src == NTX_SRC_PROBE ? hw->cpu_batch_gbps : 0;
+	p->hw.cpu_batch_gbps = resolve_bw(o->cpu_batch_gbps, det, hw->cpu_batch_src, def,
+					  &p->hw.cpu_batch_src);
+}
 
-		if (def > NTX_PLAN_CPU_GBPS_MAX)
-			def = NTX_PLAN_CPU_GBPS_MAX;
-		if (det <= 0)
-			det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
-		p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
-		def = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-		det = hw->cpu_batch_src == NTX_SRC_PROBE ? cpu_batch_rate_for_model(pm, hw) : 0;
-		if (det <= 0)
-			det = hw->cpu_batch_src == NTX_SRC_PROBE ? hw->cpu_batch_gbps : 0;
-		p->hw.cpu_batch_gbps = resolve_bw(o->cpu_batch_gbps, det, hw->cpu_batch_src, def,
-						  &p->hw.cpu_batch_src);
-	}
-
-	/* budgets */
+/* VRAM, RAM and disk budgets (given, else detected) and the VRAM margin. */
+static void plan_resolve_budgets(struct ntx_plan *p, const struct ntx_plan_hw *hw,
+				 const struct ntx_plan_opts *o)
+{
 	if (o->vram_budget >= 0) {
 		p->vram_budget = (uint64_t)o->vram_budget;
 		p->vram_budget_src = NTX_SRC_OVERRIDE;
@@ -861,10 +835,16 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 		p->disk_budget = hw->disk_free;
 		p->disk_budget_src = NTX_SRC_DETECTED;
 	}
-	s.gpu = p->vram_budget > 0;
-	p->margin_bytes = s.gpu ? (o->reserve >= 0 ? (uint64_t)o->reserve : NTX_PLAN_DEFAULT_MARGIN) : 0;
+	p->margin_bytes = p->vram_budget > 0 ?
+		(o->reserve >= 0 ? (uint64_t)o->reserve : NTX_PLAN_DEFAULT_MARGIN) : 0;
+}
 
-	/* run parameters */
+/* Context, KV type, sequences, ubatch, executor, pack path and the draft
+ * (which needs a GPU). */
+static int plan_set_run_params(struct ntx_plan *p, int gpu, const struct ntx_plan_model *pm,
+			       const struct ntx_plan_hw *hw, const struct ntx_plan_opts *o,
+			       struct ntx_err *err)
+{
 	p->n_ctx = o->n_ctx > 0 ? o->n_ctx : (pm->n_ctx_train > 0 && pm->n_ctx_train < 4096 ?
 						       pm->n_ctx_train : 4096);
 	p->kv_type = o->kv_type;
@@ -873,34 +853,35 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 	p->executor = o->executor;
 	p->by_scores = o->scores != NULL;
 	p->tok_embd_home = NTX_TIER_RAM;
-	s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS;
 	p->pack_path = o->pack_path ? strdup(o->pack_path) : ntx_plan_default_pack_path(pm->path);
-	if (!p->pack_path) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		goto fail;
-	}
+	if (!p->pack_path)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	p->kv_layer_bytes = ntx_plan_kv_layer_bytes(pm, p->n_ctx, p->kv_type, p->n_seq);
 	p->n_verify = 1;
-	if (o->draft_path) {
-		p->draft_path = strdup(o->draft_path);
-		if (!p->draft_path) {
-			ntx_err_set(err, NTX_ENOMEM, "out of memory");
-			goto fail;
-		}
-		if (!s.gpu) {
-			ntx_err_set(err, NTX_EINVAL,
-				    "--draft plans a draft resident in VRAM, but the VRAM budget is 0");
-			goto fail;
-		}
-		p->draft_vram_bytes = o->draft_vram_bytes;
-		p->n_verify = (o->draft_k > 0 ? o->draft_k : 8) + 1;
-		p->draft_accept = o->draft_accept > 0 ? o->draft_accept : 0.7;
-		p->draft_token_ms = ntx_plan_round6(
-			((double)o->draft_token_bytes / (hw->gpu_gbps > 0 ? hw->gpu_gbps * 1e9 : 2e12) +
-			 (o->draft_layers + 1) * NTX_PLAN_LAYER_OVERHEAD_S) * 1e3);
-	}
+	if (!o->draft_path)
+		return 0;
+	p->draft_path = strdup(o->draft_path);
+	if (!p->draft_path)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (!gpu)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--draft plans a draft resident in VRAM, but the VRAM budget is 0");
+	p->draft_vram_bytes = o->draft_vram_bytes;
+	p->n_verify = (o->draft_k > 0 ? o->draft_k : 8) + 1;
+	p->draft_accept = o->draft_accept > 0 ? o->draft_accept : 0.7;
+	p->draft_token_ms = ntx_plan_round6(
+		((double)o->draft_token_bytes / (hw->gpu_gbps > 0 ? hw->gpu_gbps * 1e9 : 2e12) +
+		 (o->draft_layers + 1) * NTX_PLAN_LAYER_OVERHEAD_S) * 1e3);
+	return 0;
+}
 
-	/* layers, skip set, priority */
+/* Fill p->layers (all in RAM on the CPU, the skip set marked) and prio with
+ * the active layers, most important first. Returns the number of them. */
+static int plan_init_layers(struct ntx_plan *p, const struct ntx_plan_model *pm,
+			    const struct ntx_plan_opts *o, int *prio)
+{
+	int l, k, n_act = 0;
+
 	for (l = 0; l < pm->n_layer; l++) {
 		p->layers[l].index = l;
 		p->layers[l].bytes = pm->layer_bytes[l];
@@ -917,19 +898,24 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 		qsort(prio, (size_t)n_act, sizeof *prio, cmp_prio);
 		g_scores = NULL;
 	}
-	s.p = p;
-	s.prio = prio;
-	s.n_act = n_act;
+	return n_act;
+}
 
-	/* what must fit in VRAM whatever the split */
-	kv_all = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_act);
-	if (o->executor == NTX_POLICY_GPU && !s.gpu) {
-		ntx_err_set(err, NTX_ENOFIT,
+/* What must fit in VRAM whatever the split (KV cache, workspace, margin,
+ * other tensors, the draft): an ENOFIT error that names the largest part
+ * when it does not. */
+static int check_fixed_vram(const struct ntx_plan *p, int gpu, int n_act,
+			    const struct ntx_plan_model *pm, const struct ntx_plan_opts *o,
+			    struct ntx_err *err)
+{
+	uint64_t kv_all = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_act), fixed;
+	char a[32], b[32], c[32], d[32], e[32], f[32];
+
+	if (o->executor == NTX_POLICY_GPU && !gpu)
+		return ntx_err_set(err, NTX_ENOFIT,
 			    "does not fit: --executor gpu needs a GPU, but the VRAM budget is 0 (%s)",
 			    p->vram_budget_src == NTX_SRC_OVERRIDE ? "--vram-budget 0" : "no GPU detected");
-		goto fail;
-	}
-	if (s.gpu) {
+	if (gpu) {
 		uint64_t ws = ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq);
 		uint64_t res = ntx_plan_sat_add(ntx_plan_sat_add(ws, p->margin_bytes), pm->other_bytes);
 
@@ -942,24 +928,113 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 			int kv_big = kv >= ws && kv >= mg && kv >= ot;
 
 			if (kv_big)
-				ntx_err_set(err, NTX_ENOFIT,
+				return ntx_err_set(err, NTX_ENOFIT,
 					    "does not fit: KV cache (%s for %d layers, ctx %d, %s, %d seq) + reserves (%s) exceed the VRAM budget (%s) by %s; lower --ctx%s or use --executor cpu",
 					    sz(kv, a), n_act, p->n_ctx, p->kv_type == NTX_KV_F32 ? "f32" : "f16",
 					    p->n_seq, sz(res, b), sz(p->vram_budget, c),
 					    sz(fixed - p->vram_budget, d),
 					    p->kv_type == NTX_KV_F32 ? ", use --kv-type f16" : "");
-			else /* name the largest part and what changes it */
-				ntx_err_set(err, NTX_ENOFIT,
-					    "does not fit: reserves (margin %s%s + workspace %s + other tensors %s)%s%s exceed the VRAM budget (%s) by %s; %s",
-					    sz(mg, a), o->reserve >= 0 ? " from --reserve" : " (the --reserve default)",
-					    sz(ws, b), sz(ot, c), kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
-					    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f),
-					    mg >= ws && mg >= ot ? "lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" :
-					    ws >= ot ? "lower --ubatch or --ctx" :
-					    "give a larger --vram-budget, or --vram-budget 0 to run on the CPU");
-			goto fail;
+			/* name the largest part and what changes it */
+			return ntx_err_set(err, NTX_ENOFIT,
+				    "does not fit: reserves (margin %s%s + workspace %s + other tensors %s)%s%s exceed the VRAM budget (%s) by %s; %s",
+				    sz(mg, a), o->reserve >= 0 ? " from --reserve" : " (the --reserve default)",
+				    sz(ws, b), sz(ot, c), kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
+				    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f),
+				    mg >= ws && mg >= ot ? "lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" :
+				    ws >= ot ? "lower --ubatch or --ctx" :
+				    "give a larger --vram-budget, or --vram-budget 0 to run on the CPU");
 		}
 	}
+	return 0;
+}
+
+/* s->r_max: the most resident items (head first, then layers by priority)
+ * whose bytes alone fit the VRAM budget. */
+static void set_max_resident(struct search *s, const struct ntx_plan_model *pm)
+{
+	uint64_t used = ntx_plan_sat_add(head_bytes(pm), 0);
+	int k;
+
+	s->r_max = used <= s->p->vram_budget ? 1 : 0;
+	for (k = 0; s->r_max == k + 1 && k < s->n_act; k++) {
+		used = ntx_plan_sat_add(used, ntx_plan_layer_buf_bytes(pm->layer_bytes[s->prio[k]]));
+		if (used <= s->p->vram_budget)
+			s->r_max++;
+	}
+	if (s->r_max == 0) /* the head alone does not fit: layers may */
+		s->r_max = s->n_act + 1;
+}
+
+/* The fastest candidate with kcpu in [kmin, kmax] for s->slots ring slots:
+ * every k up to 256 layers; beyond (hostile or future models), a grid of
+ * 257 values refined around the best. */
+static struct cand search_cpu_layers(struct search *s, int kmin, int kmax,
+				     struct ntx_plan_fail *fail, struct ntx_err *ferr)
+{
+	int step = kmax - kmin > 256 ? (kmax - kmin + 255) / 256 : 1, pass, k;
+	struct cand b1 = { 0 };
+
+	for (pass = 0; pass < (step > 1 ? 2 : 1); pass++) {
+		int lo = kmin, hi = kmax, st = step;
+
+		if (pass) {
+			lo = b1.ok && b1.kcpu - step > kmin ? b1.kcpu - step : kmin;
+			hi = b1.ok && b1.kcpu + step < kmax ? b1.kcpu + step : kmax;
+			st = 1;
+		}
+		for (k = lo; k <= hi; k += st) {
+			struct cand c1 = evaluate(s, k, fail, ferr);
+
+			if (c1.ok && better(&c1, &b1))
+				b1 = c1;
+			if (st > 1 && k < hi && k + st > hi)
+				k = hi - st; /* always try hi */
+		}
+	}
+	return b1;
+}
+
+static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
+		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
+{
+	struct ntx_plan *p;
+	struct search s = { 0 };
+	struct ntx_plan_fail fail = { 0 };
+	struct ntx_err ferr = { 0, "" };
+	struct cand best = { 0 };
+	int best_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
+	int kmin, kmax, *prio = NULL;
+
+	*out = NULL;
+	if (validate_inputs(pm, o, err))
+		return -1;
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (ntx_plan_model_copy(&p->model, pm, err)) {
+		free(p);
+		return -1;
+	}
+	p->layers = calloc((size_t)pm->n_layer, sizeof *p->layers);
+	prio = malloc((size_t)pm->n_layer * sizeof *prio);
+	s.res = malloc((size_t)pm->n_layer);
+	s.nr = malloc((size_t)pm->n_layer * sizeof *s.nr);
+	if (!p->layers || !prio || !s.res || !s.nr) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+
+	plan_resolve_bandwidths(p, pm, hw, o);
+	plan_resolve_budgets(p, hw, o);
+	s.gpu = p->vram_budget > 0;
+	s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS;
+	if (plan_set_run_params(p, s.gpu, pm, hw, o, err))
+		goto fail;
+	s.p = p;
+	s.prio = prio;
+	s.n_act = plan_init_layers(p, pm, o, prio);
+	if (check_fixed_vram(p, s.gpu, s.n_act, pm, o, err))
+		goto fail;
 
 	/* the search: for each number of CPU-executed layers, the most resident
 	 * layers that fit; keep the fastest */
@@ -969,47 +1044,18 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 		kmin = kmax = 0;
 	} else {
 		kmin = 0;
-		kmax = n_act;
+		kmax = s.n_act;
 	}
-	if (s.gpu) {
-		uint64_t used = ntx_plan_sat_add(head_bytes(pm), 0);
-
-		s.r_max = used <= p->vram_budget ? 1 : 0;
-		for (k = 0; s.r_max == k + 1 && k < n_act; k++) {
-			used = ntx_plan_sat_add(used, ntx_plan_layer_buf_bytes(pm->layer_bytes[prio[k]]));
-			if (used <= p->vram_budget)
-				s.r_max++;
-		}
-		if (s.r_max == 0) /* the head alone does not fit: layers may */
-			s.r_max = n_act + 1;
-	}
+	if (s.gpu)
+		set_max_resident(&s, pm);
 	/* without --ring-slots: 3 ring slots, or 2 when the slot it frees for
 	 * a resident layer is worth more than the lead it costs (streaming
 	 * without CPU layers between) */
 	for (int sl = 0; sl < (o->ring_slots ? 1 : 2); sl++) {
-		/* every k up to 256 layers; beyond (hostile or future models),
-		 * a grid of 257 values refined around the best */
-		int step = kmax - kmin > 256 ? (kmax - kmin + 255) / 256 : 1, pass;
-		struct cand b1 = { 0 };
+		struct cand b1;
 
 		s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS - sl;
-		for (pass = 0; pass < (step > 1 ? 2 : 1); pass++) {
-			int lo = kmin, hi = kmax, st = step;
-
-			if (pass) {
-				lo = b1.ok && b1.kcpu - step > kmin ? b1.kcpu - step : kmin;
-				hi = b1.ok && b1.kcpu + step < kmax ? b1.kcpu + step : kmax;
-				st = 1;
-			}
-			for (k = lo; k <= hi; k += st) {
-				struct cand c1 = evaluate(&s, k, &fail, &ferr);
-
-				if (c1.ok && better(&c1, &b1))
-					b1 = c1;
-				if (st > 1 && k < hi && k + st > hi)
-					k = hi - st; /* always try hi */
-			}
-		}
+		b1 = search_cpu_layers(&s, kmin, kmax, &fail, &ferr);
 		if (b1.ok && better(&b1, &best)) {
 			best = b1;
 			best_slots = s.slots;
