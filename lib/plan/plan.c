@@ -289,25 +289,23 @@ static const char *sz(uint64_t b, char *buf)
 	return ntx_fmt_size(b, buf, 32);
 }
 
-int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail *f,
-			struct ntx_err *err)
+/* Per-plan sums over the active layers, by home and executor. */
+struct tally {
+	uint64_t head;        /* output (or tied embeddings) bytes */
+	uint64_t max_stream;  /* largest layer streamed to the GPU */
+	uint64_t max_disk;    /* largest layer on disk */
+	uint64_t ram_gpu, ram_cpu, disk_gpu, disk_cpu, vram_gpu; /* bytes by home, exec */
+	int n_gpu, n_cpu, n_disk, n_vram, n_ram;
+};
+
+/* Check each active layer's home and executor (and the output's, the token
+ * embeddings', the pack path) and sum the layers into t and p's
+ * *_layers_bytes. */
+static int tally_layers(struct ntx_plan *p, int gpu, struct tally *t, struct ntx_err *err)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	int gpu = p->vram_budget > 0;
-	uint64_t head = head_bytes(pm), max_stream = 0, max_disk = 0;
-	uint64_t ram_gpu = 0, ram_cpu = 0, disk_gpu = 0, disk_cpu = 0, vram_gpu = 0;
-	int n_gpu = 0, n_cpu = 0, n_disk = 0, n_vram = 0, n_ram = 0, l;
-	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t, cpu_s_per_byte;
-	/* tokens per pass: the sequences of a batch, or a verification pass of
-	 * K + 1 tokens with a draft model */
-	int n_seq = p->n_seq > 0 ? p->n_seq : 1;
-	char a[32], b[32], c[32], d[32], e[32], g[32], h[32], k[32], x[32];
+	int l;
 
-	if (p->n_verify > n_seq)
-		n_seq = p->n_verify;
-
-	if (f)
-		memset(f, 0, sizeof *f);
 	p->vram_layers_bytes = p->ram_layers_bytes = p->disk_layers_bytes = 0;
 	for (l = 0; l < pm->n_layer; l++) {
 		const struct ntx_plan_layer *L = &p->layers[l];
@@ -323,36 +321,36 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 					   "layer %d: home \"%s\", exec \"%s\" with a VRAM budget of 0 (no GPU)",
 					   l, ntx_tier_name(L->home), ntx_exec_name(L->exec));
 		if (L->exec == NTX_EXEC_GPU)
-			n_gpu++;
+			t->n_gpu++;
 		else
-			n_cpu++;
+			t->n_cpu++;
 		switch (L->home) {
 		case NTX_TIER_VRAM:
-			n_vram++;
+			t->n_vram++;
 			p->vram_layers_bytes = ntx_plan_sat_add(p->vram_layers_bytes, lb);
-			vram_gpu = ntx_plan_sat_add(vram_gpu, lb);
+			t->vram_gpu = ntx_plan_sat_add(t->vram_gpu, lb);
 			break;
 		case NTX_TIER_RAM:
-			n_ram++;
+			t->n_ram++;
 			p->ram_layers_bytes = ntx_plan_sat_add(p->ram_layers_bytes, lb);
 			if (L->exec == NTX_EXEC_GPU)
-				ram_gpu = ntx_plan_sat_add(ram_gpu, lb);
+				t->ram_gpu = ntx_plan_sat_add(t->ram_gpu, lb);
 			else
-				ram_cpu = ntx_plan_sat_add(ram_cpu, lb);
+				t->ram_cpu = ntx_plan_sat_add(t->ram_cpu, lb);
 			break;
 		case NTX_TIER_DISK:
-			n_disk++;
+			t->n_disk++;
 			p->disk_layers_bytes = ntx_plan_sat_add(p->disk_layers_bytes, lb);
-			if (lb > max_disk)
-				max_disk = lb;
+			if (lb > t->max_disk)
+				t->max_disk = lb;
 			if (L->exec == NTX_EXEC_GPU)
-				disk_gpu = ntx_plan_sat_add(disk_gpu, lb);
+				t->disk_gpu = ntx_plan_sat_add(t->disk_gpu, lb);
 			else
-				disk_cpu = ntx_plan_sat_add(disk_cpu, lb);
+				t->disk_cpu = ntx_plan_sat_add(t->disk_cpu, lb);
 			break;
 		}
-		if (L->home != NTX_TIER_VRAM && L->exec == NTX_EXEC_GPU && lb > max_stream)
-			max_stream = lb;
+		if (L->home != NTX_TIER_VRAM && L->exec == NTX_EXEC_GPU && lb > t->max_stream)
+			t->max_stream = lb;
 	}
 	if (!((p->output_home == NTX_TIER_VRAM && p->output_exec == NTX_EXEC_GPU && gpu) ||
 	      (p->output_home == NTX_TIER_RAM && p->output_exec == NTX_EXEC_CPU)))
@@ -362,34 +360,43 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 				   gpu ? "" : ", which needs a GPU,");
 	if (p->tok_embd_home != NTX_TIER_RAM)
 		return ntx_err_set(err, NTX_EINVAL, "tok_embd: home must be \"ram\"");
-	if (n_disk && (!p->pack_path || !*p->pack_path))
+	if (t->n_disk && (!p->pack_path || !*p->pack_path))
 		return ntx_err_set(err, NTX_EINVAL, "%d layers are on disk but pack_path is not set",
-				   n_disk);
+				   t->n_disk);
 	if (p->output_home == NTX_TIER_VRAM)
-		vram_gpu = ntx_plan_sat_add(vram_gpu, head);
+		t->vram_gpu = ntx_plan_sat_add(t->vram_gpu, t->head);
 	else
-		ram_cpu = ntx_plan_sat_add(ram_cpu, head);
+		t->ram_cpu = ntx_plan_sat_add(t->ram_cpu, t->head);
+	return 0;
+}
+
+/* The reserves (KV, workspace, ring, staging) and every byte of each
+ * budget: VRAM and RAM used, the pack's size. */
+static void account_bytes(struct ntx_plan *p, int gpu, int ring_slots, const struct tally *t)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	int l;
 
 	/* reserves */
 	p->kv_layer_bytes = ntx_plan_kv_layer_bytes(pm, p->n_ctx, p->kv_type, p->n_seq);
-	p->kv_vram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_gpu);
-	p->kv_ram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_cpu);
+	p->kv_vram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)t->n_gpu);
+	p->kv_ram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)t->n_cpu);
 	p->workspace_bytes = gpu ? ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq) : 0;
 	if (!gpu)
 		p->margin_bytes = 0;
-	p->ring_slots = max_stream ? ring_slots : 0;
-	p->ring_bytes = max_stream ? ntx_plan_sat_mul((uint64_t)p->ring_slots,
-						      ntx_plan_layer_buf_bytes(max_stream)) : 0;
-	p->staging_bytes = max_disk ? ntx_plan_sat_mul(2, ntx_plan_layer_buf_bytes(max_disk)) : 0;
+	p->ring_slots = t->max_stream ? ring_slots : 0;
+	p->ring_bytes = t->max_stream ? ntx_plan_sat_mul((uint64_t)p->ring_slots,
+							 ntx_plan_layer_buf_bytes(t->max_stream)) : 0;
+	p->staging_bytes = t->max_disk ? ntx_plan_sat_mul(2, ntx_plan_layer_buf_bytes(t->max_disk)) : 0;
 
 	/* every byte of each budget */
 	p->vram_used_bytes = 0;
 	if (gpu) {
 		uint64_t v = ntx_plan_sat_add(p->vram_layers_bytes,
-					      (uint64_t)n_vram * NTX_PLAN_LAYER_PAD);
+					      (uint64_t)t->n_vram * NTX_PLAN_LAYER_PAD);
 
 		if (p->output_home == NTX_TIER_VRAM)
-			v = ntx_plan_sat_add(v, head);
+			v = ntx_plan_sat_add(v, t->head);
 		v = ntx_plan_sat_add(v, pm->other_bytes);
 		v = ntx_plan_sat_add(v, p->kv_vram_bytes);
 		v = ntx_plan_sat_add(v, p->workspace_bytes);
@@ -400,16 +407,16 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 	{
 		uint64_t r = ntx_plan_sat_add(p->ram_layers_bytes, pm->tok_embd_bytes);
 
-		r = ntx_plan_sat_add(r, (uint64_t)n_ram * NTX_PLAN_LAYER_PAD);
+		r = ntx_plan_sat_add(r, (uint64_t)t->n_ram * NTX_PLAN_LAYER_PAD);
 
 		if (p->output_home == NTX_TIER_RAM && !pm->output_tied)
-			r = ntx_plan_sat_add(r, head);
+			r = ntx_plan_sat_add(r, t->head);
 		r = ntx_plan_sat_add(r, pm->other_bytes);
 		r = ntx_plan_sat_add(r, p->kv_ram_bytes);
 		p->ram_used_bytes = ntx_plan_sat_add(r, p->staging_bytes);
 	}
 	p->pack_bytes = 0;
-	if (n_disk) {
+	if (t->n_disk) {
 		p->pack_bytes = NTX_PLAN_PACK_HEADER;
 		for (l = 0; l < pm->n_layer; l++)
 			if (!p->layers[l].skip && p->layers[l].home == NTX_TIER_DISK)
@@ -418,41 +425,52 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 					align_up(p->layers[l].bytes, NTX_PLAN_PACK_ALIGN) +
 						NTX_PLAN_PACK_ALIGN);
 	}
+}
 
-	/* estimate */
-	p->bytes_vram = vram_gpu;
-	p->bytes_h2d_ram = ram_gpu;
-	p->bytes_h2d_disk = disk_gpu;
-	p->bytes_disk = ntx_plan_sat_add(disk_gpu, disk_cpu);
-	p->bytes_cpu = ntx_plan_sat_add(ram_cpu, disk_cpu);
-	p->bytes_cpu_disk = disk_cpu;
+/* The estimate: bytes moved, the time of each part, tokens per second (and
+ * with a draft, the speculative rate); f->t and f->t_nondisk when f. n_seq:
+ * tokens per pass. */
+static void account_time(struct ntx_plan *p, int gpu, int n_seq, const struct tally *tl,
+			 struct ntx_plan_fail *f)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t, cpu_s_per_byte;
+	int l;
+
+	p->bytes_vram = tl->vram_gpu;
+	p->bytes_h2d_ram = tl->ram_gpu;
+	p->bytes_h2d_disk = tl->disk_gpu;
+	p->bytes_disk = ntx_plan_sat_add(tl->disk_gpu, tl->disk_cpu);
+	p->bytes_cpu = ntx_plan_sat_add(tl->ram_cpu, tl->disk_cpu);
+	p->bytes_cpu_disk = tl->disk_cpu;
 	/* the GPU computes every GPU-executed layer, streamed ones included,
 	 * one GEMV pass per chunk of 8 tokens; the CPU reads the weights once
 	 * and, with a batch, becomes compute-bound */
-	t_res = gpu ? (double)(vram_gpu + ram_gpu + disk_gpu) * ntx_plan_gpu_batch_cost(n_seq) /
-			      (p->hw.gpu_gbps * 1e9) : 0;
-	t_link = (double)(ram_gpu + disk_gpu) / (p->hw.h2d_gbps * 1e9);
+	t_res = gpu ? (double)(tl->vram_gpu + tl->ram_gpu + tl->disk_gpu) *
+			      ntx_plan_gpu_batch_cost(n_seq) / (p->hw.gpu_gbps * 1e9) : 0;
+	t_link = (double)(tl->ram_gpu + tl->disk_gpu) / (p->hw.h2d_gbps * 1e9);
 	t_disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
 	cpu_s_per_byte = 1.0 / (p->hw.cpu_gbps * 1e9);
 	if (n_seq > 1 && p->hw.cpu_batch_gbps > 0 &&
 	    n_seq / (p->hw.cpu_batch_gbps * 1e9) > cpu_s_per_byte)
 		cpu_s_per_byte = n_seq / (p->hw.cpu_batch_gbps * 1e9);
-	if (ram_gpu + disk_gpu > 0) { /* host shared with the transfers */
+	if (tl->ram_gpu + tl->disk_gpu > 0) { /* host shared with the transfers */
 		/* and a CPU layer longer than the ring's lead (ring_slots
 		 * streamed layers copied ahead) stalls the copy engine */
-		double lead = p->ring_slots * (double)max_stream / (p->hw.h2d_gbps * 1e9);
+		double lead = p->ring_slots * (double)tl->max_stream / (p->hw.h2d_gbps * 1e9);
 
 		cpu_s_per_byte /= NTX_PLAN_CPU_SHARED;
 		for (l = 0; l < pm->n_layer; l++) {
 			const struct ntx_plan_layer *L = &p->layers[l];
-			double tl = (double)L->bytes * cpu_s_per_byte;
+			double tlay = (double)L->bytes * cpu_s_per_byte;
 
-			if (!L->skip && L->exec == NTX_EXEC_CPU && tl > lead)
-				t_link += tl - lead;
+			if (!L->skip && L->exec == NTX_EXEC_CPU && tlay > lead)
+				t_link += tlay - lead;
 		}
 	}
 	t_cpu = (double)p->bytes_cpu * cpu_s_per_byte;
-	t_ovh = (n_gpu + n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S + n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
+	t_ovh = (tl->n_gpu + tl->n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S +
+		tl->n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
 	t_comp = t_res + t_cpu + t_ovh;
 	t = t_comp;
 	if (t_link > t)
@@ -479,8 +497,16 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 		f->t = t;
 		f->t_nondisk = t_comp > t_link ? t_comp : t_link;
 	}
+}
 
-	/* budgets */
+/* VRAM, RAM, then disk: an ENOFIT error listing the parts of the first
+ * budget exceeded (and f->what, f->short_bytes when f). */
+static int check_budgets(const struct ntx_plan *p, int gpu, const struct tally *t,
+			 struct ntx_plan_fail *f, struct ntx_err *err)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	char a[32], b[32], c[32], d[32], e[32], g[32], h[32], k[32], x[32];
+
 	if (gpu && p->vram_used_bytes > p->vram_budget) {
 		uint64_t s = p->vram_used_bytes - p->vram_budget;
 
@@ -491,7 +517,7 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 		return ntx_err_set(err, NTX_ENOFIT,
 				   "does not fit: VRAM needs %s (layers %s + output and norms %s + KV cache %s + workspace %s + ring %s + margin %s) but the VRAM budget is %s: short by %s",
 				   sz(p->vram_used_bytes, a), sz(p->vram_layers_bytes, b),
-				   sz((p->output_home == NTX_TIER_VRAM ? head : 0) + pm->other_bytes, c),
+				   sz((p->output_home == NTX_TIER_VRAM ? t->head : 0) + pm->other_bytes, c),
 				   sz(p->kv_vram_bytes, d), sz(p->workspace_bytes, e),
 				   sz(p->ring_bytes, g), sz(p->margin_bytes, h), sz(p->vram_budget, k),
 				   sz(s, x));
@@ -520,10 +546,32 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 		}
 		return ntx_err_set(err, NTX_ENOFIT,
 				   "does not fit: the model is larger than the VRAM, RAM and disk budgets: %d layers (%s) go to disk and the pack needs %s, but the disk budget at %s is %s: short by %s",
-				   n_disk, sz(p->disk_layers_bytes, a), sz(p->pack_bytes, b),
+				   t->n_disk, sz(p->disk_layers_bytes, a), sz(p->pack_bytes, b),
 				   p->pack_path, sz(p->disk_budget, c), sz(s, d));
 	}
 	return 0;
+}
+
+int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail *f,
+			struct ntx_err *err)
+{
+	int gpu = p->vram_budget > 0;
+	struct tally t = { 0 };
+	/* tokens per pass: the sequences of a batch, or a verification pass of
+	 * K + 1 tokens with a draft model */
+	int n_seq = p->n_seq > 0 ? p->n_seq : 1;
+
+	if (p->n_verify > n_seq)
+		n_seq = p->n_verify;
+
+	if (f)
+		memset(f, 0, sizeof *f);
+	t.head = head_bytes(&p->model);
+	if (tally_layers(p, gpu, &t, err))
+		return -1;
+	account_bytes(p, gpu, ring_slots, &t);
+	account_time(p, gpu, n_seq, &t, f);
+	return check_budgets(p, gpu, &t, f, err);
 }
 
 int ntx_plan_account(struct ntx_plan *p, int ring_slots, struct ntx_err *err)
