@@ -87,166 +87,196 @@ static json_t *hw_json(struct wr *w, const struct ntx_plan_hw *hw)
 	return o;
 }
 
-char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err)
+/* "model": the model's identity, hyperparameters and byte counts. */
+static void put_model(struct wr *w, json_t *root, const struct ntx_plan_model *pm)
+{
+	json_t *m = json_object(), *x;
+	uint64_t total = 0;
+	int l;
+
+	put(w, root, "model", m);
+	if (!m)
+		return;
+	put(w, m, "path", json_string(pm->path ? pm->path : ""));
+	put(w, m, "file_size_bytes", jbytes(pm->file_size));
+	put(w, m, "fingerprint", json_string(pm->fingerprint));
+	put(w, m, "n_layer", json_integer(pm->n_layer));
+	put(w, m, "n_embd", json_integer(pm->n_embd));
+	put(w, m, "n_ff", json_integer(pm->n_ff));
+	put(w, m, "n_head", json_integer(pm->n_head));
+	put(w, m, "n_head_kv", json_integer(pm->n_head_kv));
+	put(w, m, "head_dim", json_integer(pm->head_dim));
+	put(w, m, "n_ctx_train", json_integer(pm->n_ctx_train));
+	put(w, m, "n_vocab", json_integer(pm->n_vocab));
+	put(w, m, "output_tied", json_boolean(pm->output_tied));
+	put(w, m, "tok_embd_bytes", jbytes(pm->tok_embd_bytes));
+	put(w, m, "output_bytes", jbytes(pm->output_bytes));
+	put(w, m, "other_bytes", jbytes(pm->other_bytes));
+	for (l = 0; l < pm->n_layer; l++)
+		total = ntx_plan_sat_add(total, pm->layer_bytes[l]);
+	put(w, m, "layer_bytes", jbytes(total));
+	x = json_object();
+	put(w, m, "layer_type_bytes", x);
+	for (l = 0; x && l < NTX_TYPE_COUNT; l++)
+		if (pm->layer_type_bytes[l])
+			put(w, x, ntx_type_name((uint32_t)l), jbytes(pm->layer_type_bytes[l]));
+}
+
+/* "budgets" and "run": what the plan was asked for. */
+static void put_budgets_run(struct wr *w, json_t *root, const struct ntx_plan *p)
+{
+	json_t *o = json_object();
+
+	put(w, root, "budgets", o);
+	if (o) {
+		put(w, o, "vram_bytes", jbytes(p->vram_budget));
+		put(w, o, "vram_source", json_string(ntx_src_name(p->vram_budget_src)));
+		put(w, o, "ram_bytes", jbytes(p->ram_budget));
+		put(w, o, "ram_source", json_string(ntx_src_name(p->ram_budget_src)));
+		put(w, o, "disk_bytes", jbytes(p->disk_budget));
+		put(w, o, "disk_source", json_string(ntx_src_name(p->disk_budget_src)));
+	}
+
+	o = json_object();
+	put(w, root, "run", o);
+	if (o) {
+		put(w, o, "n_ctx", json_integer(p->n_ctx));
+		put(w, o, "kv_type", json_string(kv_name(p->kv_type)));
+		put(w, o, "n_seq", json_integer(p->n_seq));
+		put(w, o, "n_ubatch", json_integer(p->n_ubatch));
+		put(w, o, "executor", json_string(ntx_policy_name(p->executor)));
+		put(w, o, "placement", json_string(p->by_scores ? "scores" : "model_order"));
+	}
+}
+
+/* "reserves" and "nonlayer": what is held besides the layers. */
+static void put_reserves_nonlayer(struct wr *w, json_t *root, const struct ntx_plan *p)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	struct wr w = { 1 };
-	json_t *root = json_object(), *m, *o, *ls, *x;
-	uint64_t total = 0;
-	char *text = NULL;
+	json_t *o = json_object(), *x;
+
+	put(w, root, "reserves", o);
+	if (o) {
+		put(w, o, "kv_layer_bytes", jbytes(p->kv_layer_bytes));
+		put(w, o, "kv_vram_bytes", jbytes(p->kv_vram_bytes));
+		put(w, o, "kv_ram_bytes", jbytes(p->kv_ram_bytes));
+		put(w, o, "workspace_bytes", jbytes(p->workspace_bytes));
+		put(w, o, "ring_slots", json_integer(p->ring_slots));
+		put(w, o, "ring_bytes", jbytes(p->ring_bytes));
+		put(w, o, "staging_bytes", jbytes(p->staging_bytes));
+		put(w, o, "margin_bytes", jbytes(p->margin_bytes));
+	}
+
+	o = json_object();
+	put(w, root, "nonlayer", o);
+	if (!o)
+		return;
+	x = json_object();
+	put(w, o, "tok_embd", x);
+	if (x) {
+		put(w, x, "home", json_string(ntx_tier_name(p->tok_embd_home)));
+		put(w, x, "bytes", jbytes(pm->tok_embd_bytes));
+	}
+	x = json_object();
+	put(w, o, "output", x);
+	if (x) {
+		put(w, x, "home", json_string(ntx_tier_name(p->output_home)));
+		put(w, x, "exec", json_string(ntx_exec_name(p->output_exec)));
+		put(w, x, "bytes", jbytes(pm->output_tied ? pm->tok_embd_bytes : pm->output_bytes));
+		put(w, x, "tied", json_boolean(pm->output_tied));
+	}
+	x = json_object();
+	put(w, o, "other", x);
+	if (x)
+		put(w, x, "bytes", jbytes(pm->other_bytes));
+}
+
+/* "layers": each layer's home and executor (null when skipped). */
+static void put_layers(struct wr *w, json_t *root, const struct ntx_plan *p)
+{
+	json_t *ls = json_array();
 	int l;
+
+	put(w, root, "layers", ls);
+	for (l = 0; ls && l < p->model.n_layer; l++) {
+		const struct ntx_plan_layer *L = &p->layers[l];
+		json_t *e = json_object();
+
+		if (!e || json_array_append_new(ls, e)) {
+			w->ok = 0;
+			break;
+		}
+		put(w, e, "index", json_integer(L->index));
+		put(w, e, "home", L->skip ? json_null() : json_string(ntx_tier_name(L->home)));
+		put(w, e, "exec", L->skip ? json_null() : json_string(ntx_exec_name(L->exec)));
+		put(w, e, "bytes", jbytes(L->bytes));
+		put(w, e, "skip", json_boolean(L->skip));
+	}
+}
+
+/* "usage", "estimate" and, with a draft, "draft": what the plan predicts. */
+static void put_usage_estimate(struct wr *w, json_t *root, const struct ntx_plan *p)
+{
+	json_t *o = json_object();
+
+	put(w, root, "usage", o);
+	if (o) {
+		put(w, o, "vram_layers_bytes", jbytes(p->vram_layers_bytes));
+		put(w, o, "vram_used_bytes", jbytes(p->vram_used_bytes));
+		put(w, o, "ram_layers_bytes", jbytes(p->ram_layers_bytes));
+		put(w, o, "ram_used_bytes", jbytes(p->ram_used_bytes));
+		put(w, o, "disk_layers_bytes", jbytes(p->disk_layers_bytes));
+		put(w, o, "pack_bytes", jbytes(p->pack_bytes));
+	}
+
+	o = json_object();
+	put(w, root, "estimate", o);
+	if (o) {
+		put(w, o, "vram_read_bytes", jbytes(p->bytes_vram));
+		put(w, o, "h2d_from_ram_bytes", jbytes(p->bytes_h2d_ram));
+		put(w, o, "h2d_from_disk_bytes", jbytes(p->bytes_h2d_disk));
+		put(w, o, "disk_read_bytes", jbytes(p->bytes_disk));
+		put(w, o, "cpu_read_bytes", jbytes(p->bytes_cpu));
+		put(w, o, "cpu_from_disk_bytes", jbytes(p->bytes_cpu_disk));
+		put(w, o, "resident_ms", json_real(p->t_resident_ms));
+		put(w, o, "link_ms", json_real(p->t_link_ms));
+		put(w, o, "disk_ms", json_real(p->t_disk_ms));
+		put(w, o, "cpu_ms", json_real(p->t_cpu_ms));
+		put(w, o, "overhead_ms", json_real(p->t_overhead_ms));
+		put(w, o, "total_ms", json_real(p->t_total_ms));
+		put(w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
+	}
+	if (p->draft_path) {
+		o = json_object();
+		put(w, root, "draft", o);
+		if (o) {
+			put(w, o, "path", json_string(p->draft_path));
+			put(w, o, "vram_bytes", jbytes(p->draft_vram_bytes));
+			put(w, o, "k", json_integer(p->n_verify - 1));
+			put(w, o, "accept", json_real(p->draft_accept));
+			put(w, o, "token_ms", json_real(p->draft_token_ms));
+			put(w, o, "predicted_tok_per_s", json_real(p->predicted_spec_tok_per_s));
+		}
+	}
+}
+
+char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err)
+{
+	struct wr w = { 1 };
+	json_t *root = json_object();
+	char *text = NULL;
 
 	if (!root)
 		goto oom;
 	put(&w, root, "format", json_string("ntx.plan"));
 	put(&w, root, "version", json_integer(1));
-
-	m = json_object();
-	put(&w, root, "model", m);
-	if (m) {
-		put(&w, m, "path", json_string(pm->path ? pm->path : ""));
-		put(&w, m, "file_size_bytes", jbytes(pm->file_size));
-		put(&w, m, "fingerprint", json_string(pm->fingerprint));
-		put(&w, m, "n_layer", json_integer(pm->n_layer));
-		put(&w, m, "n_embd", json_integer(pm->n_embd));
-		put(&w, m, "n_ff", json_integer(pm->n_ff));
-		put(&w, m, "n_head", json_integer(pm->n_head));
-		put(&w, m, "n_head_kv", json_integer(pm->n_head_kv));
-		put(&w, m, "head_dim", json_integer(pm->head_dim));
-		put(&w, m, "n_ctx_train", json_integer(pm->n_ctx_train));
-		put(&w, m, "n_vocab", json_integer(pm->n_vocab));
-		put(&w, m, "output_tied", json_boolean(pm->output_tied));
-		put(&w, m, "tok_embd_bytes", jbytes(pm->tok_embd_bytes));
-		put(&w, m, "output_bytes", jbytes(pm->output_bytes));
-		put(&w, m, "other_bytes", jbytes(pm->other_bytes));
-		for (l = 0; l < pm->n_layer; l++)
-			total = ntx_plan_sat_add(total, pm->layer_bytes[l]);
-		put(&w, m, "layer_bytes", jbytes(total));
-		x = json_object();
-		put(&w, m, "layer_type_bytes", x);
-		for (l = 0; x && l < NTX_TYPE_COUNT; l++)
-			if (pm->layer_type_bytes[l])
-				put(&w, x, ntx_type_name((uint32_t)l), jbytes(pm->layer_type_bytes[l]));
-	}
-
+	put_model(&w, root, &p->model);
 	put(&w, root, "hardware", hw_json(&w, &p->hw));
-
-	o = json_object();
-	put(&w, root, "budgets", o);
-	if (o) {
-		put(&w, o, "vram_bytes", jbytes(p->vram_budget));
-		put(&w, o, "vram_source", json_string(ntx_src_name(p->vram_budget_src)));
-		put(&w, o, "ram_bytes", jbytes(p->ram_budget));
-		put(&w, o, "ram_source", json_string(ntx_src_name(p->ram_budget_src)));
-		put(&w, o, "disk_bytes", jbytes(p->disk_budget));
-		put(&w, o, "disk_source", json_string(ntx_src_name(p->disk_budget_src)));
-	}
-
-	o = json_object();
-	put(&w, root, "run", o);
-	if (o) {
-		put(&w, o, "n_ctx", json_integer(p->n_ctx));
-		put(&w, o, "kv_type", json_string(kv_name(p->kv_type)));
-		put(&w, o, "n_seq", json_integer(p->n_seq));
-		put(&w, o, "n_ubatch", json_integer(p->n_ubatch));
-		put(&w, o, "executor", json_string(ntx_policy_name(p->executor)));
-		put(&w, o, "placement", json_string(p->by_scores ? "scores" : "model_order"));
-	}
-
-	o = json_object();
-	put(&w, root, "reserves", o);
-	if (o) {
-		put(&w, o, "kv_layer_bytes", jbytes(p->kv_layer_bytes));
-		put(&w, o, "kv_vram_bytes", jbytes(p->kv_vram_bytes));
-		put(&w, o, "kv_ram_bytes", jbytes(p->kv_ram_bytes));
-		put(&w, o, "workspace_bytes", jbytes(p->workspace_bytes));
-		put(&w, o, "ring_slots", json_integer(p->ring_slots));
-		put(&w, o, "ring_bytes", jbytes(p->ring_bytes));
-		put(&w, o, "staging_bytes", jbytes(p->staging_bytes));
-		put(&w, o, "margin_bytes", jbytes(p->margin_bytes));
-	}
-
-	o = json_object();
-	put(&w, root, "nonlayer", o);
-	if (o) {
-		x = json_object();
-		put(&w, o, "tok_embd", x);
-		if (x) {
-			put(&w, x, "home", json_string(ntx_tier_name(p->tok_embd_home)));
-			put(&w, x, "bytes", jbytes(pm->tok_embd_bytes));
-		}
-		x = json_object();
-		put(&w, o, "output", x);
-		if (x) {
-			put(&w, x, "home", json_string(ntx_tier_name(p->output_home)));
-			put(&w, x, "exec", json_string(ntx_exec_name(p->output_exec)));
-			put(&w, x, "bytes", jbytes(pm->output_tied ? pm->tok_embd_bytes : pm->output_bytes));
-			put(&w, x, "tied", json_boolean(pm->output_tied));
-		}
-		x = json_object();
-		put(&w, o, "other", x);
-		if (x)
-			put(&w, x, "bytes", jbytes(pm->other_bytes));
-	}
-
-	ls = json_array();
-	put(&w, root, "layers", ls);
-	for (l = 0; ls && l < pm->n_layer; l++) {
-		const struct ntx_plan_layer *L = &p->layers[l];
-		json_t *e = json_object();
-
-		if (!e || json_array_append_new(ls, e)) {
-			w.ok = 0;
-			break;
-		}
-		put(&w, e, "index", json_integer(L->index));
-		put(&w, e, "home", L->skip ? json_null() : json_string(ntx_tier_name(L->home)));
-		put(&w, e, "exec", L->skip ? json_null() : json_string(ntx_exec_name(L->exec)));
-		put(&w, e, "bytes", jbytes(L->bytes));
-		put(&w, e, "skip", json_boolean(L->skip));
-	}
+	put_budgets_run(&w, root, p);
+	put_reserves_nonlayer(&w, root, p);
+	put_layers(&w, root, p);
 	put(&w, root, "pack_path", jstr_or_null(p->pack_path));
-
-	o = json_object();
-	put(&w, root, "usage", o);
-	if (o) {
-		put(&w, o, "vram_layers_bytes", jbytes(p->vram_layers_bytes));
-		put(&w, o, "vram_used_bytes", jbytes(p->vram_used_bytes));
-		put(&w, o, "ram_layers_bytes", jbytes(p->ram_layers_bytes));
-		put(&w, o, "ram_used_bytes", jbytes(p->ram_used_bytes));
-		put(&w, o, "disk_layers_bytes", jbytes(p->disk_layers_bytes));
-		put(&w, o, "pack_bytes", jbytes(p->pack_bytes));
-	}
-
-	o = json_object();
-	put(&w, root, "estimate", o);
-	if (o) {
-		put(&w, o, "vram_read_bytes", jbytes(p->bytes_vram));
-		put(&w, o, "h2d_from_ram_bytes", jbytes(p->bytes_h2d_ram));
-		put(&w, o, "h2d_from_disk_bytes", jbytes(p->bytes_h2d_disk));
-		put(&w, o, "disk_read_bytes", jbytes(p->bytes_disk));
-		put(&w, o, "cpu_read_bytes", jbytes(p->bytes_cpu));
-		put(&w, o, "cpu_from_disk_bytes", jbytes(p->bytes_cpu_disk));
-		put(&w, o, "resident_ms", json_real(p->t_resident_ms));
-		put(&w, o, "link_ms", json_real(p->t_link_ms));
-		put(&w, o, "disk_ms", json_real(p->t_disk_ms));
-		put(&w, o, "cpu_ms", json_real(p->t_cpu_ms));
-		put(&w, o, "overhead_ms", json_real(p->t_overhead_ms));
-		put(&w, o, "total_ms", json_real(p->t_total_ms));
-		put(&w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
-	}
-	if (p->draft_path) {
-		o = json_object();
-		put(&w, root, "draft", o);
-		if (o) {
-			put(&w, o, "path", json_string(p->draft_path));
-			put(&w, o, "vram_bytes", jbytes(p->draft_vram_bytes));
-			put(&w, o, "k", json_integer(p->n_verify - 1));
-			put(&w, o, "accept", json_real(p->draft_accept));
-			put(&w, o, "token_ms", json_real(p->draft_token_ms));
-			put(&w, o, "predicted_tok_per_s", json_real(p->predicted_spec_tok_per_s));
-		}
-	}
+	put_usage_estimate(&w, root, p);
 	if (!w.ok)
 		goto oom;
 	text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
