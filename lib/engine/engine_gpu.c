@@ -212,20 +212,12 @@ static size_t mm_ws(const struct ntx_gguf_tensor *t, int n_tok)
 	return ntx_cuda_matmul_ws_bytes(t->ne[0], t->ne[1], n_tok);
 }
 
-int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
+/* Select the device, create the compute and prefetch streams, read the
+ * memory bandwidth, load cuBLAS and decide PDL before any capture. */
+static int gpu_open_device(struct ntx_engine *e, struct ntx_gpu *g, struct ntx_err *err)
 {
-	const struct ntx_llama_config *c = &e->cfg;
-	const struct ntx_model *m = e->m;
-	struct ntx_gpu *g = calloc(1, sizeof *g);
-	size_t E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim;
-	size_t KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff;
-	size_t U = (size_t)e->n_ub, V = (size_t)c->n_vocab, mx;
-	size_t es = e->o.kv_type == NTX_KV_F32 ? 4 : 2;
-	int l, i, clk = 0, bus = 0;
+	int clk = 0, bus = 0;
 
-	if (!g)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	e->gpu = g;
 	ntx_cuda_tunables_set(&e->tun); /* before any launch or cuBLAS load */
 	g->dev = e->o.gpu_index;
 	CK(cudaSetDevice(g->dev), "cudaSetDevice");
@@ -241,9 +233,19 @@ int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 	(void)ntx_cuda_have_cublas();
 	(void)ntx_cuda_pdl_enabled();
 	g->no_graphs = e->tun.no_graphs;
+	return 0;
+}
 
-	/* activations */
-	mx = max_z(E, max_z(Q, F));
+/* Device activations of U rows, logits and ids of the head, statistics;
+ * their pinned host twins and the row-cut arrays. */
+static int gpu_alloc_activations(struct ntx_engine *e, struct ntx_gpu *g, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	size_t E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim;
+	size_t KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff;
+	size_t U = (size_t)e->n_ub, V = (size_t)c->n_vocab;
+	size_t mx = max_z(E, max_z(Q, F));
+
 	/* [seq U][pos U] (padded to NTX_X_HDR) and x, as e->x_blk on the host */
 	if (dalloc((void **)&g->d_seq, NTX_X_HDR(U) + U * E * 4, "activations", err) ||
 	    dalloc((void **)&g->xb, U * E * 4, "activations", err) ||
@@ -283,8 +285,17 @@ int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 	if (!g->h_logits || !g->h_ids || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
 	    !g->cut.seg_off || !g->cut.seg_len)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	return 0;
+}
 
-	/* workspaces: the largest matmul over every matrix, attention */
+/* Workspaces: the largest matmul over every matrix, attention (zeroed). */
+static int gpu_alloc_workspaces(struct ntx_engine *e, struct ntx_gpu *g, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	const struct ntx_model *m = e->m;
+	size_t U = (size_t)e->n_ub;
+	int l, i;
+
 	g->ws_mm_bytes = mm_ws(m->output, HEAD_ROWS);
 	for (l = 0; l < c->n_layer; l++) {
 		const struct ntx_layer_tensors *lt = &m->layers[l];
@@ -304,8 +315,17 @@ int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 		return -1;
 	/* ntx_cuda_attention_q8 keeps split counters there: zero once */
 	CK(cudaMemset(g->ws_att, 0, g->ws_att_bytes ? g->ws_att_bytes : 16), "cudaMemset");
+	return 0;
+}
 
-	/* non-layer tensors */
+/* Non-layer tensors: the output head (when on the GPU), the output norm,
+ * rope_freqs; the RoPE inverse frequencies, once (ntx_cuda_rope_table). */
+static int gpu_upload_nonlayer(struct ntx_engine *e, struct ntx_gpu *g, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	const struct ntx_model *m = e->m;
+	size_t E = (size_t)c->n_embd;
+
 	g->out_t = *m->output;
 	if (e->head_on_gpu) {
 		if (dalloc(&g->out_w, m->output->nbytes, "the output head", err))
@@ -327,7 +347,6 @@ int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 		   "cudaMemcpy");
 	}
 
-	/* the RoPE inverse frequencies, once (ntx_cuda_rope_table) */
 	if (c->n_rot >= 2) {
 		struct ntx_cuda_rope rp = { c->n_rot, (float)c->rope_base, (float)c->rope_freq_scale,
 					    g->rope_freqs, NULL };
@@ -338,8 +357,18 @@ int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 			return -1;
 		CK(cudaStreamSynchronize(g->cs), "rope table");
 	}
+	return 0;
+}
 
-	/* layers: resident weights, device KV */
+/* Layers: the device KV of GPU-executed layers, resident weights uploaded
+ * on the prefetch stream (waited for). */
+static int gpu_place_layers(struct ntx_engine *e, struct ntx_gpu *g, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	size_t KV = (size_t)c->n_head_kv * c->head_dim;
+	size_t es = e->o.kv_type == NTX_KV_F32 ? 4 : 2;
+	int l;
+
 	g->dlt = calloc((size_t)c->n_layer, sizeof *g->dlt);
 	g->dtv = calloc((size_t)c->n_layer, sizeof *g->dtv);
 	g->resident = calloc((size_t)c->n_layer, 1);
@@ -363,6 +392,20 @@ int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 		}
 	}
 	CK(cudaStreamSynchronize(g->ps), "uploading weights");
+	return 0;
+}
+
+int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
+{
+	struct ntx_gpu *g = calloc(1, sizeof *g);
+
+	if (!g)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	e->gpu = g;
+	if (gpu_open_device(e, g, err) || gpu_alloc_activations(e, g, err) ||
+	    gpu_alloc_workspaces(e, g, err) || gpu_upload_nonlayer(e, g, err) ||
+	    gpu_place_layers(e, g, err))
+		return -1;
 	return 0;
 }
 

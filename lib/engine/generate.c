@@ -380,6 +380,93 @@ static int decode_spec(struct gen *g, int32_t cur, struct ntx_err *err)
 	}
 }
 
+/* The options and prompt against each other and the engine (draft
+ * length, draft vocabulary, context size, logit dumps). */
+static int check_gen_args(struct ntx_engine *e, const struct ntx_gen_opts *o, int n_prompt,
+			  int kmax, int spec, struct ntx_err *err)
+{
+	if (kmax > NTX_SPEC_KMAX)
+		return ntx_err_set(err, NTX_EINVAL, "draft length %d is more than %d", kmax,
+				   NTX_SPEC_KMAX);
+	if (o->self_spec && o->draft)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "self-speculation and a draft model exclude each other");
+	if (o->draft && ntx_engine_n_vocab(o->draft) != ntx_engine_n_vocab(e))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the draft has %lld tokens, the target %lld: a draft must share the target's vocabulary",
+				   (long long)ntx_engine_n_vocab(o->draft),
+				   (long long)ntx_engine_n_vocab(e));
+	if (n_prompt <= 0)
+		return ntx_err_set(err, NTX_EINVAL, "empty prompt");
+	if (n_prompt > ntx_engine_n_ctx(e))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the prompt has %d tokens, more than the context size %d (use -c)",
+				   n_prompt, ntx_engine_n_ctx(e));
+	if (spec && o->dump_logits)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--dump-logits cannot be combined with speculative decoding");
+	return 0;
+}
+
+/* Buffers for kmax + 1 rows of logits and drafts, the token history with
+ * speculation; the two draft-length tuners. */
+static int gen_alloc(struct gen *g, int kmax, int k_init, int spec, struct ntx_err *err)
+{
+	g->logits = malloc((size_t)(kmax + 1) * (size_t)g->V * sizeof(float));
+	g->p = malloc((size_t)g->V * sizeof(float));
+	g->q = malloc((size_t)(kmax + 1) * (size_t)g->V * sizeof(float));
+	g->draft = malloc((size_t)(kmax + 2) * sizeof(int32_t));
+	g->ids = malloc((size_t)(kmax + 1) * sizeof(int32_t));
+	g->hist = spec ? malloc(((size_t)g->n_ctx + 1) * sizeof(int32_t)) : NULL;
+	g->top1 = ntx_sampler_is_argmax(g->smp) && !g->o->force && !g->o->dump_logits;
+	ntx_spec_tuner_init(&g->tun[0], kmax, k_init);
+	ntx_spec_tuner_init(&g->tun[1], kmax, k_init);
+	if (!g->logits || !g->p || !g->q || !g->draft || !g->ids || (spec && !g->hist))
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* The prompt with every row's logits written to o->dump_logits, 64 rows at
+ * a time; the last row's logits into g->logits. */
+static int prompt_dump(struct gen *g, const int32_t *prompt, int n_prompt, struct ntx_err *err)
+{
+	int done = 0;
+	float *rows = malloc((size_t)64 * (size_t)g->V * sizeof(float));
+
+	if (!rows)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	while (done < n_prompt) {
+		int n = n_prompt - done > 64 ? 64 : n_prompt - done;
+
+		if (eval_span(g->e, g->seq, prompt + done, done, n, SPAN_ALL, NULL, rows, NULL, err) ||
+		    dump_rows(g->o->dump_logits, rows, n, g->V, err)) {
+			free(rows);
+			return -1;
+		}
+		done += n;
+	}
+	memcpy(g->logits, rows + (int64_t)((n_prompt - 1) % 64) * g->V,
+	       (size_t)g->V * sizeof(float));
+	free(rows);
+	return 0;
+}
+
+/* The prompt in the engine's prompt chunks, as batch mode cuts it; the last
+ * row's logits into g->logits. */
+static int prompt_chunks(struct gen *g, const int32_t *prompt, int n_prompt, struct ntx_err *err)
+{
+	int done = 0, chunk = ntx_engine_prompt_chunk(g->e);
+
+	for (; done < n_prompt; done += chunk) {
+		int n = n_prompt - done < chunk ? n_prompt - done : chunk;
+
+		if (eval_span(g->e, g->seq, prompt + done, done, n, SPAN_LAST, NULL, g->logits, NULL,
+			      err))
+			return -1;
+	}
+	return 0;
+}
+
 int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_prompt,
 		 const struct ntx_gen_opts *o, ntx_token_cb cb, void *cb_ctx,
 		 struct ntx_gen_stats *st, struct ntx_err *err)
@@ -394,19 +481,8 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 
 	memset(st, 0, sizeof *st);
 	memset(&g, 0, sizeof g);
-	if (kmax > NTX_SPEC_KMAX)
-		return ntx_err_set(err, NTX_EINVAL, "draft length %d is more than %d", kmax,
-				   NTX_SPEC_KMAX);
-	if (o->self_spec && o->draft)
-		return ntx_err_set(err, NTX_EINVAL,
-				   "self-speculation and a draft model exclude each other");
-	if (o->draft && ntx_engine_n_vocab(o->draft) != ntx_engine_n_vocab(e))
-		return ntx_err_set(err, NTX_EINVAL,
-				   "the draft has %lld tokens, the target %lld: a draft must share the target's vocabulary",
-				   (long long)ntx_engine_n_vocab(o->draft),
-				   (long long)ntx_engine_n_vocab(e));
-	if (n_prompt <= 0)
-		return ntx_err_set(err, NTX_EINVAL, "empty prompt");
+	if (check_gen_args(e, o, n_prompt, kmax, spec, err))
+		return -1;
 	g.e = e;
 	g.o = o;
 	g.V = ntx_engine_n_vocab(e);
@@ -415,29 +491,11 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 	g.cb = cb;
 	g.cb_ctx = cb_ctx;
 	g.st = st;
-	if (n_prompt > g.n_ctx)
-		return ntx_err_set(err, NTX_EINVAL,
-				   "the prompt has %d tokens, more than the context size %d (use -c)",
-				   n_prompt, g.n_ctx);
-	if (spec && o->dump_logits)
-		return ntx_err_set(err, NTX_EINVAL,
-				   "--dump-logits cannot be combined with speculative decoding");
 	g.smp = ntx_sampler_new(&o->sp, g.V, err);
 	if (!g.smp)
 		return -1;
-	g.logits = malloc((size_t)(kmax + 1) * (size_t)g.V * sizeof(float));
-	g.p = malloc((size_t)g.V * sizeof(float));
-	g.q = malloc((size_t)(kmax + 1) * (size_t)g.V * sizeof(float));
-	g.draft = malloc((size_t)(kmax + 2) * sizeof(int32_t));
-	g.ids = malloc((size_t)(kmax + 1) * sizeof(int32_t));
-	g.hist = spec ? malloc(((size_t)g.n_ctx + 1) * sizeof(int32_t)) : NULL;
-	g.top1 = ntx_sampler_is_argmax(g.smp) && !o->force && !o->dump_logits;
-	ntx_spec_tuner_init(&g.tun[0], kmax, k_init);
-	ntx_spec_tuner_init(&g.tun[1], kmax, k_init);
-	if (!g.logits || !g.p || !g.q || !g.draft || !g.ids || (spec && !g.hist)) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (gen_alloc(&g, kmax, k_init, spec, err))
 		goto out;
-	}
 	ntx_engine_kv_truncate(e, seq, 0);
 	if (o->draft)
 		ntx_engine_kv_truncate(o->draft, o->draft_seq, 0);
@@ -450,48 +508,13 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 
 	/* prompt */
 	t0 = ntx_now_s();
-	if (o->dump_logits) {
-		/* every row, in chunks so the buffer stays (kmax+1) rows */
-		int done = 0, chunk = kmax + 1 > 1 ? kmax + 1 : 1;
-		float *rows = malloc((size_t)64 * (size_t)g.V * sizeof(float));
-
-		(void)chunk;
-		if (!rows) {
-			ntx_err_set(err, NTX_ENOMEM, "out of memory");
-			goto out;
+	if (o->dump_logits ? prompt_dump(&g, prompt, n_prompt, err)
+			   : prompt_chunks(&g, prompt, n_prompt, err)) {
+		if (err->code == NTX_EINTR) {
+			st->stop = NTX_STOP_INTERRUPT;
+			rc = 0;
 		}
-		while (done < n_prompt) {
-			int n = n_prompt - done > 64 ? 64 : n_prompt - done;
-
-			if (eval_span(e, seq, prompt + done, done, n, SPAN_ALL, NULL, rows, NULL, err) ||
-			    dump_rows(o->dump_logits, rows, n, g.V, err)) {
-				free(rows);
-				if (err->code == NTX_EINTR) {
-					st->stop = NTX_STOP_INTERRUPT;
-					rc = 0;
-				}
-				goto out;
-			}
-			done += n;
-		}
-		memcpy(g.logits, rows + (int64_t)((n_prompt - 1) % 64) * g.V,
-		       (size_t)g.V * sizeof(float));
-		free(rows);
-	} else {
-		/* in the engine's prompt chunks, as batch mode cuts it */
-		int done = 0, chunk = ntx_engine_prompt_chunk(e);
-
-		for (; done < n_prompt; done += chunk) {
-			int n = n_prompt - done < chunk ? n_prompt - done : chunk;
-
-			if (eval_span(e, seq, prompt + done, done, n, SPAN_LAST, NULL, g.logits, NULL, err)) {
-				if (err->code == NTX_EINTR) {
-					st->stop = NTX_STOP_INTERRUPT;
-					rc = 0;
-				}
-				goto out;
-			}
-		}
+		goto out;
 	}
 	st->n_prompt = n_prompt;
 	st->t_prompt_s = ntx_now_s() - t0;

@@ -249,11 +249,12 @@ static int index_strings(struct ntx_gguf_kv *kv, struct ntx_err *err)
 	return 0;
 }
 
-static int parse(struct ntx_gguf *g, struct ntx_err *err)
+/* Magic, version and the two counts (checked against the bytes left);
+ * g->kv and g->tensors allocated. */
+static int parse_header(struct ntx_gguf *g, struct cur *c)
 {
-	struct cur c = { g->map, 0, g->file_size, err };
+	struct ntx_err *err = c->err;
 	uint32_t magic, version;
-	uint64_t i, data_size;
 
 	if (g->file_size == 0)
 		return ntx_err_set(err, NTX_EFORMAT, "file is empty");
@@ -261,13 +262,13 @@ static int parse(struct ntx_gguf *g, struct ntx_err *err)
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "file of %llu bytes is too small for a GGUF header",
 				   (unsigned long long)g->file_size);
-	if (get_u32(&c, &magic, "magic"))
+	if (get_u32(c, &magic, "magic"))
 		return -1;
 	if (magic != GGUF_MAGIC)
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "not a GGUF file (bad magic %02x %02x %02x %02x)",
 				   g->map[0], g->map[1], g->map[2], g->map[3]);
-	if (get_u32(&c, &version, "version"))
+	if (get_u32(c, &version, "version"))
 		return -1;
 	if ((version & 0xffff) == 0 && (version >> 24) >= 1 && (version >> 24) <= 3)
 		return ntx_err_set(err, NTX_EUNSUP,
@@ -280,143 +281,161 @@ static int parse(struct ntx_gguf *g, struct ntx_err *err)
 		return ntx_err_set(err, NTX_EUNSUP,
 				   "unknown GGUF version %u (supported: 2, 3)", version);
 	g->version = version;
-	if (get_u64(&c, &g->n_tensors, "tensor count") ||
-	    get_u64(&c, &g->n_kv, "metadata count"))
+	if (get_u64(c, &g->n_tensors, "tensor count") ||
+	    get_u64(c, &g->n_kv, "metadata count"))
 		return -1;
 	/* a key/value pair takes at least 8+4+1 bytes, a tensor info 8+4+8+4+8 */
-	if (g->n_kv > (c.size - c.pos) / 13)
+	if (g->n_kv > (c->size - c->pos) / 13)
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "metadata count %llu exceeds what the %llu remaining bytes can hold",
 				   (unsigned long long)g->n_kv,
-				   (unsigned long long)(c.size - c.pos));
-	if (g->n_tensors > (c.size - c.pos) / 32)
+				   (unsigned long long)(c->size - c->pos));
+	if (g->n_tensors > (c->size - c->pos) / 32)
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "tensor count %llu exceeds what the %llu remaining bytes can hold",
 				   (unsigned long long)g->n_tensors,
-				   (unsigned long long)(c.size - c.pos));
+				   (unsigned long long)(c->size - c->pos));
 	g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
 	g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors);
 	if (!g->kv || !g->tensors)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	return 0;
+}
 
-	g->alignment = NTX_GGUF_DEFAULT_ALIGNMENT;
-	for (i = 0; i < g->n_kv; i++) {
-		struct ntx_gguf_kv *kv = &g->kv[i];
-		uint32_t t;
-		uint64_t j;
+/* Metadata pair i: a non-empty key not seen before, its value; string
+ * arrays indexed, general.alignment checked and applied. */
+static int parse_kv(struct ntx_gguf *g, struct cur *c, uint64_t i)
+{
+	struct ntx_err *err = c->err;
+	struct ntx_gguf_kv *kv = &g->kv[i];
+	uint32_t t;
+	uint64_t j;
 
-		kv->file_offset = c.pos;
-		if (get_str(&c, &kv->key, "metadata key") || get_u32(&c, &t, "value type"))
-			return -1;
-		if (kv->key.len == 0)
+	kv->file_offset = c->pos;
+	if (get_str(c, &kv->key, "metadata key") || get_u32(c, &t, "value type"))
+		return -1;
+	if (kv->key.len == 0)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "metadata key %llu at offset %llu is empty",
+				   (unsigned long long)i,
+				   (unsigned long long)kv->file_offset);
+	if (parse_value(c, t, &kv->val, 0, &kv->key))
+		return -1;
+	for (j = 0; j < i; j++) {
+		if (g->kv[j].key.len == kv->key.len &&
+		    memcmp(g->kv[j].key.p, kv->key.p, kv->key.len) == 0)
 			return ntx_err_set(err, NTX_EFORMAT,
-					   "metadata key %llu at offset %llu is empty",
-					   (unsigned long long)i,
-					   (unsigned long long)kv->file_offset);
-		if (parse_value(&c, t, &kv->val, 0, &kv->key))
-			return -1;
-		for (j = 0; j < i; j++) {
-			if (g->kv[j].key.len == kv->key.len &&
-			    memcmp(g->kv[j].key.p, kv->key.p, kv->key.len) == 0)
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "duplicate metadata key '%.*s'",
-						   (int)(kv->key.len > 200 ? 200 : kv->key.len),
-						   kv->key.p);
-		}
-		if (t == NTX_GGUF_ARRAY && kv->val.elem_type == NTX_GGUF_STRING &&
-		    index_strings(kv, err))
-			return -1;
-		if (key_eq(&kv->key, "general.alignment")) {
-			uint64_t a;
-
-			if (ntx_gguf_value_u64(&kv->val, &a))
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "general.alignment must be an unsigned integer, found %s",
-						   ntx_gguf_vtype_name(t));
-			if (a == 0 || (a & (a - 1)) || a > (1u << 30))
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "general.alignment %llu is not a power of two from 1 to 2^30",
-						   (unsigned long long)a);
-			g->alignment = (uint32_t)a;
-		}
+					   "duplicate metadata key '%.*s'",
+					   (int)(kv->key.len > 200 ? 200 : kv->key.len),
+					   kv->key.p);
 	}
+	if (t == NTX_GGUF_ARRAY && kv->val.elem_type == NTX_GGUF_STRING &&
+	    index_strings(kv, err))
+		return -1;
+	if (key_eq(&kv->key, "general.alignment")) {
+		uint64_t a;
 
-	for (i = 0; i < g->n_tensors; i++) {
-		struct ntx_gguf_tensor *ti = &g->tensors[i];
-		struct ntx_gguf_str name;
-		const struct ntx_type_info *tt;
-		uint64_t d, row_bytes;
-		int64_t n_elem = 1;
-
-		if (get_str(&c, &name, "tensor name"))
-			return -1;
-		if (name.len > NTX_GGUF_MAX_NAME)
+		if (ntx_gguf_value_u64(&kv->val, &a))
 			return ntx_err_set(err, NTX_EFORMAT,
-					   "tensor %llu: name of %llu bytes exceeds the limit of %d",
-					   (unsigned long long)i, (unsigned long long)name.len,
-					   NTX_GGUF_MAX_NAME);
-		ti->name = malloc(name.len + 1);
-		if (!ti->name)
-			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		memcpy(ti->name, name.p, name.len);
-		ti->name[name.len] = '\0';
-		if (strlen(ti->name) != name.len || name.len == 0)
+					   "general.alignment must be an unsigned integer, found %s",
+					   ntx_gguf_vtype_name(t));
+		if (a == 0 || (a & (a - 1)) || a > (1u << 30))
 			return ntx_err_set(err, NTX_EFORMAT,
-					   "tensor %llu has an empty name or one with a NUL byte",
-					   (unsigned long long)i);
-		if (get_u32(&c, &ti->n_dims, "tensor dimension count"))
-			return -1;
-		if (ti->n_dims < 1 || ti->n_dims > NTX_GGUF_MAX_DIMS)
-			return ntx_err_set(err, NTX_EFORMAT,
-					   "tensor '%s': %u dimensions (must be 1 to %d)",
-					   ti->name, ti->n_dims, NTX_GGUF_MAX_DIMS);
-		for (d = 0; d < NTX_GGUF_MAX_DIMS; d++)
-			ti->ne[d] = 1;
-		for (d = 0; d < ti->n_dims; d++) {
-			uint64_t ne;
-
-			if (get_u64(&c, &ne, "tensor dimension"))
-				return -1;
-			if (ne > (uint64_t)INT64_MAX)
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "tensor '%s': dimension %llu is %llu, above the limit %lld",
-						   ti->name, (unsigned long long)d,
-						   (unsigned long long)ne, (long long)INT64_MAX);
-			ti->ne[d] = (int64_t)ne;
-			if (ne && n_elem > INT64_MAX / (int64_t)ne)
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "tensor '%s': the product of its dimensions overflows 64 bits",
-						   ti->name);
-			n_elem *= (int64_t)ne;
-		}
-		ti->n_elem = n_elem;
-		if (get_u32(&c, &ti->type, "tensor type") || get_u64(&c, &ti->offset, "tensor offset"))
-			return -1;
-		tt = ntx_type_get(ti->type);
-		if (!tt)
-			return ntx_err_set(err, NTX_EUNSUP, "tensor '%s': unknown type %u",
-					   ti->name, ti->type);
-		if (ntx_type_row_bytes(ti->type, ti->ne[0], &row_bytes, err)) {
-			ntx_err_prefix(err, "tensor '%s'", ti->name);
-			return -1;
-		}
-		/* nbytes = row_bytes * rows, rows = n_elem / ne[0] */
-		{
-			uint64_t rows = ti->ne[0] ? (uint64_t)(n_elem / ti->ne[0]) : 0;
-
-			if (rows && row_bytes > UINT64_MAX / rows)
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "tensor '%s': byte size overflows 64 bits", ti->name);
-			ti->nbytes = row_bytes * rows;
-		}
-		for (d = 0; d < i; d++) {
-			if (strcmp(g->tensors[d].name, ti->name) == 0)
-				return ntx_err_set(err, NTX_EFORMAT, "duplicate tensor name '%s'",
-						   ti->name);
-		}
+					   "general.alignment %llu is not a power of two from 1 to 2^30",
+					   (unsigned long long)a);
+		g->alignment = (uint32_t)a;
 	}
-	g->header_bytes = c.pos;
-	g->data_offset = (c.pos + g->alignment - 1) / g->alignment * g->alignment;
+	return 0;
+}
+
+/* Tensor info i: a unique name without NUL, 1 to NTX_GGUF_MAX_DIMS
+ * dimensions whose product fits int64, a known type; ti->nbytes. */
+static int parse_tensor_info(struct ntx_gguf *g, struct cur *c, uint64_t i)
+{
+	struct ntx_err *err = c->err;
+	struct ntx_gguf_tensor *ti = &g->tensors[i];
+	struct ntx_gguf_str name;
+	const struct ntx_type_info *tt;
+	uint64_t d, row_bytes;
+	int64_t n_elem = 1;
+
+	if (get_str(c, &name, "tensor name"))
+		return -1;
+	if (name.len > NTX_GGUF_MAX_NAME)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "tensor %llu: name of %llu bytes exceeds the limit of %d",
+				   (unsigned long long)i, (unsigned long long)name.len,
+				   NTX_GGUF_MAX_NAME);
+	ti->name = malloc(name.len + 1);
+	if (!ti->name)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	memcpy(ti->name, name.p, name.len);
+	ti->name[name.len] = '\0';
+	if (strlen(ti->name) != name.len || name.len == 0)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "tensor %llu has an empty name or one with a NUL byte",
+				   (unsigned long long)i);
+	if (get_u32(c, &ti->n_dims, "tensor dimension count"))
+		return -1;
+	if (ti->n_dims < 1 || ti->n_dims > NTX_GGUF_MAX_DIMS)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "tensor '%s': %u dimensions (must be 1 to %d)",
+				   ti->name, ti->n_dims, NTX_GGUF_MAX_DIMS);
+	for (d = 0; d < NTX_GGUF_MAX_DIMS; d++)
+		ti->ne[d] = 1;
+	for (d = 0; d < ti->n_dims; d++) {
+		uint64_t ne;
+
+		if (get_u64(c, &ne, "tensor dimension"))
+			return -1;
+		if (ne > (uint64_t)INT64_MAX)
+			return ntx_err_set(err, NTX_EFORMAT,
+					   "tensor '%s': dimension %llu is %llu, above the limit %lld",
+					   ti->name, (unsigned long long)d,
+					   (unsigned long long)ne, (long long)INT64_MAX);
+		ti->ne[d] = (int64_t)ne;
+		if (ne && n_elem > INT64_MAX / (int64_t)ne)
+			return ntx_err_set(err, NTX_EFORMAT,
+					   "tensor '%s': the product of its dimensions overflows 64 bits",
+					   ti->name);
+		n_elem *= (int64_t)ne;
+	}
+	ti->n_elem = n_elem;
+	if (get_u32(c, &ti->type, "tensor type") || get_u64(c, &ti->offset, "tensor offset"))
+		return -1;
+	tt = ntx_type_get(ti->type);
+	if (!tt)
+		return ntx_err_set(err, NTX_EUNSUP, "tensor '%s': unknown type %u",
+				   ti->name, ti->type);
+	if (ntx_type_row_bytes(ti->type, ti->ne[0], &row_bytes, err)) {
+		ntx_err_prefix(err, "tensor '%s'", ti->name);
+		return -1;
+	}
+	/* nbytes = row_bytes * rows, rows = n_elem / ne[0] */
+	{
+		uint64_t rows = ti->ne[0] ? (uint64_t)(n_elem / ti->ne[0]) : 0;
+
+		if (rows && row_bytes > UINT64_MAX / rows)
+			return ntx_err_set(err, NTX_EFORMAT,
+					   "tensor '%s': byte size overflows 64 bits", ti->name);
+		ti->nbytes = row_bytes * rows;
+	}
+	for (d = 0; d < i; d++) {
+		if (strcmp(g->tensors[d].name, ti->name) == 0)
+			return ntx_err_set(err, NTX_EFORMAT, "duplicate tensor name '%s'",
+					   ti->name);
+	}
+	return 0;
+}
+
+/* The data section after the header (aligned); each tensor aligned and
+ * inside it, its file_offset and data pointer set. */
+static int place_tensors(struct ntx_gguf *g, uint64_t header_end, struct ntx_err *err)
+{
+	uint64_t i, data_size;
+
+	g->header_bytes = header_end;
+	g->data_offset = (header_end + g->alignment - 1) / g->alignment * g->alignment;
 	data_size = g->data_offset <= g->file_size ? g->file_size - g->data_offset : 0;
 	g->data_bytes = data_size;
 	for (i = 0; i < g->n_tensors; i++) {
@@ -437,6 +456,23 @@ static int parse(struct ntx_gguf *g, struct ntx_err *err)
 		ti->data = g->map + ti->file_offset;
 	}
 	return 0;
+}
+
+static int parse(struct ntx_gguf *g, struct ntx_err *err)
+{
+	struct cur c = { g->map, 0, g->file_size, err };
+	uint64_t i;
+
+	if (parse_header(g, &c))
+		return -1;
+	g->alignment = NTX_GGUF_DEFAULT_ALIGNMENT;
+	for (i = 0; i < g->n_kv; i++)
+		if (parse_kv(g, &c, i))
+			return -1;
+	for (i = 0; i < g->n_tensors; i++)
+		if (parse_tensor_info(g, &c, i))
+			return -1;
+	return place_tensors(g, c.pos, err);
 }
 
 struct ntx_gguf *ntx_gguf_open_buffer(const void *buf, size_t len, struct ntx_err *err)

@@ -268,17 +268,14 @@ static int parse_frames(struct ntx_pack *p, struct ntx_pack_extent *e, const uns
 	return 0;
 }
 
-/* Parse and validate the directory (dir_size bytes, checksum already
- * checked). Counts and sizes are checked against dir_size before each
- * allocation; offsets against the file size. */
-static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_err *err)
+/* Pass 1 over the directory: each extent record's size (from its tensor
+ * and frame counts) within the directory, which they fill exactly. */
+static int count_dir_records(const struct ntx_pack *p, const unsigned char *dir,
+			     uint64_t *total_frames, struct ntx_err *err)
 {
-	uint64_t pos = 0, total_frames = 0, expect_off = p->data_offset;
-	int x, prev_layer = -1;
-	struct ntx_pack_tensor *tm;
-	struct ntx_pack_frame *fm;
+	uint64_t pos = 0;
+	int x;
 
-	/* pass 1: record boundaries and counts */
 	for (x = 0; x < p->n_extents; x++) {
 		const unsigned char *r;
 		uint32_t nt, nf;
@@ -302,12 +299,121 @@ static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_er
 					   " bytes, the directory has %" PRIu64 " left",
 					   x, nt, nf, need, p->dir_size - pos);
 		pos += need;
-		total_frames += nf;
+		*total_frames += nf;
 	}
 	if (pos != p->dir_size)
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "directory has %" PRIu64 " bytes after its last record (size %" PRIu64 ")",
 				   p->dir_size - pos, p->dir_size);
+	return 0;
+}
+
+/* Extent record r (extent x): its layer after *prev_layer, at *expect_off
+ * (then moved past it), sizes that fit the file. */
+static int parse_extent_head(const struct ntx_pack *p, struct ntx_pack_extent *e,
+			     const unsigned char *r, int x, int *prev_layer,
+			     uint64_t *expect_off, struct ntx_err *err)
+{
+	uint32_t layer = rd32(r);
+	uint64_t want;
+
+	if (layer >= (uint32_t)p->n_layer || (int)layer <= *prev_layer)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "extent %d: layer %u is not in (%d, %d) (extents are in "
+				   "increasing layer order)",
+				   x, layer, *prev_layer, p->n_layer);
+	e->layer = *prev_layer = (int)layer;
+	e->n_tensors = NTX_LAYER_NT;
+	e->offset = rd64(r + 8);
+	e->stored_size = rd64(r + 16);
+	e->data_size = rd64(r + 24);
+	e->raw_size = rd64(r + 32);
+	e->compression = rd32(r + 40);
+	e->transform = rd32(r + 44);
+	e->checksum = rd64(r + 48);
+	e->n_frames = (int)rd32(r + 56);
+	if (rd32(r + 60))
+		return ntx_err_set(err, NTX_EFORMAT, "layer %d: reserved field is %u, not 0",
+				   e->layer, rd32(r + 60));
+	if (e->offset != *expect_off || e->offset % p->alignment)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "layer %d: extent offset %" PRIu64 ", expected %" PRIu64
+				   " (extents are contiguous from the data offset, aligned to %u)",
+				   e->layer, e->offset, *expect_off, p->alignment);
+	if (e->data_size < 1 || e->data_size > p->file_size)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "layer %d: data size %" PRIu64 " is not in [1, file size %" PRIu64 "]",
+				   e->layer, e->data_size, p->file_size);
+	want = align_up(e->data_size, p->alignment);
+	if (e->stored_size != want)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "layer %d: stored size %" PRIu64 " is not the data size %" PRIu64
+				   " padded to %u (%" PRIu64 ")",
+				   e->layer, e->stored_size, e->data_size, p->alignment, want);
+	if (e->stored_size > p->file_size - e->offset)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "pack file truncated: extent of layer %d at offset %" PRIu64
+				   " needs %" PRIu64 " bytes, file has %" PRIu64,
+				   e->layer, e->offset, e->stored_size, p->file_size);
+	*expect_off = e->offset + e->stored_size;
+	return 0;
+}
+
+/* The extent's coding: none (stored as is), or zstd frames whose records
+ * (at frec) go to *fm, advanced past them. */
+static int parse_extent_coding(struct ntx_pack *p, struct ntx_pack_extent *e,
+			       const unsigned char *frec, struct ntx_pack_frame **fm,
+			       struct ntx_err *err)
+{
+	uint64_t nf;
+
+	if (e->compression == NTX_PACK_COMP_NONE) {
+		if (e->transform != NTX_PACK_XFORM_NONE || e->n_frames != 0 ||
+		    e->data_size != e->raw_size)
+			return ntx_err_set(err, NTX_EFORMAT,
+					   "layer %d: uncompressed extent with transform %u, %d "
+					   "frames, %" PRIu64 " data bytes for %" PRIu64 " raw "
+					   "(must be none, 0, equal)",
+					   e->layer, e->transform, e->n_frames, e->data_size,
+					   e->raw_size);
+		return 0;
+	}
+	if (e->compression != NTX_PACK_COMP_ZSTD)
+		return ntx_err_set(err, NTX_EUNSUP, "layer %d: unknown compression %u",
+				   e->layer, e->compression);
+	if (e->transform > NTX_PACK_XFORM_SPLIT4)
+		return ntx_err_set(err, NTX_EFORMAT, "layer %d: unknown transform %u",
+				   e->layer, e->transform);
+	if (!p->frame_size)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "layer %d: compressed, but the frame size is 0",
+				   e->layer);
+	nf = (e->raw_size + p->frame_size - 1) / p->frame_size;
+	if ((uint64_t)e->n_frames != nf)
+		return ntx_err_set(err, NTX_EFORMAT,
+				   "layer %d: %d frames, but %" PRIu64 " raw bytes in "
+				   "frames of %u make %" PRIu64,
+				   e->layer, e->n_frames, e->raw_size, p->frame_size, nf);
+	e->frames = *fm;
+	if (parse_frames(p, e, frec, *fm, err))
+		return -1;
+	*fm += e->n_frames;
+	return 0;
+}
+
+/* Parse and validate the directory (dir_size bytes, checksum already
+ * checked). Counts and sizes are checked against dir_size before each
+ * allocation; offsets against the file size. */
+static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_err *err)
+{
+	uint64_t pos = 0, total_frames = 0, expect_off = p->data_offset;
+	int x, prev_layer = -1;
+	struct ntx_pack_tensor *tm;
+	struct ntx_pack_frame *fm;
+
+	/* pass 1: record boundaries and counts */
+	if (count_dir_records(p, dir, &total_frames, err))
+		return -1;
 
 	p->extents = calloc((size_t)p->n_extents + 1, sizeof *p->extents);
 	p->tensor_mem = calloc((size_t)p->n_extents * NTX_LAYER_NT + 1, sizeof *p->tensor_mem);
@@ -319,55 +425,16 @@ static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_er
 		p->by_layer[x] = -1;
 
 	/* pass 2: every field */
-	pos = 0;
 	tm = p->tensor_mem;
 	fm = p->frame_mem;
 	for (x = 0; x < p->n_extents; x++) {
 		struct ntx_pack_extent *e = &p->extents[x];
 		const unsigned char *r = dir + pos;
-		uint64_t off = 0, want;
-		uint32_t layer = rd32(r);
+		uint64_t off = 0;
 		int k;
 
-		if (layer >= (uint32_t)p->n_layer || (int)layer <= prev_layer)
-			return ntx_err_set(err, NTX_EFORMAT,
-					   "extent %d: layer %u is not in (%d, %d) (extents are in "
-					   "increasing layer order)",
-					   x, layer, prev_layer, p->n_layer);
-		e->layer = prev_layer = (int)layer;
-		e->n_tensors = NTX_LAYER_NT;
-		e->offset = rd64(r + 8);
-		e->stored_size = rd64(r + 16);
-		e->data_size = rd64(r + 24);
-		e->raw_size = rd64(r + 32);
-		e->compression = rd32(r + 40);
-		e->transform = rd32(r + 44);
-		e->checksum = rd64(r + 48);
-		e->n_frames = (int)rd32(r + 56);
-		if (rd32(r + 60))
-			return ntx_err_set(err, NTX_EFORMAT, "layer %d: reserved field is %u, not 0",
-					   e->layer, rd32(r + 60));
-		if (e->offset != expect_off || e->offset % p->alignment)
-			return ntx_err_set(err, NTX_EFORMAT,
-					   "layer %d: extent offset %" PRIu64 ", expected %" PRIu64
-					   " (extents are contiguous from the data offset, aligned to %u)",
-					   e->layer, e->offset, expect_off, p->alignment);
-		if (e->data_size < 1 || e->data_size > p->file_size)
-			return ntx_err_set(err, NTX_EFORMAT,
-					   "layer %d: data size %" PRIu64 " is not in [1, file size %" PRIu64 "]",
-					   e->layer, e->data_size, p->file_size);
-		want = align_up(e->data_size, p->alignment);
-		if (e->stored_size != want)
-			return ntx_err_set(err, NTX_EFORMAT,
-					   "layer %d: stored size %" PRIu64 " is not the data size %" PRIu64
-					   " padded to %u (%" PRIu64 ")",
-					   e->layer, e->stored_size, e->data_size, p->alignment, want);
-		if (e->stored_size > p->file_size - e->offset)
-			return ntx_err_set(err, NTX_EFORMAT,
-					   "pack file truncated: extent of layer %d at offset %" PRIu64
-					   " needs %" PRIu64 " bytes, file has %" PRIu64,
-					   e->layer, e->offset, e->stored_size, p->file_size);
-		expect_off = e->offset + e->stored_size;
+		if (parse_extent_head(p, e, r, x, &prev_layer, &expect_off, err))
+			return -1;
 		e->tensors = tm;
 		for (k = 0; k < NTX_LAYER_NT; k++)
 			if (parse_tensor(r + NTX_PACK_EXTENT_REC + k * NTX_PACK_TENSOR_REC, x, k, &off,
@@ -377,41 +444,10 @@ static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_er
 			return ntx_err_set(err, NTX_EFORMAT,
 					   "layer %d: raw size %" PRIu64 ", its tensors make %" PRIu64,
 					   e->layer, e->raw_size, off);
-		if (e->compression == NTX_PACK_COMP_NONE) {
-			if (e->transform != NTX_PACK_XFORM_NONE || e->n_frames != 0 ||
-			    e->data_size != e->raw_size)
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "layer %d: uncompressed extent with transform %u, %d "
-						   "frames, %" PRIu64 " data bytes for %" PRIu64 " raw "
-						   "(must be none, 0, equal)",
-						   e->layer, e->transform, e->n_frames, e->data_size,
-						   e->raw_size);
-		} else if (e->compression == NTX_PACK_COMP_ZSTD) {
-			uint64_t nf;
-
-			if (e->transform > NTX_PACK_XFORM_SPLIT4)
-				return ntx_err_set(err, NTX_EFORMAT, "layer %d: unknown transform %u",
-						   e->layer, e->transform);
-			if (!p->frame_size)
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "layer %d: compressed, but the frame size is 0",
-						   e->layer);
-			nf = (e->raw_size + p->frame_size - 1) / p->frame_size;
-			if ((uint64_t)e->n_frames != nf)
-				return ntx_err_set(err, NTX_EFORMAT,
-						   "layer %d: %d frames, but %" PRIu64 " raw bytes in "
-						   "frames of %u make %" PRIu64,
-						   e->layer, e->n_frames, e->raw_size, p->frame_size, nf);
-			e->frames = fm;
-			if (parse_frames(p, e, r + NTX_PACK_EXTENT_REC +
-						       NTX_LAYER_NT * NTX_PACK_TENSOR_REC,
-					 fm, err))
-				return -1;
-			fm += e->n_frames;
-		} else {
-			return ntx_err_set(err, NTX_EUNSUP, "layer %d: unknown compression %u",
-					   e->layer, e->compression);
-		}
+		if (parse_extent_coding(p, e, r + NTX_PACK_EXTENT_REC +
+						      NTX_LAYER_NT * NTX_PACK_TENSOR_REC,
+					&fm, err))
+			return -1;
 		p->by_layer[e->layer] = x;
 		p->raw_bytes += e->raw_size;
 		if (e->stored_size > p->max_stored)

@@ -459,6 +459,10 @@ struct run {
 	struct item *items;   /* every item of every extent, in order */
 	int n_items;
 	unsigned char *head;
+	unsigned char *slots[2][2]; /* per batch: raw and zstd output buffers */
+	int per_batch;        /* items per batch */
+	uint64_t raw_total;   /* layer bytes of every extent */
+	uint64_t data_offset; /* the first extent: header and directory before */
 };
 
 static void run_free(struct run *r)
@@ -486,6 +490,248 @@ static void run_free(struct run *r)
 	free(r->head);
 }
 
+/* The extents (one per layer of o) and the items they are cut into; the
+ * directory size they reserve and where the data starts. -1: out of memory. */
+static int plan_extents(struct run *r, const struct ntx_model *m,
+			const struct ntx_pack_write_opts *o)
+{
+	struct writer *w = &r->w;
+	uint64_t dir_size = 0;
+	int x, i, k;
+
+	r->ex = calloc((size_t)o->n_layers + 1, sizeof *r->ex);
+	if (!r->ex)
+		return -1;
+	for (x = 0; x < o->n_layers; x++) {
+		struct ext *e = &r->ex[x];
+
+		e->layer = o->layers[x];
+		e->lt = &m->layers[e->layer];
+		ntx_layer_layout(e->lt, &e->lo);
+		e->compression = o->compression;
+		e->transform = o->compression == NTX_PACK_COMP_ZSTD && o->split
+				       ? pick_transform(e->lt)
+				       : NTX_PACK_XFORM_NONE;
+		e->item_size = w->frame_size ? w->frame_size : PIECE;
+		e->n_items = (int)((e->lo.total + e->item_size - 1) / e->item_size);
+		if (e->compression == NTX_PACK_COMP_ZSTD) {
+			e->frames = calloc((size_t)e->n_items, sizeof *e->frames);
+			if (!e->frames)
+				return -1;
+			dir_size += (uint64_t)e->n_items * NTX_PACK_FRAME_REC;
+		}
+		dir_size += NTX_PACK_EXTENT_REC + NTX_LAYER_NT * NTX_PACK_TENSOR_REC;
+		r->n_items += e->n_items;
+		r->raw_total += e->lo.total;
+	}
+	r->items = calloc((size_t)r->n_items + 1, sizeof *r->items);
+	if (!r->items)
+		return -1;
+	for (x = 0, i = 0; x < o->n_layers; x++) {
+		struct ext *e = &r->ex[x];
+
+		for (k = 0; k < e->n_items; k++, i++) {
+			struct item *it = &r->items[i];
+
+			it->e = e;
+			it->index = k;
+			it->raw_off = (uint64_t)k * e->item_size;
+			it->raw_len = (uint32_t)(e->lo.total - it->raw_off < e->item_size
+							 ? e->lo.total - it->raw_off
+							 : e->item_size);
+		}
+	}
+	r->data_offset = align_up(NTX_PACK_HEADER_SIZE + dir_size, o->alignment);
+	return 0;
+}
+
+/* Two sets of per_batch item buffers, the thread handles, and with zstd a
+ * context and a plane-split scratch buffer per thread. -1: out of memory. */
+static int alloc_buffers(struct run *r, const struct ntx_pack_write_opts *o)
+{
+	struct writer *w = &r->w;
+	size_t item = w->frame_size ? w->frame_size : PIECE;
+	int i;
+
+	r->per_batch = w->threads < 4 ? 4 : w->threads;
+	w->out_cap = w->frame_size ? ZSTD_compressBound(w->frame_size) : 0;
+	for (i = 0; i < 2; i++) {
+		r->slots[i][0] = malloc((size_t)r->per_batch * item);
+		if (w->out_cap)
+			r->slots[i][1] = malloc((size_t)r->per_batch * w->out_cap);
+		w->b[i].th = calloc((size_t)w->threads, sizeof *w->b[i].th);
+		if (!r->slots[i][0] || (w->out_cap && !r->slots[i][1]) || !w->b[i].th)
+			return -1;
+	}
+	if (o->compression == NTX_PACK_COMP_ZSTD) {
+		w->cctx = calloc((size_t)w->threads, sizeof *w->cctx);
+		w->scratch = calloc((size_t)w->threads, sizeof *w->scratch);
+		if (!w->cctx || !w->scratch)
+			return -1;
+		for (i = 0; i < w->threads; i++) {
+			w->cctx[i] = ZSTD_createCCtx();
+			w->scratch[i] = malloc(w->frame_size);
+			if (!w->cctx[i] || !w->scratch[i])
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* Create PATH.tmp.XXXXXX (w->tmp, w->fd) with the umask's permissions. */
+static int open_temp(struct writer *w, const char *path, struct ntx_err *err)
+{
+	size_t tl = strlen(path);
+
+	w->tmp = malloc(tl + 16);
+	if (!w->tmp)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	memcpy(w->tmp, path, tl);
+	memcpy(w->tmp + tl, ".tmp.XXXXXX", 12);
+	w->fd = mkostemp(w->tmp, O_CLOEXEC);
+	if (w->fd < 0) {
+		ntx_err_errno(err, errno, "creating %s", w->tmp);
+		free(w->tmp);
+		w->tmp = NULL;
+		return -1;
+	}
+	{
+		mode_t um = umask(0);
+
+		umask(um);
+		(void)fchmod(w->fd, 0666 & ~um);
+	}
+	return 0;
+}
+
+/* Write every extent from r->data_offset, batch by batch: prepare batch
+ * k+1 while writing batch k. *pos: the end of the data. */
+static int write_extents(struct run *r, const struct ntx_pack_write_opts *o, uint64_t *pos,
+			 struct ntx_err *err)
+{
+	struct writer *w = &r->w;
+	uint64_t raw_done = 0;
+	int i, cur = 0;
+
+	*pos = r->data_offset;
+	for (i = 0; i <= r->n_items; i += r->per_batch) {
+		struct batch *b = &w->b[cur], *prev = &w->b[!cur];
+		int j;
+
+		if (o->cancel && *o->cancel) {
+			ntx_err_set(err, NTX_EINTR, "interrupted");
+			goto out_join;
+		}
+		b->items = r->items + i;
+		b->n = r->n_items - i < r->per_batch ? r->n_items - i : r->per_batch;
+		for (j = 0; j < b->n; j++) {
+			struct item *it = &b->items[j];
+
+			it->raw = r->slots[cur][0] + (size_t)j * (w->frame_size ? w->frame_size : PIECE);
+			it->out = w->out_cap ? r->slots[cur][1] + (size_t)j * w->out_cap : NULL;
+		}
+		if (b->n && batch_start(w, b, err))
+			goto out_join;
+		if (prev->n) {
+			if (batch_write(w, prev, pos, err))
+				goto out_join;
+			for (j = 0; j < prev->n; j++)
+				raw_done += prev->items[j].raw_len;
+			prev->n = 0;
+			if (o->progress)
+				o->progress(o->progress_arg, raw_done, r->raw_total);
+		}
+		batch_join(b);
+		if (o->cancel && *o->cancel) {
+			ntx_err_set(err, NTX_EINTR, "interrupted");
+			goto out_join;
+		}
+		cur = !cur;
+	}
+	if (w->b[!cur].n) {
+		struct batch *prev = &w->b[!cur];
+
+		if (batch_write(w, prev, pos, err))
+			return -1;
+		raw_done = r->raw_total;
+		if (o->progress)
+			o->progress(o->progress_arg, raw_done, r->raw_total);
+	}
+	return 0;
+out_join:
+	batch_join(&w->b[0]);
+	batch_join(&w->b[1]);
+	return -1;
+}
+
+/* Header and directory into the space before the first extent; the file
+ * cut to pos. */
+static int write_head(struct run *r, const struct ntx_model *m,
+		      const struct ntx_pack_write_opts *o, uint64_t pos, struct ntx_err *err)
+{
+	uint64_t dir_size = 0;
+	int x;
+
+	r->head = calloc(1, (size_t)r->data_offset);
+	if (!r->head)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	/* compressed extents downgraded to none have no frame records, so the
+	 * directory may be smaller than reserved; the gap stays zero */
+	for (x = 0; x < o->n_layers; x++)
+		dir_size += NTX_PACK_EXTENT_REC + NTX_LAYER_NT * NTX_PACK_TENSOR_REC +
+			    (r->ex[x].compression == NTX_PACK_COMP_ZSTD
+				     ? (uint64_t)r->ex[x].n_items * NTX_PACK_FRAME_REC
+				     : 0);
+	build_head(m, o, r->ex, o->n_layers, dir_size, r->data_offset, pos, r->w.frame_size,
+		   r->head);
+	if (write_all(r->w.fd, r->head, (size_t)r->data_offset, 0, err))
+		return -1;
+	if (ftruncate(r->w.fd, (off_t)pos) != 0)
+		return ntx_err_errno(err, errno, "ftruncate to %" PRIu64, pos);
+	return 0;
+}
+
+/* fsync, close and rename the temporary file to path (checking for a
+ * cancel before each step that cannot be undone), then fsync its folder. */
+static int commit_file(struct writer *w, const char *path, const struct ntx_pack_write_opts *o,
+		       struct ntx_err *err)
+{
+	if (o->cancel && *o->cancel)
+		return ntx_err_set(err, NTX_EINTR, "interrupted");
+	if (!o->no_sync && fsync(w->fd) != 0)
+		return ntx_err_errno(err, errno, "fsync");
+	if (close(w->fd) != 0) {
+		w->fd = -1;
+		return ntx_err_errno(err, errno, "close");
+	}
+	w->fd = -1;
+	if (o->cancel && *o->cancel)
+		return ntx_err_set(err, NTX_EINTR, "interrupted");
+	if (rename(w->tmp, path) != 0)
+		return ntx_err_errno(err, errno, "renaming %s", w->tmp);
+	free(w->tmp);
+	w->tmp = NULL;
+	if (!o->no_sync && sync_dir(path, err))
+		return -1;
+	return 0;
+}
+
+static void fill_stats(struct ntx_pack_write_stats *stats, const struct run *r,
+		       const struct ntx_pack_write_opts *o, uint64_t file_size, double t0)
+{
+	int x;
+
+	memset(stats, 0, sizeof *stats);
+	stats->raw_bytes = r->raw_total;
+	stats->file_size = file_size;
+	stats->n_extents = o->n_layers;
+	for (x = 0; x < o->n_layers; x++) {
+		stats->stored_bytes += r->ex[x].stored_size;
+		stats->n_compressed += r->ex[x].compression == NTX_PACK_COMP_ZSTD;
+	}
+	stats->seconds = ntx_now_s() - t0;
+}
+
 int ntx_pack_write(const struct ntx_model *m, const char *path,
 		   const struct ntx_pack_write_opts *oin, struct ntx_pack_write_stats *stats,
 		   struct ntx_err *err)
@@ -493,11 +739,9 @@ int ntx_pack_write(const struct ntx_model *m, const char *path,
 	struct ntx_pack_write_opts o = *oin;
 	struct run r;
 	struct writer *w = &r.w;
-	unsigned char *slots[2][2] = { { NULL, NULL }, { NULL, NULL } };
-	uint64_t dir_size = 0, data_offset, pos, raw_total = 0, raw_done = 0;
-	int x, i, k, per_batch, rc = -1, cur;
+	uint64_t pos;
+	int i, rc = -1;
 	double t0 = ntx_now_s();
-	size_t tl;
 
 	ntx_err_clear(err);
 	memset(&r, 0, sizeof r);
@@ -516,211 +760,16 @@ int ntx_pack_write(const struct ntx_model *m, const char *path,
 	if (w->threads > 256)
 		w->threads = 256;
 
-	/* the extents and their items */
-	r.ex = calloc((size_t)o.n_layers + 1, sizeof *r.ex);
-	if (!r.ex)
-		goto nomem;
-	for (x = 0; x < o.n_layers; x++) {
-		struct ext *e = &r.ex[x];
-
-		e->layer = o.layers[x];
-		e->lt = &m->layers[e->layer];
-		ntx_layer_layout(e->lt, &e->lo);
-		e->compression = o.compression;
-		e->transform = o.compression == NTX_PACK_COMP_ZSTD && o.split
-				       ? pick_transform(e->lt)
-				       : NTX_PACK_XFORM_NONE;
-		e->item_size = w->frame_size ? w->frame_size : PIECE;
-		e->n_items = (int)((e->lo.total + e->item_size - 1) / e->item_size);
-		if (e->compression == NTX_PACK_COMP_ZSTD) {
-			e->frames = calloc((size_t)e->n_items, sizeof *e->frames);
-			if (!e->frames)
-				goto nomem;
-			dir_size += (uint64_t)e->n_items * NTX_PACK_FRAME_REC;
-		}
-		dir_size += NTX_PACK_EXTENT_REC + NTX_LAYER_NT * NTX_PACK_TENSOR_REC;
-		r.n_items += e->n_items;
-		raw_total += e->lo.total;
-	}
-	r.items = calloc((size_t)r.n_items + 1, sizeof *r.items);
-	if (!r.items)
-		goto nomem;
-	for (x = 0, i = 0; x < o.n_layers; x++) {
-		struct ext *e = &r.ex[x];
-
-		for (k = 0; k < e->n_items; k++, i++) {
-			struct item *it = &r.items[i];
-
-			it->e = e;
-			it->index = k;
-			it->raw_off = (uint64_t)k * e->item_size;
-			it->raw_len = (uint32_t)(e->lo.total - it->raw_off < e->item_size
-							 ? e->lo.total - it->raw_off
-							 : e->item_size);
-		}
-	}
-	data_offset = align_up(NTX_PACK_HEADER_SIZE + dir_size, o.alignment);
-
-	/* buffers: two sets of per_batch slots */
-	per_batch = w->threads < 4 ? 4 : w->threads;
-	{
-		size_t item = w->frame_size ? w->frame_size : PIECE;
-
-		w->out_cap = w->frame_size ? ZSTD_compressBound(w->frame_size) : 0;
-		for (i = 0; i < 2; i++) {
-			slots[i][0] = malloc((size_t)per_batch * item);
-			if (w->out_cap)
-				slots[i][1] = malloc((size_t)per_batch * w->out_cap);
-			w->b[i].th = calloc((size_t)w->threads, sizeof *w->b[i].th);
-			if (!slots[i][0] || (w->out_cap && !slots[i][1]) || !w->b[i].th)
-				goto nomem;
-		}
-	}
-	if (o.compression == NTX_PACK_COMP_ZSTD) {
-		w->cctx = calloc((size_t)w->threads, sizeof *w->cctx);
-		w->scratch = calloc((size_t)w->threads, sizeof *w->scratch);
-		if (!w->cctx || !w->scratch)
-			goto nomem;
-		for (i = 0; i < w->threads; i++) {
-			w->cctx[i] = ZSTD_createCCtx();
-			w->scratch[i] = malloc(w->frame_size);
-			if (!w->cctx[i] || !w->scratch[i])
-				goto nomem;
-		}
-	}
-
-	/* the temporary file */
-	tl = strlen(path);
-	w->tmp = malloc(tl + 16);
-	if (!w->tmp)
-		goto nomem;
-	memcpy(w->tmp, path, tl);
-	memcpy(w->tmp + tl, ".tmp.XXXXXX", 12);
-	w->fd = mkostemp(w->tmp, O_CLOEXEC);
-	if (w->fd < 0) {
-		ntx_err_errno(err, errno, "creating %s", w->tmp);
-		free(w->tmp);
-		w->tmp = NULL;
+	if (plan_extents(&r, m, &o) || alloc_buffers(&r, &o)) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto out;
 	}
-	{
-		mode_t um = umask(0);
-
-		umask(um);
-		(void)fchmod(w->fd, 0666 & ~um);
-	}
-
-	/* extents, batch by batch: prepare batch k+1 while writing batch k */
-	pos = data_offset;
-	cur = 0;
-	for (i = 0; i <= r.n_items; i += per_batch) {
-		struct batch *b = &w->b[cur], *prev = &w->b[!cur];
-		int j;
-
-		if (o.cancel && *o.cancel) {
-			ntx_err_set(err, NTX_EINTR, "interrupted");
-			goto out_join;
-		}
-		b->items = r.items + i;
-		b->n = r.n_items - i < per_batch ? r.n_items - i : per_batch;
-		for (j = 0; j < b->n; j++) {
-			struct item *it = &b->items[j];
-
-			it->raw = slots[cur][0] + (size_t)j * (w->frame_size ? w->frame_size : PIECE);
-			it->out = w->out_cap ? slots[cur][1] + (size_t)j * w->out_cap : NULL;
-		}
-		if (b->n && batch_start(w, b, err))
-			goto out_join;
-		if (prev->n) {
-			if (batch_write(w, prev, &pos, err))
-				goto out_join;
-			for (j = 0; j < prev->n; j++)
-				raw_done += prev->items[j].raw_len;
-			prev->n = 0;
-			if (o.progress)
-				o.progress(o.progress_arg, raw_done, raw_total);
-		}
-		batch_join(b);
-		if (o.cancel && *o.cancel) {
-			ntx_err_set(err, NTX_EINTR, "interrupted");
-			goto out_join;
-		}
-		cur = !cur;
-	}
-	if (w->b[!cur].n) {
-		struct batch *prev = &w->b[!cur];
-
-		if (batch_write(w, prev, &pos, err))
-			goto out;
-		raw_done = raw_total;
-		if (o.progress)
-			o.progress(o.progress_arg, raw_done, raw_total);
-	}
-
-	/* header and directory */
-	r.head = calloc(1, (size_t)data_offset);
-	if (!r.head)
-		goto nomem;
-	/* compressed extents downgraded to none have no frame records, so the
-	 * directory may be smaller than reserved; the gap stays zero */
-	dir_size = 0;
-	for (x = 0; x < o.n_layers; x++)
-		dir_size += NTX_PACK_EXTENT_REC + NTX_LAYER_NT * NTX_PACK_TENSOR_REC +
-			    (r.ex[x].compression == NTX_PACK_COMP_ZSTD
-				     ? (uint64_t)r.ex[x].n_items * NTX_PACK_FRAME_REC
-				     : 0);
-	build_head(m, &o, r.ex, o.n_layers, dir_size, data_offset, pos, w->frame_size, r.head);
-	if (write_all(w->fd, r.head, (size_t)data_offset, 0, err))
+	if (open_temp(w, path, err) || write_extents(&r, &o, &pos, err) ||
+	    write_head(&r, m, &o, pos, err) || commit_file(w, path, &o, err))
 		goto out;
-	if (ftruncate(w->fd, (off_t)pos) != 0) {
-		ntx_err_errno(err, errno, "ftruncate to %" PRIu64, pos);
-		goto out;
-	}
-	if (o.cancel && *o.cancel) {
-		ntx_err_set(err, NTX_EINTR, "interrupted");
-		goto out;
-	}
-	if (!o.no_sync && fsync(w->fd) != 0) {
-		ntx_err_errno(err, errno, "fsync");
-		goto out;
-	}
-	if (close(w->fd) != 0) {
-		w->fd = -1;
-		ntx_err_errno(err, errno, "close");
-		goto out;
-	}
-	w->fd = -1;
-	if (o.cancel && *o.cancel) {
-		ntx_err_set(err, NTX_EINTR, "interrupted");
-		goto out;
-	}
-	if (rename(w->tmp, path) != 0) {
-		ntx_err_errno(err, errno, "renaming %s", w->tmp);
-		goto out;
-	}
-	free(w->tmp);
-	w->tmp = NULL;
-	if (!o.no_sync && sync_dir(path, err))
-		goto out;
-	if (stats) {
-		memset(stats, 0, sizeof *stats);
-		stats->raw_bytes = raw_total;
-		stats->file_size = pos;
-		stats->n_extents = o.n_layers;
-		for (x = 0; x < o.n_layers; x++) {
-			stats->stored_bytes += r.ex[x].stored_size;
-			stats->n_compressed += r.ex[x].compression == NTX_PACK_COMP_ZSTD;
-		}
-		stats->seconds = ntx_now_s() - t0;
-	}
+	if (stats)
+		fill_stats(stats, &r, &o, pos, t0);
 	rc = 0;
-	goto out;
-out_join:
-	batch_join(&w->b[0]);
-	batch_join(&w->b[1]);
-	goto out;
-nomem:
-	ntx_err_set(err, NTX_ENOMEM, "out of memory");
 out:
 	if (w->fd >= 0)
 		close(w->fd);
@@ -729,8 +778,8 @@ out:
 		free(w->tmp);
 	}
 	for (i = 0; i < 2; i++) {
-		free(slots[i][0]);
-		free(slots[i][1]);
+		free(r.slots[i][0]);
+		free(r.slots[i][1]);
 	}
 	run_free(&r);
 	return rc;

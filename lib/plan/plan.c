@@ -289,25 +289,23 @@ static const char *sz(uint64_t b, char *buf)
 	return ntx_fmt_size(b, buf, 32);
 }
 
-int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail *f,
-			struct ntx_err *err)
+/* Per-plan sums over the active layers, by home and executor. */
+struct tally {
+	uint64_t head;        /* output (or tied embeddings) bytes */
+	uint64_t max_stream;  /* largest layer streamed to the GPU */
+	uint64_t max_disk;    /* largest layer on disk */
+	uint64_t ram_gpu, ram_cpu, disk_gpu, disk_cpu, vram_gpu; /* bytes by home, exec */
+	int n_gpu, n_cpu, n_disk, n_vram, n_ram;
+};
+
+/* Check each active layer's home and executor (and the output's, the token
+ * embeddings', the pack path) and sum the layers into t and p's
+ * *_layers_bytes. */
+static int tally_layers(struct ntx_plan *p, int gpu, struct tally *t, struct ntx_err *err)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	int gpu = p->vram_budget > 0;
-	uint64_t head = head_bytes(pm), max_stream = 0, max_disk = 0;
-	uint64_t ram_gpu = 0, ram_cpu = 0, disk_gpu = 0, disk_cpu = 0, vram_gpu = 0;
-	int n_gpu = 0, n_cpu = 0, n_disk = 0, n_vram = 0, n_ram = 0, l;
-	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t, cpu_s_per_byte;
-	/* tokens per pass: the sequences of a batch, or a verification pass of
-	 * K + 1 tokens with a draft model */
-	int n_seq = p->n_seq > 0 ? p->n_seq : 1;
-	char a[32], b[32], c[32], d[32], e[32], g[32], h[32], k[32], x[32];
+	int l;
 
-	if (p->n_verify > n_seq)
-		n_seq = p->n_verify;
-
-	if (f)
-		memset(f, 0, sizeof *f);
 	p->vram_layers_bytes = p->ram_layers_bytes = p->disk_layers_bytes = 0;
 	for (l = 0; l < pm->n_layer; l++) {
 		const struct ntx_plan_layer *L = &p->layers[l];
@@ -323,36 +321,36 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 					   "layer %d: home \"%s\", exec \"%s\" with a VRAM budget of 0 (no GPU)",
 					   l, ntx_tier_name(L->home), ntx_exec_name(L->exec));
 		if (L->exec == NTX_EXEC_GPU)
-			n_gpu++;
+			t->n_gpu++;
 		else
-			n_cpu++;
+			t->n_cpu++;
 		switch (L->home) {
 		case NTX_TIER_VRAM:
-			n_vram++;
+			t->n_vram++;
 			p->vram_layers_bytes = ntx_plan_sat_add(p->vram_layers_bytes, lb);
-			vram_gpu = ntx_plan_sat_add(vram_gpu, lb);
+			t->vram_gpu = ntx_plan_sat_add(t->vram_gpu, lb);
 			break;
 		case NTX_TIER_RAM:
-			n_ram++;
+			t->n_ram++;
 			p->ram_layers_bytes = ntx_plan_sat_add(p->ram_layers_bytes, lb);
 			if (L->exec == NTX_EXEC_GPU)
-				ram_gpu = ntx_plan_sat_add(ram_gpu, lb);
+				t->ram_gpu = ntx_plan_sat_add(t->ram_gpu, lb);
 			else
-				ram_cpu = ntx_plan_sat_add(ram_cpu, lb);
+				t->ram_cpu = ntx_plan_sat_add(t->ram_cpu, lb);
 			break;
 		case NTX_TIER_DISK:
-			n_disk++;
+			t->n_disk++;
 			p->disk_layers_bytes = ntx_plan_sat_add(p->disk_layers_bytes, lb);
-			if (lb > max_disk)
-				max_disk = lb;
+			if (lb > t->max_disk)
+				t->max_disk = lb;
 			if (L->exec == NTX_EXEC_GPU)
-				disk_gpu = ntx_plan_sat_add(disk_gpu, lb);
+				t->disk_gpu = ntx_plan_sat_add(t->disk_gpu, lb);
 			else
-				disk_cpu = ntx_plan_sat_add(disk_cpu, lb);
+				t->disk_cpu = ntx_plan_sat_add(t->disk_cpu, lb);
 			break;
 		}
-		if (L->home != NTX_TIER_VRAM && L->exec == NTX_EXEC_GPU && lb > max_stream)
-			max_stream = lb;
+		if (L->home != NTX_TIER_VRAM && L->exec == NTX_EXEC_GPU && lb > t->max_stream)
+			t->max_stream = lb;
 	}
 	if (!((p->output_home == NTX_TIER_VRAM && p->output_exec == NTX_EXEC_GPU && gpu) ||
 	      (p->output_home == NTX_TIER_RAM && p->output_exec == NTX_EXEC_CPU)))
@@ -362,34 +360,43 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 				   gpu ? "" : ", which needs a GPU,");
 	if (p->tok_embd_home != NTX_TIER_RAM)
 		return ntx_err_set(err, NTX_EINVAL, "tok_embd: home must be \"ram\"");
-	if (n_disk && (!p->pack_path || !*p->pack_path))
+	if (t->n_disk && (!p->pack_path || !*p->pack_path))
 		return ntx_err_set(err, NTX_EINVAL, "%d layers are on disk but pack_path is not set",
-				   n_disk);
+				   t->n_disk);
 	if (p->output_home == NTX_TIER_VRAM)
-		vram_gpu = ntx_plan_sat_add(vram_gpu, head);
+		t->vram_gpu = ntx_plan_sat_add(t->vram_gpu, t->head);
 	else
-		ram_cpu = ntx_plan_sat_add(ram_cpu, head);
+		t->ram_cpu = ntx_plan_sat_add(t->ram_cpu, t->head);
+	return 0;
+}
+
+/* The reserves (KV, workspace, ring, staging) and every byte of each
+ * budget: VRAM and RAM used, the pack's size. */
+static void account_bytes(struct ntx_plan *p, int gpu, int ring_slots, const struct tally *t)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	int l;
 
 	/* reserves */
 	p->kv_layer_bytes = ntx_plan_kv_layer_bytes(pm, p->n_ctx, p->kv_type, p->n_seq);
-	p->kv_vram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_gpu);
-	p->kv_ram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_cpu);
+	p->kv_vram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)t->n_gpu);
+	p->kv_ram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)t->n_cpu);
 	p->workspace_bytes = gpu ? ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq) : 0;
 	if (!gpu)
 		p->margin_bytes = 0;
-	p->ring_slots = max_stream ? ring_slots : 0;
-	p->ring_bytes = max_stream ? ntx_plan_sat_mul((uint64_t)p->ring_slots,
-						      ntx_plan_layer_buf_bytes(max_stream)) : 0;
-	p->staging_bytes = max_disk ? ntx_plan_sat_mul(2, ntx_plan_layer_buf_bytes(max_disk)) : 0;
+	p->ring_slots = t->max_stream ? ring_slots : 0;
+	p->ring_bytes = t->max_stream ? ntx_plan_sat_mul((uint64_t)p->ring_slots,
+							 ntx_plan_layer_buf_bytes(t->max_stream)) : 0;
+	p->staging_bytes = t->max_disk ? ntx_plan_sat_mul(2, ntx_plan_layer_buf_bytes(t->max_disk)) : 0;
 
 	/* every byte of each budget */
 	p->vram_used_bytes = 0;
 	if (gpu) {
 		uint64_t v = ntx_plan_sat_add(p->vram_layers_bytes,
-					      (uint64_t)n_vram * NTX_PLAN_LAYER_PAD);
+					      (uint64_t)t->n_vram * NTX_PLAN_LAYER_PAD);
 
 		if (p->output_home == NTX_TIER_VRAM)
-			v = ntx_plan_sat_add(v, head);
+			v = ntx_plan_sat_add(v, t->head);
 		v = ntx_plan_sat_add(v, pm->other_bytes);
 		v = ntx_plan_sat_add(v, p->kv_vram_bytes);
 		v = ntx_plan_sat_add(v, p->workspace_bytes);
@@ -400,16 +407,16 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 	{
 		uint64_t r = ntx_plan_sat_add(p->ram_layers_bytes, pm->tok_embd_bytes);
 
-		r = ntx_plan_sat_add(r, (uint64_t)n_ram * NTX_PLAN_LAYER_PAD);
+		r = ntx_plan_sat_add(r, (uint64_t)t->n_ram * NTX_PLAN_LAYER_PAD);
 
 		if (p->output_home == NTX_TIER_RAM && !pm->output_tied)
-			r = ntx_plan_sat_add(r, head);
+			r = ntx_plan_sat_add(r, t->head);
 		r = ntx_plan_sat_add(r, pm->other_bytes);
 		r = ntx_plan_sat_add(r, p->kv_ram_bytes);
 		p->ram_used_bytes = ntx_plan_sat_add(r, p->staging_bytes);
 	}
 	p->pack_bytes = 0;
-	if (n_disk) {
+	if (t->n_disk) {
 		p->pack_bytes = NTX_PLAN_PACK_HEADER;
 		for (l = 0; l < pm->n_layer; l++)
 			if (!p->layers[l].skip && p->layers[l].home == NTX_TIER_DISK)
@@ -418,26 +425,36 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 					align_up(p->layers[l].bytes, NTX_PLAN_PACK_ALIGN) +
 						NTX_PLAN_PACK_ALIGN);
 	}
+}
 
-	/* estimate */
-	p->bytes_vram = vram_gpu;
-	p->bytes_h2d_ram = ram_gpu;
-	p->bytes_h2d_disk = disk_gpu;
-	p->bytes_disk = ntx_plan_sat_add(disk_gpu, disk_cpu);
-	p->bytes_cpu = ntx_plan_sat_add(ram_cpu, disk_cpu);
-	p->bytes_cpu_disk = disk_cpu;
+/* The estimate: bytes moved, the time of each part, tokens per second (and
+ * with a draft, the speculative rate); f->t and f->t_nondisk when f. n_seq:
+ * tokens per pass. */
+static void account_time(struct ntx_plan *p, int gpu, int n_seq, const struct tally *tl,
+			 struct ntx_plan_fail *f)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t, cpu_s_per_byte;
+	int l;
+
+	p->bytes_vram = tl->vram_gpu;
+	p->bytes_h2d_ram = tl->ram_gpu;
+	p->bytes_h2d_disk = tl->disk_gpu;
+	p->bytes_disk = ntx_plan_sat_add(tl->disk_gpu, tl->disk_cpu);
+	p->bytes_cpu = ntx_plan_sat_add(tl->ram_cpu, tl->disk_cpu);
+	p->bytes_cpu_disk = tl->disk_cpu;
 	/* the GPU computes every GPU-executed layer, streamed ones included,
 	 * one GEMV pass per chunk of 8 tokens; the CPU reads the weights once
 	 * and, with a batch, becomes compute-bound */
-	t_res = gpu ? (double)(vram_gpu + ram_gpu + disk_gpu) * ntx_plan_gpu_batch_cost(n_seq) /
-			      (p->hw.gpu_gbps * 1e9) : 0;
-	t_link = (double)(ram_gpu + disk_gpu) / (p->hw.h2d_gbps * 1e9);
+	t_res = gpu ? (double)(tl->vram_gpu + tl->ram_gpu + tl->disk_gpu) *
+			      ntx_plan_gpu_batch_cost(n_seq) / (p->hw.gpu_gbps * 1e9) : 0;
+	t_link = (double)(tl->ram_gpu + tl->disk_gpu) / (p->hw.h2d_gbps * 1e9);
 	t_disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
 	{
 		/* memory-bound for one token, compute-bound with a batch; the
 		 * copies to the GPU share the host's memory (halving the first)
 		 * much more than its cores (the second) */
-		int shared = ram_gpu + disk_gpu > 0;
+		int shared = tl->ram_gpu + tl->disk_gpu > 0;
 		double mem = 1.0 / (p->hw.cpu_gbps * 1e9 * (shared ? NTX_PLAN_CPU_SHARED : 1));
 
 		cpu_s_per_byte = mem;
@@ -449,21 +466,22 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 				cpu_s_per_byte = batch;
 		}
 	}
-	if (ram_gpu + disk_gpu > 0) {
+	if (tl->ram_gpu + tl->disk_gpu > 0) {
 		/* a CPU layer longer than the ring's lead (ring_slots streamed
 		 * layers copied ahead) stalls the copy engine */
-		double lead = p->ring_slots * (double)max_stream / (p->hw.h2d_gbps * 1e9);
+		double lead = p->ring_slots * (double)tl->max_stream / (p->hw.h2d_gbps * 1e9);
 
 		for (l = 0; l < pm->n_layer; l++) {
 			const struct ntx_plan_layer *L = &p->layers[l];
-			double tl = (double)L->bytes * cpu_s_per_byte;
+			double tlay = (double)L->bytes * cpu_s_per_byte;
 
-			if (!L->skip && L->exec == NTX_EXEC_CPU && tl > lead)
-				t_link += tl - lead;
+			if (!L->skip && L->exec == NTX_EXEC_CPU && tlay > lead)
+				t_link += tlay - lead;
 		}
 	}
 	t_cpu = (double)p->bytes_cpu * cpu_s_per_byte;
-	t_ovh = (n_gpu + n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S + n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
+	t_ovh = (tl->n_gpu + tl->n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S +
+		tl->n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
 	t_comp = t_res + t_cpu + t_ovh;
 	t = t_comp;
 	if (t_link > t)
@@ -490,8 +508,16 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 		f->t = t;
 		f->t_nondisk = t_comp > t_link ? t_comp : t_link;
 	}
+}
 
-	/* budgets */
+/* VRAM, RAM, then disk: an ENOFIT error listing the parts of the first
+ * budget exceeded (and f->what, f->short_bytes when f). */
+static int check_budgets(const struct ntx_plan *p, int gpu, const struct tally *t,
+			 struct ntx_plan_fail *f, struct ntx_err *err)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	char a[32], b[32], c[32], d[32], e[32], g[32], h[32], k[32], x[32];
+
 	if (gpu && p->vram_used_bytes > p->vram_budget) {
 		uint64_t s = p->vram_used_bytes - p->vram_budget;
 
@@ -502,7 +528,7 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 		return ntx_err_set(err, NTX_ENOFIT,
 				   "does not fit: VRAM needs %s (layers %s + output and norms %s + KV cache %s + workspace %s + ring %s + margin %s) but the VRAM budget is %s: short by %s",
 				   sz(p->vram_used_bytes, a), sz(p->vram_layers_bytes, b),
-				   sz((p->output_home == NTX_TIER_VRAM ? head : 0) + pm->other_bytes, c),
+				   sz((p->output_home == NTX_TIER_VRAM ? t->head : 0) + pm->other_bytes, c),
 				   sz(p->kv_vram_bytes, d), sz(p->workspace_bytes, e),
 				   sz(p->ring_bytes, g), sz(p->margin_bytes, h), sz(p->vram_budget, k),
 				   sz(s, x));
@@ -531,10 +557,32 @@ int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail
 		}
 		return ntx_err_set(err, NTX_ENOFIT,
 				   "does not fit: the model is larger than the VRAM, RAM and disk budgets: %d layers (%s) go to disk and the pack needs %s, but the disk budget at %s is %s: short by %s",
-				   n_disk, sz(p->disk_layers_bytes, a), sz(p->pack_bytes, b),
+				   t->n_disk, sz(p->disk_layers_bytes, a), sz(p->pack_bytes, b),
 				   p->pack_path, sz(p->disk_budget, c), sz(s, d));
 	}
 	return 0;
+}
+
+int ntx_plan_account_ex(struct ntx_plan *p, int ring_slots, struct ntx_plan_fail *f,
+			struct ntx_err *err)
+{
+	int gpu = p->vram_budget > 0;
+	struct tally t = { 0 };
+	/* tokens per pass: the sequences of a batch, or a verification pass of
+	 * K + 1 tokens with a draft model */
+	int n_seq = p->n_seq > 0 ? p->n_seq : 1;
+
+	if (p->n_verify > n_seq)
+		n_seq = p->n_verify;
+
+	if (f)
+		memset(f, 0, sizeof *f);
+	t.head = head_bytes(&p->model);
+	if (tally_layers(p, gpu, &t, err))
+		return -1;
+	account_bytes(p, gpu, ring_slots, &t);
+	account_time(p, gpu, n_seq, &t, f);
+	return check_budgets(p, gpu, &t, f, err);
 }
 
 int ntx_plan_account(struct ntx_plan *p, int ring_slots, struct ntx_err *err)
@@ -792,39 +840,14 @@ static int validate_inputs(const struct ntx_plan_model *pm, const struct ntx_pla
 	return 0;
 }
 
-static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
-		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
+/* Bandwidths of the plan: a given option, else a probed rate, else the
+ * default (the CPU ones scale with the cores). */
+static void plan_resolve_bandwidths(struct ntx_plan *p, const struct ntx_plan_model *pm,
+				    const struct ntx_plan_hw *hw, const struct ntx_plan_opts *o)
 {
-	struct ntx_plan *p;
-	struct search s = { 0 };
-	struct ntx_plan_fail fail = { 0 };
-	struct ntx_err ferr = { 0, "" };
-	struct cand best = { 0 };
-	int best_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
-	uint64_t kv_all, fixed;
-	int l, k, kmin, kmax, n_act = 0, *prio = NULL;
-	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+	double def = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+	double det = hw->cpu_src == NTX_SRC_PROBE ? cpu_rate_for_model(pm, hw) : 0;
 
-	*out = NULL;
-	if (validate_inputs(pm, o, err))
-		return -1;
-	p = calloc(1, sizeof *p);
-	if (!p)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	if (ntx_plan_model_copy(&p->model, pm, err)) {
-		free(p);
-		return -1;
-	}
-	p->layers = calloc((size_t)pm->n_layer, sizeof *p->layers);
-	prio = malloc((size_t)pm->n_layer * sizeof *prio);
-	s.res = malloc((size_t)pm->n_layer);
-	s.nr = malloc((size_t)pm->n_layer * sizeof *s.nr);
-	if (!p->layers || !prio || !s.res || !s.nr) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		goto fail;
-	}
-
-	/* hardware and bandwidths */
 	p->hw = *hw;
 	p->hw.h2d_gbps = resolve_bw(o->h2d_gbps, hw->h2d_gbps, hw->h2d_src,
 				    NTX_PLAN_DEFAULT_H2D_GBPS, &p->hw.h2d_src);
@@ -832,24 +855,23 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 				     NTX_PLAN_DEFAULT_DISK_GBPS, &p->hw.disk_src);
 	p->hw.gpu_gbps = resolve_bw(o->gpu_gbps, hw->gpu_gbps, hw->gpu_src,
 				    NTX_PLAN_DEFAULT_GPU_GBPS, &p->hw.gpu_src);
-	{
-		double def = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-		double det = hw->cpu_src == NTX_SRC_PROBE ? cpu_rate_for_model(pm, hw) : 0;
+	if (def > NTX_PLAN_CPU_GBPS_MAX)
+		def = NTX_PLAN_CPU_GBPS_MAX;
+	if (det <= 0)
+		det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
+	p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
+	def = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
+	det = hw->cpu_batch_src == NTX_SRC_PROBE ? cpu_batch_rate_for_model(pm, hw) : 0;
+	if (det <= 0)
+		det = hw->cpu_batch_src == NTX_SRC_PROBE ? hw->cpu_batch_gbps : 0;
+	p->hw.cpu_batch_gbps = resolve_bw(o->cpu_batch_gbps, det, hw->cpu_batch_src, def,
+					  &p->hw.cpu_batch_src);
+}
 
-		if (def > NTX_PLAN_CPU_GBPS_MAX)
-			def = NTX_PLAN_CPU_GBPS_MAX;
-		if (det <= 0)
-			det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
-		p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
-		def = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-		det = hw->cpu_batch_src == NTX_SRC_PROBE ? cpu_batch_rate_for_model(pm, hw) : 0;
-		if (det <= 0)
-			det = hw->cpu_batch_src == NTX_SRC_PROBE ? hw->cpu_batch_gbps : 0;
-		p->hw.cpu_batch_gbps = resolve_bw(o->cpu_batch_gbps, det, hw->cpu_batch_src, def,
-						  &p->hw.cpu_batch_src);
-	}
-
-	/* budgets */
+/* VRAM, RAM and disk budgets (given, else detected) and the VRAM margin. */
+static void plan_resolve_budgets(struct ntx_plan *p, const struct ntx_plan_hw *hw,
+				 const struct ntx_plan_opts *o)
+{
 	if (o->vram_budget >= 0) {
 		p->vram_budget = (uint64_t)o->vram_budget;
 		p->vram_budget_src = NTX_SRC_OVERRIDE;
@@ -872,10 +894,16 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 		p->disk_budget = hw->disk_free;
 		p->disk_budget_src = NTX_SRC_DETECTED;
 	}
-	s.gpu = p->vram_budget > 0;
-	p->margin_bytes = s.gpu ? (o->reserve >= 0 ? (uint64_t)o->reserve : NTX_PLAN_DEFAULT_MARGIN) : 0;
+	p->margin_bytes = p->vram_budget > 0 ?
+		(o->reserve >= 0 ? (uint64_t)o->reserve : NTX_PLAN_DEFAULT_MARGIN) : 0;
+}
 
-	/* run parameters */
+/* Context, KV type, sequences, ubatch, executor, pack path and the draft
+ * (which needs a GPU). */
+static int plan_set_run_params(struct ntx_plan *p, int gpu, const struct ntx_plan_model *pm,
+			       const struct ntx_plan_hw *hw, const struct ntx_plan_opts *o,
+			       struct ntx_err *err)
+{
 	p->n_ctx = o->n_ctx > 0 ? o->n_ctx : (pm->n_ctx_train > 0 && pm->n_ctx_train < 4096 ?
 						       pm->n_ctx_train : 4096);
 	p->kv_type = o->kv_type;
@@ -884,34 +912,35 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 	p->executor = o->executor;
 	p->by_scores = o->scores != NULL;
 	p->tok_embd_home = NTX_TIER_RAM;
-	s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS;
 	p->pack_path = o->pack_path ? strdup(o->pack_path) : ntx_plan_default_pack_path(pm->path);
-	if (!p->pack_path) {
-		ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		goto fail;
-	}
+	if (!p->pack_path)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	p->kv_layer_bytes = ntx_plan_kv_layer_bytes(pm, p->n_ctx, p->kv_type, p->n_seq);
 	p->n_verify = 1;
-	if (o->draft_path) {
-		p->draft_path = strdup(o->draft_path);
-		if (!p->draft_path) {
-			ntx_err_set(err, NTX_ENOMEM, "out of memory");
-			goto fail;
-		}
-		if (!s.gpu) {
-			ntx_err_set(err, NTX_EINVAL,
-				    "--draft plans a draft resident in VRAM, but the VRAM budget is 0");
-			goto fail;
-		}
-		p->draft_vram_bytes = o->draft_vram_bytes;
-		p->n_verify = (o->draft_k > 0 ? o->draft_k : 8) + 1;
-		p->draft_accept = o->draft_accept > 0 ? o->draft_accept : 0.7;
-		p->draft_token_ms = ntx_plan_round6(
-			((double)o->draft_token_bytes / (hw->gpu_gbps > 0 ? hw->gpu_gbps * 1e9 : 2e12) +
-			 (o->draft_layers + 1) * NTX_PLAN_LAYER_OVERHEAD_S) * 1e3);
-	}
+	if (!o->draft_path)
+		return 0;
+	p->draft_path = strdup(o->draft_path);
+	if (!p->draft_path)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (!gpu)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--draft plans a draft resident in VRAM, but the VRAM budget is 0");
+	p->draft_vram_bytes = o->draft_vram_bytes;
+	p->n_verify = (o->draft_k > 0 ? o->draft_k : 8) + 1;
+	p->draft_accept = o->draft_accept > 0 ? o->draft_accept : 0.7;
+	p->draft_token_ms = ntx_plan_round6(
+		((double)o->draft_token_bytes / (hw->gpu_gbps > 0 ? hw->gpu_gbps * 1e9 : 2e12) +
+		 (o->draft_layers + 1) * NTX_PLAN_LAYER_OVERHEAD_S) * 1e3);
+	return 0;
+}
 
-	/* layers, skip set, priority */
+/* Fill p->layers (all in RAM on the CPU, the skip set marked) and prio with
+ * the active layers, most important first. Returns the number of them. */
+static int plan_init_layers(struct ntx_plan *p, const struct ntx_plan_model *pm,
+			    const struct ntx_plan_opts *o, int *prio)
+{
+	int l, k, n_act = 0;
+
 	for (l = 0; l < pm->n_layer; l++) {
 		p->layers[l].index = l;
 		p->layers[l].bytes = pm->layer_bytes[l];
@@ -928,19 +957,24 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 		qsort(prio, (size_t)n_act, sizeof *prio, cmp_prio);
 		g_scores = NULL;
 	}
-	s.p = p;
-	s.prio = prio;
-	s.n_act = n_act;
+	return n_act;
+}
 
-	/* what must fit in VRAM whatever the split */
-	kv_all = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_act);
-	if (o->executor == NTX_POLICY_GPU && !s.gpu) {
-		ntx_err_set(err, NTX_ENOFIT,
+/* What must fit in VRAM whatever the split (KV cache, workspace, margin,
+ * other tensors, the draft): an ENOFIT error that names the largest part
+ * when it does not. */
+static int check_fixed_vram(const struct ntx_plan *p, int gpu, int n_act,
+			    const struct ntx_plan_model *pm, const struct ntx_plan_opts *o,
+			    struct ntx_err *err)
+{
+	uint64_t kv_all = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)n_act), fixed;
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+
+	if (o->executor == NTX_POLICY_GPU && !gpu)
+		return ntx_err_set(err, NTX_ENOFIT,
 			    "does not fit: --executor gpu needs a GPU, but the VRAM budget is 0 (%s)",
 			    p->vram_budget_src == NTX_SRC_OVERRIDE ? "--vram-budget 0" : "no GPU detected");
-		goto fail;
-	}
-	if (s.gpu) {
+	if (gpu) {
 		uint64_t ws = ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq);
 		uint64_t res = ntx_plan_sat_add(ntx_plan_sat_add(ws, p->margin_bytes), pm->other_bytes);
 
@@ -953,33 +987,122 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 			int kv_big = kv >= ws && kv >= mg && kv >= ot;
 
 			if (kv_big)
-				ntx_err_set(err, NTX_ENOFIT,
+				return ntx_err_set(err, NTX_ENOFIT,
 					    "does not fit: KV cache (%s for %d layers, ctx %d, %s, %d seq) + reserves (%s) exceed the VRAM budget (%s) by %s; lower --ctx%s or use --executor cpu",
 					    sz(kv, a), n_act, p->n_ctx, p->kv_type == NTX_KV_F32 ? "f32" : "f16",
 					    p->n_seq, sz(res, b), sz(p->vram_budget, c),
 					    sz(fixed - p->vram_budget, d),
 					    p->kv_type == NTX_KV_F32 ? ", use --kv-type f16" : "");
-			else if (p->draft_vram_bytes >= ws && p->draft_vram_bytes >= mg &&
-				 p->draft_vram_bytes >= ot)
-				ntx_err_set(err, NTX_ENOFIT,
+			if (p->draft_vram_bytes >= ws && p->draft_vram_bytes >= mg &&
+			    p->draft_vram_bytes >= ot)
+				return ntx_err_set(err, NTX_ENOFIT,
 					    "does not fit: the --draft model (%s: weights, KV cache and workspace) + reserves (%s)%s%s exceed the VRAM budget (%s) by %s; give a larger --vram-budget or a smaller draft",
 					    sz(p->draft_vram_bytes, a), sz(res - p->draft_vram_bytes, b),
 					    kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
 					    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f));
-			else /* name the largest part and what changes it */
-				ntx_err_set(err, NTX_ENOFIT,
-					    "does not fit: reserves (margin %s%s + workspace %s + other tensors %s%s%s)%s%s exceed the VRAM budget (%s) by %s; %s",
-					    sz(mg, a), o->reserve >= 0 ? " from --reserve" : " (the --reserve default)",
-					    sz(ws, b), sz(ot, c), p->draft_vram_bytes ? " + --draft model " : "",
-					    p->draft_vram_bytes ? sz(p->draft_vram_bytes, g) : "",
-					    kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
-					    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f),
-					    mg >= ws && mg >= ot ? "lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" :
-					    ws >= ot ? "lower --ubatch or --ctx" :
-					    "give a larger --vram-budget, or --vram-budget 0 to run on the CPU");
-			goto fail;
+			/* name the largest part and what changes it */
+			return ntx_err_set(err, NTX_ENOFIT,
+				    "does not fit: reserves (margin %s%s + workspace %s + other tensors %s%s%s)%s%s exceed the VRAM budget (%s) by %s; %s",
+				    sz(mg, a), o->reserve >= 0 ? " from --reserve" : " (the --reserve default)",
+				    sz(ws, b), sz(ot, c), p->draft_vram_bytes ? " + --draft model " : "",
+				    p->draft_vram_bytes ? sz(p->draft_vram_bytes, g) : "",
+				    kv ? " + KV cache " : "", kv ? sz(kv, d) : "",
+				    sz(p->vram_budget, e), sz(fixed - p->vram_budget, f),
+				    mg >= ws && mg >= ot ? "lower --reserve (the VRAM kept free for the CUDA context and other programs), e.g. --reserve 64M" :
+				    ws >= ot ? "lower --ubatch or --ctx" :
+				    "give a larger --vram-budget, or --vram-budget 0 to run on the CPU");
 		}
 	}
+	return 0;
+}
+
+/* s->r_max: the most resident items (head first, then layers by priority)
+ * whose bytes alone fit the VRAM budget. */
+static void set_max_resident(struct search *s, const struct ntx_plan_model *pm)
+{
+	uint64_t used = ntx_plan_sat_add(head_bytes(pm), 0);
+	int k;
+
+	s->r_max = used <= s->p->vram_budget ? 1 : 0;
+	for (k = 0; s->r_max == k + 1 && k < s->n_act; k++) {
+		used = ntx_plan_sat_add(used, ntx_plan_layer_buf_bytes(pm->layer_bytes[s->prio[k]]));
+		if (used <= s->p->vram_budget)
+			s->r_max++;
+	}
+	if (s->r_max == 0) /* the head alone does not fit: layers may */
+		s->r_max = s->n_act + 1;
+}
+
+/* The fastest candidate with kcpu in [kmin, kmax] for s->slots ring slots:
+ * every k up to 256 layers; beyond (hostile or future models), a grid of
+ * 257 values refined around the best. */
+static struct cand search_cpu_layers(struct search *s, int kmin, int kmax,
+				     struct ntx_plan_fail *fail, struct ntx_err *ferr)
+{
+	int step = kmax - kmin > 256 ? (kmax - kmin + 255) / 256 : 1, pass, k;
+	struct cand b1 = { 0 };
+
+	for (pass = 0; pass < (step > 1 ? 2 : 1); pass++) {
+		int lo = kmin, hi = kmax, st = step;
+
+		if (pass) {
+			lo = b1.ok && b1.kcpu - step > kmin ? b1.kcpu - step : kmin;
+			hi = b1.ok && b1.kcpu + step < kmax ? b1.kcpu + step : kmax;
+			st = 1;
+		}
+		for (k = lo; k <= hi; k += st) {
+			struct cand c1 = evaluate(s, k, fail, ferr);
+
+			if (c1.ok && better(&c1, &b1))
+				b1 = c1;
+			if (st > 1 && k < hi && k + st > hi)
+				k = hi - st; /* always try hi */
+		}
+	}
+	return b1;
+}
+
+static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
+		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
+{
+	struct ntx_plan *p;
+	struct search s = { 0 };
+	struct ntx_plan_fail fail = { 0 };
+	struct ntx_err ferr = { 0, "" };
+	struct cand best = { 0 };
+	int best_slots = NTX_PLAN_DEFAULT_RING_SLOTS;
+	int kmin, kmax, *prio = NULL;
+
+	*out = NULL;
+	if (validate_inputs(pm, o, err))
+		return -1;
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (ntx_plan_model_copy(&p->model, pm, err)) {
+		free(p);
+		return -1;
+	}
+	p->layers = calloc((size_t)pm->n_layer, sizeof *p->layers);
+	prio = malloc((size_t)pm->n_layer * sizeof *prio);
+	s.res = malloc((size_t)pm->n_layer);
+	s.nr = malloc((size_t)pm->n_layer * sizeof *s.nr);
+	if (!p->layers || !prio || !s.res || !s.nr) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
+
+	plan_resolve_bandwidths(p, pm, hw, o);
+	plan_resolve_budgets(p, hw, o);
+	s.gpu = p->vram_budget > 0;
+	s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS;
+	if (plan_set_run_params(p, s.gpu, pm, hw, o, err))
+		goto fail;
+	s.p = p;
+	s.prio = prio;
+	s.n_act = plan_init_layers(p, pm, o, prio);
+	if (check_fixed_vram(p, s.gpu, s.n_act, pm, o, err))
+		goto fail;
 
 	/* the search: for each number of CPU-executed layers, the most resident
 	 * layers that fit; keep the fastest */
@@ -989,47 +1112,18 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 		kmin = kmax = 0;
 	} else {
 		kmin = 0;
-		kmax = n_act;
+		kmax = s.n_act;
 	}
-	if (s.gpu) {
-		uint64_t used = ntx_plan_sat_add(head_bytes(pm), 0);
-
-		s.r_max = used <= p->vram_budget ? 1 : 0;
-		for (k = 0; s.r_max == k + 1 && k < n_act; k++) {
-			used = ntx_plan_sat_add(used, ntx_plan_layer_buf_bytes(pm->layer_bytes[prio[k]]));
-			if (used <= p->vram_budget)
-				s.r_max++;
-		}
-		if (s.r_max == 0) /* the head alone does not fit: layers may */
-			s.r_max = n_act + 1;
-	}
+	if (s.gpu)
+		set_max_resident(&s, pm);
 	/* without --ring-slots: 3 ring slots, or 2 when the slot it frees for
 	 * a resident layer is worth more than the lead it costs (streaming
 	 * without CPU layers between) */
 	for (int sl = 0; sl < (o->ring_slots ? 1 : 2); sl++) {
-		/* every k up to 256 layers; beyond (hostile or future models),
-		 * a grid of 257 values refined around the best */
-		int step = kmax - kmin > 256 ? (kmax - kmin + 255) / 256 : 1, pass;
-		struct cand b1 = { 0 };
+		struct cand b1;
 
 		s.slots = o->ring_slots ? o->ring_slots : NTX_PLAN_DEFAULT_RING_SLOTS - sl;
-		for (pass = 0; pass < (step > 1 ? 2 : 1); pass++) {
-			int lo = kmin, hi = kmax, st = step;
-
-			if (pass) {
-				lo = b1.ok && b1.kcpu - step > kmin ? b1.kcpu - step : kmin;
-				hi = b1.ok && b1.kcpu + step < kmax ? b1.kcpu + step : kmax;
-				st = 1;
-			}
-			for (k = lo; k <= hi; k += st) {
-				struct cand c1 = evaluate(&s, k, &fail, &ferr);
-
-				if (c1.ok && better(&c1, &b1))
-					b1 = c1;
-				if (st > 1 && k < hi && k + st > hi)
-					k = hi - st; /* always try hi */
-			}
-		}
+		b1 = search_cpu_layers(&s, kmin, kmax, &fail, &ferr);
 		if (b1.ok && better(&b1, &best)) {
 			best = b1;
 			best_slots = s.slots;

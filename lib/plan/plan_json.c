@@ -87,166 +87,196 @@ static json_t *hw_json(struct wr *w, const struct ntx_plan_hw *hw)
 	return o;
 }
 
-char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err)
+/* "model": the model's identity, hyperparameters and byte counts. */
+static void put_model(struct wr *w, json_t *root, const struct ntx_plan_model *pm)
+{
+	json_t *m = json_object(), *x;
+	uint64_t total = 0;
+	int l;
+
+	put(w, root, "model", m);
+	if (!m)
+		return;
+	put(w, m, "path", json_string(pm->path ? pm->path : ""));
+	put(w, m, "file_size_bytes", jbytes(pm->file_size));
+	put(w, m, "fingerprint", json_string(pm->fingerprint));
+	put(w, m, "n_layer", json_integer(pm->n_layer));
+	put(w, m, "n_embd", json_integer(pm->n_embd));
+	put(w, m, "n_ff", json_integer(pm->n_ff));
+	put(w, m, "n_head", json_integer(pm->n_head));
+	put(w, m, "n_head_kv", json_integer(pm->n_head_kv));
+	put(w, m, "head_dim", json_integer(pm->head_dim));
+	put(w, m, "n_ctx_train", json_integer(pm->n_ctx_train));
+	put(w, m, "n_vocab", json_integer(pm->n_vocab));
+	put(w, m, "output_tied", json_boolean(pm->output_tied));
+	put(w, m, "tok_embd_bytes", jbytes(pm->tok_embd_bytes));
+	put(w, m, "output_bytes", jbytes(pm->output_bytes));
+	put(w, m, "other_bytes", jbytes(pm->other_bytes));
+	for (l = 0; l < pm->n_layer; l++)
+		total = ntx_plan_sat_add(total, pm->layer_bytes[l]);
+	put(w, m, "layer_bytes", jbytes(total));
+	x = json_object();
+	put(w, m, "layer_type_bytes", x);
+	for (l = 0; x && l < NTX_TYPE_COUNT; l++)
+		if (pm->layer_type_bytes[l])
+			put(w, x, ntx_type_name((uint32_t)l), jbytes(pm->layer_type_bytes[l]));
+}
+
+/* "budgets" and "run": what the plan was asked for. */
+static void put_budgets_run(struct wr *w, json_t *root, const struct ntx_plan *p)
+{
+	json_t *o = json_object();
+
+	put(w, root, "budgets", o);
+	if (o) {
+		put(w, o, "vram_bytes", jbytes(p->vram_budget));
+		put(w, o, "vram_source", json_string(ntx_src_name(p->vram_budget_src)));
+		put(w, o, "ram_bytes", jbytes(p->ram_budget));
+		put(w, o, "ram_source", json_string(ntx_src_name(p->ram_budget_src)));
+		put(w, o, "disk_bytes", jbytes(p->disk_budget));
+		put(w, o, "disk_source", json_string(ntx_src_name(p->disk_budget_src)));
+	}
+
+	o = json_object();
+	put(w, root, "run", o);
+	if (o) {
+		put(w, o, "n_ctx", json_integer(p->n_ctx));
+		put(w, o, "kv_type", json_string(kv_name(p->kv_type)));
+		put(w, o, "n_seq", json_integer(p->n_seq));
+		put(w, o, "n_ubatch", json_integer(p->n_ubatch));
+		put(w, o, "executor", json_string(ntx_policy_name(p->executor)));
+		put(w, o, "placement", json_string(p->by_scores ? "scores" : "model_order"));
+	}
+}
+
+/* "reserves" and "nonlayer": what is held besides the layers. */
+static void put_reserves_nonlayer(struct wr *w, json_t *root, const struct ntx_plan *p)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	struct wr w = { 1 };
-	json_t *root = json_object(), *m, *o, *ls, *x;
-	uint64_t total = 0;
-	char *text = NULL;
+	json_t *o = json_object(), *x;
+
+	put(w, root, "reserves", o);
+	if (o) {
+		put(w, o, "kv_layer_bytes", jbytes(p->kv_layer_bytes));
+		put(w, o, "kv_vram_bytes", jbytes(p->kv_vram_bytes));
+		put(w, o, "kv_ram_bytes", jbytes(p->kv_ram_bytes));
+		put(w, o, "workspace_bytes", jbytes(p->workspace_bytes));
+		put(w, o, "ring_slots", json_integer(p->ring_slots));
+		put(w, o, "ring_bytes", jbytes(p->ring_bytes));
+		put(w, o, "staging_bytes", jbytes(p->staging_bytes));
+		put(w, o, "margin_bytes", jbytes(p->margin_bytes));
+	}
+
+	o = json_object();
+	put(w, root, "nonlayer", o);
+	if (!o)
+		return;
+	x = json_object();
+	put(w, o, "tok_embd", x);
+	if (x) {
+		put(w, x, "home", json_string(ntx_tier_name(p->tok_embd_home)));
+		put(w, x, "bytes", jbytes(pm->tok_embd_bytes));
+	}
+	x = json_object();
+	put(w, o, "output", x);
+	if (x) {
+		put(w, x, "home", json_string(ntx_tier_name(p->output_home)));
+		put(w, x, "exec", json_string(ntx_exec_name(p->output_exec)));
+		put(w, x, "bytes", jbytes(pm->output_tied ? pm->tok_embd_bytes : pm->output_bytes));
+		put(w, x, "tied", json_boolean(pm->output_tied));
+	}
+	x = json_object();
+	put(w, o, "other", x);
+	if (x)
+		put(w, x, "bytes", jbytes(pm->other_bytes));
+}
+
+/* "layers": each layer's home and executor (null when skipped). */
+static void put_layers(struct wr *w, json_t *root, const struct ntx_plan *p)
+{
+	json_t *ls = json_array();
 	int l;
+
+	put(w, root, "layers", ls);
+	for (l = 0; ls && l < p->model.n_layer; l++) {
+		const struct ntx_plan_layer *L = &p->layers[l];
+		json_t *e = json_object();
+
+		if (!e || json_array_append_new(ls, e)) {
+			w->ok = 0;
+			break;
+		}
+		put(w, e, "index", json_integer(L->index));
+		put(w, e, "home", L->skip ? json_null() : json_string(ntx_tier_name(L->home)));
+		put(w, e, "exec", L->skip ? json_null() : json_string(ntx_exec_name(L->exec)));
+		put(w, e, "bytes", jbytes(L->bytes));
+		put(w, e, "skip", json_boolean(L->skip));
+	}
+}
+
+/* "usage", "estimate" and, with a draft, "draft": what the plan predicts. */
+static void put_usage_estimate(struct wr *w, json_t *root, const struct ntx_plan *p)
+{
+	json_t *o = json_object();
+
+	put(w, root, "usage", o);
+	if (o) {
+		put(w, o, "vram_layers_bytes", jbytes(p->vram_layers_bytes));
+		put(w, o, "vram_used_bytes", jbytes(p->vram_used_bytes));
+		put(w, o, "ram_layers_bytes", jbytes(p->ram_layers_bytes));
+		put(w, o, "ram_used_bytes", jbytes(p->ram_used_bytes));
+		put(w, o, "disk_layers_bytes", jbytes(p->disk_layers_bytes));
+		put(w, o, "pack_bytes", jbytes(p->pack_bytes));
+	}
+
+	o = json_object();
+	put(w, root, "estimate", o);
+	if (o) {
+		put(w, o, "vram_read_bytes", jbytes(p->bytes_vram));
+		put(w, o, "h2d_from_ram_bytes", jbytes(p->bytes_h2d_ram));
+		put(w, o, "h2d_from_disk_bytes", jbytes(p->bytes_h2d_disk));
+		put(w, o, "disk_read_bytes", jbytes(p->bytes_disk));
+		put(w, o, "cpu_read_bytes", jbytes(p->bytes_cpu));
+		put(w, o, "cpu_from_disk_bytes", jbytes(p->bytes_cpu_disk));
+		put(w, o, "resident_ms", json_real(p->t_resident_ms));
+		put(w, o, "link_ms", json_real(p->t_link_ms));
+		put(w, o, "disk_ms", json_real(p->t_disk_ms));
+		put(w, o, "cpu_ms", json_real(p->t_cpu_ms));
+		put(w, o, "overhead_ms", json_real(p->t_overhead_ms));
+		put(w, o, "total_ms", json_real(p->t_total_ms));
+		put(w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
+	}
+	if (p->draft_path) {
+		o = json_object();
+		put(w, root, "draft", o);
+		if (o) {
+			put(w, o, "path", json_string(p->draft_path));
+			put(w, o, "vram_bytes", jbytes(p->draft_vram_bytes));
+			put(w, o, "k", json_integer(p->n_verify - 1));
+			put(w, o, "accept", json_real(p->draft_accept));
+			put(w, o, "token_ms", json_real(p->draft_token_ms));
+			put(w, o, "predicted_tok_per_s", json_real(p->predicted_spec_tok_per_s));
+		}
+	}
+}
+
+char *ntx_plan_to_json(const struct ntx_plan *p, struct ntx_err *err)
+{
+	struct wr w = { 1 };
+	json_t *root = json_object();
+	char *text = NULL;
 
 	if (!root)
 		goto oom;
 	put(&w, root, "format", json_string("ntx.plan"));
 	put(&w, root, "version", json_integer(1));
-
-	m = json_object();
-	put(&w, root, "model", m);
-	if (m) {
-		put(&w, m, "path", json_string(pm->path ? pm->path : ""));
-		put(&w, m, "file_size_bytes", jbytes(pm->file_size));
-		put(&w, m, "fingerprint", json_string(pm->fingerprint));
-		put(&w, m, "n_layer", json_integer(pm->n_layer));
-		put(&w, m, "n_embd", json_integer(pm->n_embd));
-		put(&w, m, "n_ff", json_integer(pm->n_ff));
-		put(&w, m, "n_head", json_integer(pm->n_head));
-		put(&w, m, "n_head_kv", json_integer(pm->n_head_kv));
-		put(&w, m, "head_dim", json_integer(pm->head_dim));
-		put(&w, m, "n_ctx_train", json_integer(pm->n_ctx_train));
-		put(&w, m, "n_vocab", json_integer(pm->n_vocab));
-		put(&w, m, "output_tied", json_boolean(pm->output_tied));
-		put(&w, m, "tok_embd_bytes", jbytes(pm->tok_embd_bytes));
-		put(&w, m, "output_bytes", jbytes(pm->output_bytes));
-		put(&w, m, "other_bytes", jbytes(pm->other_bytes));
-		for (l = 0; l < pm->n_layer; l++)
-			total = ntx_plan_sat_add(total, pm->layer_bytes[l]);
-		put(&w, m, "layer_bytes", jbytes(total));
-		x = json_object();
-		put(&w, m, "layer_type_bytes", x);
-		for (l = 0; x && l < NTX_TYPE_COUNT; l++)
-			if (pm->layer_type_bytes[l])
-				put(&w, x, ntx_type_name((uint32_t)l), jbytes(pm->layer_type_bytes[l]));
-	}
-
+	put_model(&w, root, &p->model);
 	put(&w, root, "hardware", hw_json(&w, &p->hw));
-
-	o = json_object();
-	put(&w, root, "budgets", o);
-	if (o) {
-		put(&w, o, "vram_bytes", jbytes(p->vram_budget));
-		put(&w, o, "vram_source", json_string(ntx_src_name(p->vram_budget_src)));
-		put(&w, o, "ram_bytes", jbytes(p->ram_budget));
-		put(&w, o, "ram_source", json_string(ntx_src_name(p->ram_budget_src)));
-		put(&w, o, "disk_bytes", jbytes(p->disk_budget));
-		put(&w, o, "disk_source", json_string(ntx_src_name(p->disk_budget_src)));
-	}
-
-	o = json_object();
-	put(&w, root, "run", o);
-	if (o) {
-		put(&w, o, "n_ctx", json_integer(p->n_ctx));
-		put(&w, o, "kv_type", json_string(kv_name(p->kv_type)));
-		put(&w, o, "n_seq", json_integer(p->n_seq));
-		put(&w, o, "n_ubatch", json_integer(p->n_ubatch));
-		put(&w, o, "executor", json_string(ntx_policy_name(p->executor)));
-		put(&w, o, "placement", json_string(p->by_scores ? "scores" : "model_order"));
-	}
-
-	o = json_object();
-	put(&w, root, "reserves", o);
-	if (o) {
-		put(&w, o, "kv_layer_bytes", jbytes(p->kv_layer_bytes));
-		put(&w, o, "kv_vram_bytes", jbytes(p->kv_vram_bytes));
-		put(&w, o, "kv_ram_bytes", jbytes(p->kv_ram_bytes));
-		put(&w, o, "workspace_bytes", jbytes(p->workspace_bytes));
-		put(&w, o, "ring_slots", json_integer(p->ring_slots));
-		put(&w, o, "ring_bytes", jbytes(p->ring_bytes));
-		put(&w, o, "staging_bytes", jbytes(p->staging_bytes));
-		put(&w, o, "margin_bytes", jbytes(p->margin_bytes));
-	}
-
-	o = json_object();
-	put(&w, root, "nonlayer", o);
-	if (o) {
-		x = json_object();
-		put(&w, o, "tok_embd", x);
-		if (x) {
-			put(&w, x, "home", json_string(ntx_tier_name(p->tok_embd_home)));
-			put(&w, x, "bytes", jbytes(pm->tok_embd_bytes));
-		}
-		x = json_object();
-		put(&w, o, "output", x);
-		if (x) {
-			put(&w, x, "home", json_string(ntx_tier_name(p->output_home)));
-			put(&w, x, "exec", json_string(ntx_exec_name(p->output_exec)));
-			put(&w, x, "bytes", jbytes(pm->output_tied ? pm->tok_embd_bytes : pm->output_bytes));
-			put(&w, x, "tied", json_boolean(pm->output_tied));
-		}
-		x = json_object();
-		put(&w, o, "other", x);
-		if (x)
-			put(&w, x, "bytes", jbytes(pm->other_bytes));
-	}
-
-	ls = json_array();
-	put(&w, root, "layers", ls);
-	for (l = 0; ls && l < pm->n_layer; l++) {
-		const struct ntx_plan_layer *L = &p->layers[l];
-		json_t *e = json_object();
-
-		if (!e || json_array_append_new(ls, e)) {
-			w.ok = 0;
-			break;
-		}
-		put(&w, e, "index", json_integer(L->index));
-		put(&w, e, "home", L->skip ? json_null() : json_string(ntx_tier_name(L->home)));
-		put(&w, e, "exec", L->skip ? json_null() : json_string(ntx_exec_name(L->exec)));
-		put(&w, e, "bytes", jbytes(L->bytes));
-		put(&w, e, "skip", json_boolean(L->skip));
-	}
+	put_budgets_run(&w, root, p);
+	put_reserves_nonlayer(&w, root, p);
+	put_layers(&w, root, p);
 	put(&w, root, "pack_path", jstr_or_null(p->pack_path));
-
-	o = json_object();
-	put(&w, root, "usage", o);
-	if (o) {
-		put(&w, o, "vram_layers_bytes", jbytes(p->vram_layers_bytes));
-		put(&w, o, "vram_used_bytes", jbytes(p->vram_used_bytes));
-		put(&w, o, "ram_layers_bytes", jbytes(p->ram_layers_bytes));
-		put(&w, o, "ram_used_bytes", jbytes(p->ram_used_bytes));
-		put(&w, o, "disk_layers_bytes", jbytes(p->disk_layers_bytes));
-		put(&w, o, "pack_bytes", jbytes(p->pack_bytes));
-	}
-
-	o = json_object();
-	put(&w, root, "estimate", o);
-	if (o) {
-		put(&w, o, "vram_read_bytes", jbytes(p->bytes_vram));
-		put(&w, o, "h2d_from_ram_bytes", jbytes(p->bytes_h2d_ram));
-		put(&w, o, "h2d_from_disk_bytes", jbytes(p->bytes_h2d_disk));
-		put(&w, o, "disk_read_bytes", jbytes(p->bytes_disk));
-		put(&w, o, "cpu_read_bytes", jbytes(p->bytes_cpu));
-		put(&w, o, "cpu_from_disk_bytes", jbytes(p->bytes_cpu_disk));
-		put(&w, o, "resident_ms", json_real(p->t_resident_ms));
-		put(&w, o, "link_ms", json_real(p->t_link_ms));
-		put(&w, o, "disk_ms", json_real(p->t_disk_ms));
-		put(&w, o, "cpu_ms", json_real(p->t_cpu_ms));
-		put(&w, o, "overhead_ms", json_real(p->t_overhead_ms));
-		put(&w, o, "total_ms", json_real(p->t_total_ms));
-		put(&w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
-	}
-	if (p->draft_path) {
-		o = json_object();
-		put(&w, root, "draft", o);
-		if (o) {
-			put(&w, o, "path", json_string(p->draft_path));
-			put(&w, o, "vram_bytes", jbytes(p->draft_vram_bytes));
-			put(&w, o, "k", json_integer(p->n_verify - 1));
-			put(&w, o, "accept", json_real(p->draft_accept));
-			put(&w, o, "token_ms", json_real(p->draft_token_ms));
-			put(&w, o, "predicted_tok_per_s", json_real(p->predicted_spec_tok_per_s));
-		}
-	}
+	put_usage_estimate(&w, root, p);
 	if (!w.ok)
 		goto oom;
 	text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
@@ -542,16 +572,184 @@ static int seen_pos(json_t *root, int l)
 	return l;
 }
 
+/* "budgets" and "run". */
+static int read_budgets_run(struct ntx_jrd *r, json_t *root, struct ntx_plan *p)
+{
+	json_t *o;
+	char kp[NTX_JRD_PATH];
+	int v;
+
+	if (ntx_jrd_obj(r, root, "", "budgets", &o, kp) ||
+	    ntx_jrd_bytes(r, o, "budgets", "vram_bytes", &p->vram_budget) ||
+	    get_src(r, o, "budgets", "vram_source", &p->vram_budget_src) ||
+	    ntx_jrd_bytes(r, o, "budgets", "ram_bytes", &p->ram_budget) ||
+	    get_src(r, o, "budgets", "ram_source", &p->ram_budget_src) ||
+	    ntx_jrd_bytes(r, o, "budgets", "disk_bytes", &p->disk_budget) ||
+	    get_src(r, o, "budgets", "disk_source", &p->disk_budget_src))
+		return -1;
+
+	if (ntx_jrd_obj(r, root, "", "run", &o, kp) ||
+	    ntx_jrd_int(r, o, "run", "n_ctx", 1, 1 << 24, &p->n_ctx) ||
+	    ntx_jrd_enum(r, o, "run", "kv_type", kv_names, 2, &v))
+		return -1;
+	p->kv_type = (enum ntx_kv_type)v;
+	if (ntx_jrd_int(r, o, "run", "n_seq", 1, 4096, &p->n_seq) ||
+	    ntx_jrd_int(r, o, "run", "n_ubatch", 1, 1 << 16, &p->n_ubatch) ||
+	    ntx_jrd_enum(r, o, "run", "executor", policy_names, 3, &p->executor) ||
+	    ntx_jrd_enum(r, o, "run", "placement", placement_names, 2, &p->by_scores))
+		return -1;
+	return 0;
+}
+
+/* "reserves": validated here, recomputed from the layers later; *ring: the
+ * ring slots (0 or at least 2), p->margin_bytes. */
+static int read_reserves(struct ntx_jrd *r, json_t *root, struct ntx_plan *p, int *ring)
+{
+	json_t *o;
+	char kp[NTX_JRD_PATH];
+	uint64_t u;
+
+	if (ntx_jrd_obj(r, root, "", "reserves", &o, kp) ||
+	    ntx_jrd_bytes(r, o, "reserves", "kv_layer_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "reserves", "kv_vram_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "reserves", "kv_ram_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "reserves", "workspace_bytes", &u) ||
+	    ntx_jrd_int(r, o, "reserves", "ring_slots", 0, 64, ring) ||
+	    ntx_jrd_bytes(r, o, "reserves", "ring_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "reserves", "staging_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "reserves", "margin_bytes", &p->margin_bytes))
+		return -1;
+	if (*ring == 1)
+		return ntx_jrd_error(r, "reserves.ring_slots", "\"ring_slots\" must be 0 or at least 2");
+	return 0;
+}
+
+/* "nonlayer": tok_embd in RAM, the output's home and executor, and bytes
+ * that match "model". */
+static int read_nonlayer(struct ntx_jrd *r, json_t *root, struct ntx_plan *p)
+{
+	json_t *nl, *x;
+	char kp[NTX_JRD_PATH];
+	uint64_t tb, ob, xb;
+	int v;
+
+	if (ntx_jrd_obj(r, root, "", "nonlayer", &nl, kp) ||
+	    ntx_jrd_obj(r, nl, "nonlayer", "tok_embd", &x, kp) ||
+	    ntx_jrd_enum(r, x, "nonlayer.tok_embd", "home", tier_names, 3, &v) ||
+	    ntx_jrd_bytes(r, x, "nonlayer.tok_embd", "bytes", &tb))
+		return -1;
+	p->tok_embd_home = (enum ntx_tier)v;
+	if (p->tok_embd_home != NTX_TIER_RAM)
+		return ntx_jrd_error(r, "nonlayer.tok_embd.home",
+				     "\"home\" of tok_embd must be \"ram\"");
+	if (ntx_jrd_obj(r, nl, "nonlayer", "output", &x, kp) ||
+	    ntx_jrd_enum(r, x, "nonlayer.output", "home", tier_names, 2, &v))
+		return -1;
+	p->output_home = (enum ntx_tier)v;
+	if (ntx_jrd_enum(r, x, "nonlayer.output", "exec", exec_names, 2, &v))
+		return -1;
+	p->output_exec = (enum ntx_exec)v;
+	if ((p->output_home == NTX_TIER_VRAM) != (p->output_exec == NTX_EXEC_GPU))
+		return ntx_jrd_error(r, "nonlayer.output.exec", "output: home \"%s\" needs exec \"%s\"",
+				     ntx_tier_name(p->output_home),
+				     p->output_home == NTX_TIER_VRAM ? "gpu" : "cpu");
+	if (ntx_jrd_bytes(r, x, "nonlayer.output", "bytes", &ob) ||
+	    ntx_jrd_bool(r, x, "nonlayer.output", "tied", &v, NULL) ||
+	    ntx_jrd_obj(r, nl, "nonlayer", "other", &x, kp) ||
+	    ntx_jrd_bytes(r, x, "nonlayer.other", "bytes", &xb))
+		return -1;
+	if (tb != p->model.tok_embd_bytes || xb != p->model.other_bytes || v != p->model.output_tied ||
+	    ob != (p->model.output_tied ? p->model.tok_embd_bytes : p->model.output_bytes))
+		return ntx_jrd_error(r, "nonlayer",
+				     "\"nonlayer\" does not match \"model\" (bytes or tied flag)");
+	return 0;
+}
+
+/* "usage" and "estimate": validated only (recomputed by the accounting). */
+static int read_usage_estimate(struct ntx_jrd *r, json_t *root)
+{
+	static const char *const tkeys[] = { "resident_ms", "link_ms", "disk_ms", "cpu_ms",
+					     "overhead_ms", "total_ms", "predicted_tok_per_s" };
+	static const char *const bkeys[] = { "vram_read_bytes", "h2d_from_ram_bytes",
+					     "h2d_from_disk_bytes", "disk_read_bytes",
+					     "cpu_read_bytes", "cpu_from_disk_bytes" };
+	json_t *o;
+	char kp[NTX_JRD_PATH];
+	uint64_t u;
+	double d;
+	size_t i;
+
+	if (ntx_jrd_obj(r, root, "", "usage", &o, kp) ||
+	    ntx_jrd_bytes(r, o, "usage", "vram_layers_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "usage", "vram_used_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "usage", "ram_layers_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "usage", "ram_used_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "usage", "disk_layers_bytes", &u) ||
+	    ntx_jrd_bytes(r, o, "usage", "pack_bytes", &u))
+		return -1;
+	if (ntx_jrd_obj(r, root, "", "estimate", &o, kp))
+		return -1;
+	for (i = 0; i < sizeof bkeys / sizeof bkeys[0]; i++)
+		if (ntx_jrd_bytes(r, o, "estimate", bkeys[i], &u))
+			return -1;
+	for (i = 0; i < sizeof tkeys / sizeof tkeys[0]; i++)
+		if (ntx_jrd_dbl(r, o, "estimate", tkeys[i], 0, 1e30, 0, &d))
+			return -1;
+	return 0;
+}
+
+/* An optional "draft" (ntx-plan --draft): its VRAM and verification width
+ * enter the accounting. */
+static int read_draft(struct ntx_jrd *r, json_t *root, struct ntx_plan *p)
+{
+	json_t *o;
+	char kp[NTX_JRD_PATH];
+	const char *dp;
+	int k;
+
+	p->n_verify = 1;
+	if (!json_object_get(root, "draft"))
+		return 0;
+	if (ntx_jrd_obj(r, root, "", "draft", &o, kp) ||
+	    ntx_jrd_str(r, o, "draft", "path", 0, &dp) ||
+	    ntx_jrd_bytes(r, o, "draft", "vram_bytes", &p->draft_vram_bytes) ||
+	    ntx_jrd_int(r, o, "draft", "k", 1, 64, &k) ||
+	    ntx_jrd_dbl(r, o, "draft", "accept", 0, 1, 1, &p->draft_accept) ||
+	    ntx_jrd_dbl(r, o, "draft", "token_ms", 0, 1e9, 0, &p->draft_token_ms))
+		return -1;
+	p->draft_path = strdup(dp);
+	if (!p->draft_path)
+		return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
+	p->n_verify = k + 1;
+	return 0;
+}
+
+/* With a VRAM budget of 0, no active layer may be executed on the GPU. */
+static int check_no_gpu_layers(struct ntx_jrd *r, json_t *root, const struct ntx_plan *p)
+{
+	char kp[NTX_JRD_PATH];
+	int l;
+
+	if (p->vram_budget != 0)
+		return 0;
+	for (l = 0; l < p->model.n_layer; l++)
+		if (!p->layers[l].skip && p->layers[l].exec == NTX_EXEC_GPU) {
+			snprintf(kp, sizeof kp, "layers[%d].exec", seen_pos(root, l));
+			return ntx_jrd_error(r, kp,
+					     "layer %d is executed on the GPU but the VRAM budget is 0", l);
+		}
+	return 0;
+}
+
 struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *name,
 				    struct ntx_err *err)
 {
 	struct ntx_jrd r = { text, len, name ? name : "<plan>", err };
 	struct ntx_plan *p = calloc(1, sizeof *p);
-	json_t *root = NULL, *o, *nl, *x;
-	char kp[NTX_JRD_PATH];
+	json_t *root = NULL;
 	const char *s;
-	uint64_t total, u, tb, ob, xb;
-	int v, ring;
+	uint64_t total;
+	int ring;
 
 	if (!p) {
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
@@ -562,78 +760,9 @@ struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *na
 		goto fail;
 	total = p->model.layer_bytes[0];
 	p->model.layer_bytes[0] = 0;
-	if (read_hw(&r, root, &p->hw))
+	if (read_hw(&r, root, &p->hw) || read_budgets_run(&r, root, p) ||
+	    read_reserves(&r, root, p, &ring) || read_nonlayer(&r, root, p))
 		goto fail;
-
-	if (ntx_jrd_obj(&r, root, "", "budgets", &o, kp) ||
-	    ntx_jrd_bytes(&r, o, "budgets", "vram_bytes", &p->vram_budget) ||
-	    get_src(&r, o, "budgets", "vram_source", &p->vram_budget_src) ||
-	    ntx_jrd_bytes(&r, o, "budgets", "ram_bytes", &p->ram_budget) ||
-	    get_src(&r, o, "budgets", "ram_source", &p->ram_budget_src) ||
-	    ntx_jrd_bytes(&r, o, "budgets", "disk_bytes", &p->disk_budget) ||
-	    get_src(&r, o, "budgets", "disk_source", &p->disk_budget_src))
-		goto fail;
-
-	if (ntx_jrd_obj(&r, root, "", "run", &o, kp) ||
-	    ntx_jrd_int(&r, o, "run", "n_ctx", 1, 1 << 24, &p->n_ctx) ||
-	    ntx_jrd_enum(&r, o, "run", "kv_type", kv_names, 2, &v))
-		goto fail;
-	p->kv_type = (enum ntx_kv_type)v;
-	if (ntx_jrd_int(&r, o, "run", "n_seq", 1, 4096, &p->n_seq) ||
-	    ntx_jrd_int(&r, o, "run", "n_ubatch", 1, 1 << 16, &p->n_ubatch) ||
-	    ntx_jrd_enum(&r, o, "run", "executor", policy_names, 3, &p->executor) ||
-	    ntx_jrd_enum(&r, o, "run", "placement", placement_names, 2, &p->by_scores))
-		goto fail;
-
-	/* reserves: validated here, recomputed from the layers below */
-	if (ntx_jrd_obj(&r, root, "", "reserves", &o, kp) ||
-	    ntx_jrd_bytes(&r, o, "reserves", "kv_layer_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "reserves", "kv_vram_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "reserves", "kv_ram_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "reserves", "workspace_bytes", &u) ||
-	    ntx_jrd_int(&r, o, "reserves", "ring_slots", 0, 64, &ring) ||
-	    ntx_jrd_bytes(&r, o, "reserves", "ring_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "reserves", "staging_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "reserves", "margin_bytes", &p->margin_bytes))
-		goto fail;
-	if (ring == 1) {
-		ntx_jrd_error(&r, "reserves.ring_slots", "\"ring_slots\" must be 0 or at least 2");
-		goto fail;
-	}
-
-	if (ntx_jrd_obj(&r, root, "", "nonlayer", &nl, kp) ||
-	    ntx_jrd_obj(&r, nl, "nonlayer", "tok_embd", &x, kp) ||
-	    ntx_jrd_enum(&r, x, "nonlayer.tok_embd", "home", tier_names, 3, &v) ||
-	    ntx_jrd_bytes(&r, x, "nonlayer.tok_embd", "bytes", &tb))
-		goto fail;
-	p->tok_embd_home = (enum ntx_tier)v;
-	if (p->tok_embd_home != NTX_TIER_RAM) {
-		ntx_jrd_error(&r, "nonlayer.tok_embd.home", "\"home\" of tok_embd must be \"ram\"");
-		goto fail;
-	}
-	if (ntx_jrd_obj(&r, nl, "nonlayer", "output", &x, kp) ||
-	    ntx_jrd_enum(&r, x, "nonlayer.output", "home", tier_names, 2, &v))
-		goto fail;
-	p->output_home = (enum ntx_tier)v;
-	if (ntx_jrd_enum(&r, x, "nonlayer.output", "exec", exec_names, 2, &v))
-		goto fail;
-	p->output_exec = (enum ntx_exec)v;
-	if ((p->output_home == NTX_TIER_VRAM) != (p->output_exec == NTX_EXEC_GPU)) {
-		ntx_jrd_error(&r, "nonlayer.output.exec", "output: home \"%s\" needs exec \"%s\"",
-		     ntx_tier_name(p->output_home),
-		     p->output_home == NTX_TIER_VRAM ? "gpu" : "cpu");
-		goto fail;
-	}
-	if (ntx_jrd_bytes(&r, x, "nonlayer.output", "bytes", &ob) ||
-	    ntx_jrd_bool(&r, x, "nonlayer.output", "tied", &v, NULL) ||
-	    ntx_jrd_obj(&r, nl, "nonlayer", "other", &x, kp) ||
-	    ntx_jrd_bytes(&r, x, "nonlayer.other", "bytes", &xb))
-		goto fail;
-	if (tb != p->model.tok_embd_bytes || xb != p->model.other_bytes || v != p->model.output_tied ||
-	    ob != (p->model.output_tied ? p->model.tok_embd_bytes : p->model.output_bytes)) {
-		ntx_jrd_error(&r, "nonlayer", "\"nonlayer\" does not match \"model\" (bytes or tied flag)");
-		goto fail;
-	}
 
 	if (ntx_jrd_str(&r, root, "", "pack_path", 1, &s))
 		goto fail;
@@ -650,67 +779,9 @@ struct ntx_plan *ntx_plan_from_json(const char *text, size_t len, const char *na
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (read_layers(&r, root, p, total))
+	if (read_layers(&r, root, p, total) || read_usage_estimate(&r, root) ||
+	    read_draft(&r, root, p) || check_no_gpu_layers(&r, root, p))
 		goto fail;
-
-	/* usage and estimate: validated, then recomputed */
-	if (ntx_jrd_obj(&r, root, "", "usage", &o, kp) ||
-	    ntx_jrd_bytes(&r, o, "usage", "vram_layers_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "usage", "vram_used_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "usage", "ram_layers_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "usage", "ram_used_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "usage", "disk_layers_bytes", &u) ||
-	    ntx_jrd_bytes(&r, o, "usage", "pack_bytes", &u))
-		goto fail;
-	{
-		static const char *const tkeys[] = { "resident_ms", "link_ms", "disk_ms", "cpu_ms",
-						     "overhead_ms", "total_ms", "predicted_tok_per_s" };
-		static const char *const bkeys[] = { "vram_read_bytes", "h2d_from_ram_bytes",
-						     "h2d_from_disk_bytes", "disk_read_bytes",
-						     "cpu_read_bytes", "cpu_from_disk_bytes" };
-		double d;
-		size_t i;
-
-		if (ntx_jrd_obj(&r, root, "", "estimate", &o, kp))
-			goto fail;
-		for (i = 0; i < sizeof bkeys / sizeof bkeys[0]; i++)
-			if (ntx_jrd_bytes(&r, o, "estimate", bkeys[i], &u))
-				goto fail;
-		for (i = 0; i < sizeof tkeys / sizeof tkeys[0]; i++)
-			if (ntx_jrd_dbl(&r, o, "estimate", tkeys[i], 0, 1e30, 0, &d))
-				goto fail;
-	}
-	/* an optional draft (ntx-plan --draft): its VRAM and verification
-	 * width enter the accounting below */
-	p->n_verify = 1;
-	if (json_object_get(root, "draft")) {
-		const char *dp;
-		int k;
-
-		if (ntx_jrd_obj(&r, root, "", "draft", &o, kp) ||
-		    ntx_jrd_str(&r, o, "draft", "path", 0, &dp) ||
-		    ntx_jrd_bytes(&r, o, "draft", "vram_bytes", &p->draft_vram_bytes) ||
-		    ntx_jrd_int(&r, o, "draft", "k", 1, 64, &k) ||
-		    ntx_jrd_dbl(&r, o, "draft", "accept", 0, 1, 1, &p->draft_accept) ||
-		    ntx_jrd_dbl(&r, o, "draft", "token_ms", 0, 1e9, 0, &p->draft_token_ms))
-			goto fail;
-		p->draft_path = strdup(dp);
-		if (!p->draft_path) {
-			ntx_err_set(err, NTX_ENOMEM, "out of memory");
-			goto fail;
-		}
-		p->n_verify = k + 1;
-	}
-	if (p->vram_budget == 0) {
-		int l;
-
-		for (l = 0; l < p->model.n_layer; l++)
-			if (!p->layers[l].skip && p->layers[l].exec == NTX_EXEC_GPU) {
-				snprintf(kp, sizeof kp, "layers[%d].exec", seen_pos(root, l));
-				ntx_jrd_error(&r, kp, "layer %d is executed on the GPU but the VRAM budget is 0", l);
-				goto fail;
-			}
-	}
 	if (ntx_plan_account(p, ring ? ring : NTX_PLAN_DEFAULT_RING_SLOTS, err)) {
 		char msg[NTX_ERR_MAX];
 
