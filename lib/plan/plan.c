@@ -452,15 +452,17 @@ static void account_time(struct ntx_plan *p, int gpu, int n_seq, const struct ta
 	t_disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
 	{
 		/* memory-bound for one token, compute-bound with a batch; the
-		 * copies to the GPU share the host's memory (halving the first)
-		 * much more than its cores (the second) */
+		 * copies to the GPU halve the first (shared memory) and the
+		 * batched rate of several sequences, but cost a verification
+		 * pass of one sequence little (measured: plan.h) */
 		int shared = tl->ram_gpu + tl->disk_gpu > 0;
+		int verify = p->n_verify > 1 && p->n_seq <= 1;
 		double mem = 1.0 / (p->hw.cpu_gbps * 1e9 * (shared ? NTX_PLAN_CPU_SHARED : 1));
+		double bs = !shared ? 1 : verify ? NTX_PLAN_CPU_VERIFY_SHARED : NTX_PLAN_CPU_SHARED;
 
 		cpu_s_per_byte = mem;
 		if (n_seq > 1 && p->hw.cpu_batch_gbps > 0) {
-			double batch = n_seq / (p->hw.cpu_batch_gbps * 1e9 *
-						(shared ? NTX_PLAN_CPU_BATCH_SHARED : 1));
+			double batch = n_seq / (p->hw.cpu_batch_gbps * 1e9 * bs);
 
 			if (batch > cpu_s_per_byte)
 				cpu_s_per_byte = batch;

@@ -48,14 +48,16 @@ const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
  * dp4a GEMV: 8 tokens take 3.2x one token's time) */
 #define NTX_PLAN_GPU_TOKEN_COST 0.31
 /* The CPU's share of its probed rates while the copy engine streams pinned
- * RAM to the GPU. Memory-bound (one token): the transfers read the same
- * DRAM; the H200 host computed 70B Q4_K_M layers at 0.51x its probed GEMV
- * rate during PCIe streaming (and 0.45-0.5x on 2026-12-02). Compute-bound
- * (a batch, a verification pass): the cores are barely shared; measured on
- * 2026-12-02 with 18 CPU layers beside 21 streamed ones, 8 and 16 tokens
- * ran at 0.9x of the probed 16-token rate (doc/plan-json.md). */
+ * RAM to the GPU (doc/plan-json.md). One token, and a batch of several
+ * sequences: half (the H200 host computed 70B Q4_K_M layers at 0.51x its
+ * probed GEMV rate and 0.51x its 16-token rate during PCIe streaming; on
+ * 2026-12-02 a --parallel 16 plan with 6 CPU layers ran 27.4 tok/s against
+ * 39.5 for the PCIe-only one). A verification pass of one sequence (K + 1
+ * tokens with a draft): 0.9 (measured 2026-12-02: 18 CPU layers beside 21
+ * streamed ones ran passes of 8 and 16 tokens at about 0.9x the probed
+ * 16-token rate). */
 #define NTX_PLAN_CPU_SHARED 0.5
-#define NTX_PLAN_CPU_BATCH_SHARED 0.9
+#define NTX_PLAN_CPU_VERIFY_SHARED 0.9
 
 /* What the planner needs to know about a model: filled from a GGUF
  * (ntx_plan_model_from_gguf) or from ntx-inspect's JSON. */
