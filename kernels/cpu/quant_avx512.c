@@ -835,15 +835,19 @@ INLINE void kq_quad(int kind, const void *w, int64_t b0, int k4, const struct la
 	m16 = _mm512_cvtepu8_epi16(
 		_mm256_setr_epi64x((long long)mn[0], (long long)mn[1], (long long)mn[2], (long long)mn[3]));
 	UNROLL for (int g = 0; g < G; g++) {
-		__m512 dx = _mm512_setzero_ps();
+		__m512 dx;
+		__m128 dq[4];
 		__m512i r[4];
 
 		UNROLL for (int t = 0; t < 4; t++) {
 			const char *xr = XROW(char, x, xs, 4 * g + t);
 
-			dx = _mm512_insertf32x4(dx, _mm_load_ps(CAT(float, xr, L->d) + b0), t);
+			dq[t] = _mm_load_ps(CAT(float, xr, L->d) + b0);
 			r[t] = kind == 2 ? zero : _mm512_madd_epi16(m16, _mm512_load_si512(CAT(int16_t, xr, L->ext) + 8 * b0));
 		}
+		/* immediates spelled out: a loop index is one only once unrolled (not at -O0/-O1) */
+		dx = _mm512_insertf32x4(_mm512_insertf32x4(_mm512_insertf32x4(
+						_mm512_castps128_ps512(dq[0]), dq[1], 1), dq[2], 2), dq[3], 3);
 		acc[g] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(I[g]), _mm512_mul_ps(dx, _mm512_broadcast_f32x4(d4)),
 					       acc[g], live);
 		if (kind != 2) {
