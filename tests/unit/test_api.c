@@ -297,7 +297,7 @@ static void test_plan_calls(const struct ntx_lm *lm, struct ntx_error *err)
 	struct ntx_placement *pl = NULL, *pl2 = NULL;
 	struct ntx_placement_info info = { .size = sizeof info };
 	struct notes notes = { 0 };
-	char *j1 = NULL, *j2 = NULL, *doc = NULL, *text = NULL;
+	char *j1 = NULL, *j2 = NULL, *doc = NULL, *text = NULL, pj[64];
 	const char *fx = getenv("NTX_FIXTURES");
 	int *layers = NULL, n = -1;
 	enum ntx_status st;
@@ -396,20 +396,22 @@ static void test_plan_calls(const struct ntx_lm *lm, struct ntx_error *err)
 	     text ? strlen(text) : 0);
 	ntx_free(text);
 	ntx_placement_to_json(pl, &j2, err);
-	f = fopen("test_api_plan.tmp.json", "w");
+	/* in the working directory (the plan's relative paths), named per process */
+	snprintf(pj, sizeof pj, "test_api_plan.%ld.tmp.json", (long)getpid());
+	f = fopen(pj, "w");
 	if (f) {
 		fputs(j2 ? j2 : "", f);
 		fclose(f);
 	}
 	ntx_free(j1);
 	j1 = NULL;
-	st = ntx_placement_read("test_api_plan.tmp.json", &pl2, err);
+	st = ntx_placement_read(pj, &pl2, err);
 	if (st == NTX_OK)
 		st = ntx_placement_to_json(pl2, &j1, err);
 	t_ok(st == NTX_OK && j1 && j2 && !strcmp(j1, j2), "a plan read back equals it: %s",
 	     msg(st, err));
 	t_ok(ntx_placement_check(pl2, lm, err) == NTX_OK, "ntx_placement_check: made for lm");
-	remove("test_api_plan.tmp.json");
+	remove(pj);
 	{
 		struct ntx_placement *pl3 = (struct ntx_placement *)1;
 
