@@ -105,6 +105,14 @@ enum ntx_status ntx_api_set(struct ntx_error *e, enum ntx_status s, const char *
 	return s;
 }
 
+enum ntx_status ntx_api_backend_in(enum ntx_backend_choice b, struct ntx_error *e)
+{
+	if ((unsigned)b > NTX_USE_CUDA)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "backend %d: expected NTX_USE_AUTO, NTX_USE_CPU or NTX_USE_CUDA", (int)b);
+	return NTX_OK;
+}
+
 enum ntx_status ntx_api_struct_in(void *dst, size_t dst_size, const void *src, const char *what,
 				  struct ntx_error *e)
 {

@@ -148,10 +148,8 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 	s = ntx_api_struct_in(&x, sizeof x, p, "ntx_ctx_params", e);
 	if (s)
 		return s;
-	if ((unsigned)x.backend > NTX_USE_CUDA)
-		return ntx_api_set(e, NTX_STATUS_INVALID,
-				   "backend %d: expected NTX_USE_AUTO, NTX_USE_CPU or NTX_USE_CUDA",
-				   (int)x.backend);
+	if (ntx_api_backend_in(x.backend, e))
+		return NTX_STATUS_INVALID;
 	if ((unsigned)x.cache_type > NTX_KV_CACHE_F32)
 		return ntx_api_set(e, NTX_STATUS_INVALID,
 				   "cache_type %d: expected NTX_KV_CACHE_DEFAULT, NTX_KV_CACHE_F16 or NTX_KV_CACHE_F32",

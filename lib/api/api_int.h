@@ -70,6 +70,8 @@ enum ntx_status ntx_api_set(struct ntx_error *e, enum ntx_status s, const char *
  * message when src->size is too small to hold the size field. */
 enum ntx_status ntx_api_struct_in(void *dst, size_t dst_size, const void *src, const char *what,
 				  struct ntx_error *e);
+/* A caller's backend choice: NTX_OK, or NTX_STATUS_INVALID naming it. */
+enum ntx_status ntx_api_backend_in(enum ntx_backend_choice b, struct ntx_error *e);
 /* A versioned output struct: the first min(dst->size, src_size) bytes of
  * src (the size field kept). */
 enum ntx_status ntx_api_struct_out(void *dst, const void *src, size_t src_size, const char *what,

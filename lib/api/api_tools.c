@@ -285,10 +285,8 @@ enum ntx_status ntx_calibrate(const struct ntx_lm *lm, const struct ntx_placemen
 	s = ntx_api_struct_in(&x, sizeof x, pp, "ntx_calib_params", e);
 	if (s)
 		return s;
-	if ((unsigned)x.backend > NTX_USE_CUDA)
-		return ntx_api_set(e, NTX_STATUS_INVALID,
-				   "backend %d: expected NTX_USE_AUTO, NTX_USE_CPU or NTX_USE_CUDA",
-				   (int)x.backend);
+	if (ntx_api_backend_in(x.backend, e))
+		return NTX_STATUS_INVALID;
 	if (pl && ntx_plan_check_model(pl->p, lm->m, &ie))
 		return ntx_api_fail(e, &ie);
 	memset(&o, 0, sizeof o);
