@@ -19,6 +19,8 @@
  *   ntx-run's calls (0.4) contexts with skipped layers, read modes and
  *                         packs, perplexity; vocabulary-only models, token
  *                         id and layer lists
+ *   generate details (0.5) teacher forcing, a logits sink, self-
+ *                         speculation, speculative and streaming counters
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -291,6 +293,15 @@ struct ntx_gen_params {
 	int repeat_last_n;    /* tokens penalised (default 64; -1: the context) */
 	uint64_t seed;        /* same seed, same output (default 0) */
 	int ignore_eog;       /* end-of-generation tokens do not stop */
+	/* 0.5, for ntx_ctx_generate only (ntx_ctx_submit refuses them; the
+	 * 0.5 section below says more): */
+	const int32_t *force; /* teacher forcing: the generated tokens are
+			       * force[0..n_force), not sampled (read during
+			       * the call); NULL: off */
+	int n_force;
+	/* each evaluated position's logits (ntx_logits_fn); NULL: none */
+	int (*on_logits)(void *user, const float *logits, int32_t n_vocab);
+	void *logits_user;    /* for on_logits */
 };
 void ntx_gen_params_init(struct ntx_gen_params *p);
 
@@ -309,6 +320,17 @@ struct ntx_gen_result {
 	enum ntx_finish finish;
 	double t_prompt_ms;         /* to the first generated token */
 	double t_gen_ms;            /* from it to the last */
+	/* 0.5: speculative decoding in ntx_ctx_generate (0 for batch
+	 * requests and without ntx_ctx_set_spec) */
+	int64_t n_drafted, n_accepted;   /* tokens drafted, of them accepted */
+	int64_t n_lookup_drafted, n_lookup_accepted; /* prompt lookup's share */
+	int64_t n_target_passes;    /* passes of the target after the prompt
+				     * (each verifies a draft or decodes one
+				     * token) */
+	int64_t n_draft_passes;     /* evaluations of the draft model (or of the
+				     * target with the draft's layers skipped) */
+	double t_draft_ms;          /* of t_gen_ms: drafting */
+	double t_verify_ms;         /* of t_gen_ms: the target's passes */
 };
 
 /* Each generated token: its id and its piece (as ntx_lm_piece; "" for
@@ -452,6 +474,13 @@ struct ntx_spec_params {
 	int draft_k;                /* tokens drafted per step, 1..NTX_DRAFT_K_MAX;
 				     * 0: adaptive (from measured acceptance and
 				     * costs, starting at 4) */
+	/* 0.5: self-speculation (ntx_ctx_generate only; not with a draft
+	 * model): the draft is the target with layers skipped */
+	int self_spec;
+	const int *self_skip;       /* the layers the draft skips (read during
+				     * the call) */
+	int n_self_skip;            /* < 0 (default): every layer the context's
+				     * placement does not keep in VRAM */
 };
 void ntx_spec_params_init(struct ntx_spec_params *p);
 
@@ -467,8 +496,9 @@ enum ntx_status ntx_lm_check_draft(const struct ntx_lm *lm, const struct ntx_lm 
  * of the target. Greedy output is unchanged; sampled output keeps the
  * target's distribution. A draft model gets its own engine, resident on the
  * context's backend, with the context's n_ctx, n_seq, threads and cache
- * type. p NULL, or no draft and lookup 0: speculative decoding off (the
- * draft engine is freed). Applies to ntx_ctx_generate and batch requests;
+ * type. p NULL, or no draft, lookup 0 and self_spec 0: speculative
+ * decoding off (the draft engine is freed). Applies to ntx_ctx_generate
+ * and batch requests (self-speculation: ntx_ctx_generate only, 0.5);
  * NTX_STATUS_BUSY while batch requests are active. One thread. */
 enum ntx_status ntx_ctx_set_spec(struct ntx_ctx *ctx, const struct ntx_spec_params *p,
 				 struct ntx_error *err);
@@ -490,6 +520,15 @@ struct ntx_ctx_stats {
 				   * (n_prompt_reused of them from the cache) */
 	int64_t n_drafted;        /* speculative decoding: tokens drafted */
 	int64_t n_accepted;       /* of which the target accepted */
+	/* 0.5: streaming, for placements with layers outside VRAM (0 when
+	 * every layer is resident) */
+	uint64_t bytes_h2d;         /* weights copied to the GPU */
+	uint64_t bytes_disk;        /* weights read from the pack or the GGUF */
+	uint64_t bytes_cpu_weights; /* weights of layers computed on the CPU */
+	double t_h2d_ms, t_disk_ms; /* copying them, reading them */
+	double t_cpu_ms;            /* computing the CPU's layers */
+	double t_gpu_wait_ms;       /* the GPU waiting for streamed weights */
+	double t_cpu_wait_ms;       /* the CPU waiting for its layers' weights */
 };
 /* Cumulative since ntx_ctx_new. One thread. */
 enum ntx_status ntx_ctx_stats(const struct ntx_ctx *ctx, struct ntx_ctx_stats *st,
@@ -856,6 +895,41 @@ enum ntx_status ntx_arg_ids(const char *s, int32_t max, int32_t **ids, int *n,
  * ntx_arg_ids. Any thread. */
 enum ntx_status ntx_arg_layers(const char *s, int n_layer, int **layers, int *n,
 			       struct ntx_error *err);
+
+/* ---- 0.5: generate details (ntx-run) ---- */
+
+/* What a program that inspects generation needs (ntx-run's generate
+ * mode: teacher forcing, --dump-logits, --self-spec, its statistics). The
+ * fields that carry it were appended to the structs above:
+ *   ntx_gen_params  force, n_force, on_logits, logits_user
+ *   ntx_gen_result  the speculative counters and times
+ *   ntx_spec_params self_spec, self_skip, n_self_skip
+ *   ntx_ctx_stats   the streaming counters (bytes_*, t_*_ms)
+ *
+ * Teacher forcing: each generated token is the next of force[] instead of
+ * a sampled one; end-of-generation tokens do not stop it, it ends after
+ * the last (NTX_FINISH_LENGTH; n_force 0: right after the prompt), and the
+ * token callback sees the forced tokens. Speculative decoding is not used
+ * while forcing.
+ *
+ * The logits sink (ntx_gen_params.on_logits): called in the calling
+ * thread with the logits (n_vocab floats, borrowed for the call) of each
+ * evaluated position in order: every prompt token, then every generated
+ * token (the last one is evaluated too, for its row), so n_prompt + n_gen
+ * rows. Return 0 to go on, or an errno value: generation ends,
+ * ntx_ctx_generate fails with NTX_STATUS_IO and "writing logits: " and
+ * that value's text. Refused (NTX_STATUS_INVALID) with speculative
+ * decoding on.
+ *
+ * Self-speculation (ntx_spec_params.self_spec, ntx_ctx_set_spec): drafts
+ * come from the target itself with the layers self_skip names skipped or,
+ * with n_self_skip < 0, every layer the context's placement keeps outside
+ * VRAM; the context's own skipped layers are skipped too. Greedy output is
+ * that of plain decoding. NTX_STATUS_INVALID: with a draft model, a layer
+ * out of range, no placement to take the layers from, or a draft that
+ * would skip every layer. While it is on, ntx_ctx_submit refuses requests
+ * (NTX_STATUS_UNSUPPORTED). */
+typedef int (*ntx_logits_fn)(void *user, const float *logits, int32_t n_vocab);
 
 #ifdef __cplusplus
 }

@@ -173,6 +173,7 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 	if (!c)
 		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
 	c->lm = lm;
+	c->plan = plan;
 	if (x.n_skip) { /* 0.4: the list as the engine's flags */
 		int i, L = lm->m->cfg.n_layer;
 
@@ -236,6 +237,7 @@ void ntx_ctx_free(struct ntx_ctx *c)
 	ntx_engine_free(c->draft);
 	ntx_engine_free(c->e);
 	free(c->skip);
+	free(c->self_mask);
 	free(c);
 }
 
@@ -292,6 +294,7 @@ enum ntx_status ntx_ctx_generate(struct ntx_ctx *c, int seq, const int32_t *prom
 	struct ntx_gen_stats st;
 	struct ntx_gen_result r;
 	struct ntx_err ie = { 0 };
+	struct ntx_api_logits lg;
 	struct gen_cb cb;
 	enum ntx_status s;
 	int i, rc;
@@ -310,6 +313,8 @@ enum ntx_status ntx_ctx_generate(struct ntx_ctx *c, int seq, const int32_t *prom
 					   (long long)c->lm->m->cfg.n_vocab);
 	memset(&go, 0, sizeof go);
 	s = gen_params(p, &x, &go.sp, e);
+	if (!s)
+		s = ntx_api_gen_details(c, &x, &go, &lg, e); /* 0.5: api_gen.c */
 	if (s)
 		return s;
 	if (c->sched && ntx_sched_n_active(c->sched))
@@ -343,6 +348,7 @@ enum ntx_status ntx_ctx_generate(struct ntx_ctx *c, int seq, const int32_t *prom
 		r.finish = finish_of(st.stop);
 		r.t_prompt_ms = st.t_prompt_s * 1e3;
 		r.t_gen_ms = st.t_gen_s * 1e3;
+		ntx_api_gen_result(&r, &st);
 		return ntx_api_struct_out(res, &r, sizeof r, "ntx_gen_result", e);
 	}
 	return NTX_OK;
@@ -415,6 +421,8 @@ enum ntx_status ntx_ctx_submit(struct ntx_ctx *c, const struct ntx_request *rq, 
 		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_request: prompt is NULL");
 	memset(&sr, 0, sizeof sr);
 	s = gen_params(x.gen, &gp, &sr.sp, e);
+	if (!s)
+		s = ntx_api_request_check(c, &gp, e);
 	if (s)
 		return s;
 	if (!c->sched) {
@@ -513,5 +521,6 @@ enum ntx_status ntx_ctx_stats(const struct ntx_ctx *c, struct ntx_ctx_stats *out
 	x.n_batch_prompt = c->done_st.n_prompt + ss.n_prompt;
 	x.n_drafted = c->gen_drafted + c->done_st.n_drafted + ss.n_drafted;
 	x.n_accepted = c->gen_accepted + c->done_st.n_accepted + ss.n_accepted;
+	ntx_api_stats_streaming(c, &x);
 	return ntx_api_struct_out(out, &x, sizeof x, "ntx_ctx_stats", e);
 }

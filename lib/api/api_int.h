@@ -1,7 +1,8 @@
 /* api_int.h - what the parts of the public API (api.c: errors, models,
  * tokenizer, placements; api_ctx.c: contexts, generation, batches;
  * api_run.c: chat prompts, streaming text, request options, speculative
- * decoding; api_tool_run.c: ntx-run's calls) share. Not installed. */
+ * decoding; api_tool_run.c: ntx-run's calls; api_gen.c: generate
+ * details) share. Not installed. */
 #ifndef NTX_API_INT_H
 #define NTX_API_INT_H
 
@@ -46,6 +47,11 @@ struct ntx_ctx {
 	struct ntx_engine *draft;   /* owned */
 	int lookup, draft_k;        /* draft_k 0: adaptive */
 	int64_t gen_drafted, gen_accepted; /* by ntx_ctx_generate */
+	/* 0.5 (api_gen.c): self-speculation's draft, the placement it is
+	 * taken from (borrowed) */
+	uint8_t *self_mask;         /* n_layer flags: layers the draft skips;
+				     * NULL: off; owned */
+	const struct ntx_plan *plan;
 	uint8_t *skip;              /* n_layer flags or NULL (0.4), owned */
 	char note[200];             /* ntx_ctx_fallback_note */
 };
@@ -58,6 +64,33 @@ void ntx_api_drop_sched(struct ntx_ctx *c);
  * ntx_lm_open_vocab); what names the call in messages. */
 enum ntx_status ntx_api_lm_open(const char *path, unsigned model_flags, const char *what,
 				struct ntx_lm **out, struct ntx_error *e);
+
+/* ---- api_gen.c: generate details (0.5) ---- */
+
+struct ntx_gen_opts;
+struct ntx_gen_stats;
+
+/* ntx_gen_params.on_logits as the engine's logits callback. */
+struct ntx_api_logits {
+	int (*fn)(void *user, const float *logits, int32_t n_vocab);
+	void *user;
+};
+/* The 0.5 parameters x (checked) and the context's self-speculation into
+ * go; lg is go's logits bridge and must outlive the generation. */
+enum ntx_status ntx_api_gen_details(const struct ntx_ctx *c, const struct ntx_gen_params *x,
+				    struct ntx_gen_opts *go, struct ntx_api_logits *lg,
+				    struct ntx_error *e);
+/* NTX_OK unless x or the context holds what only ntx_ctx_generate does. */
+enum ntx_status ntx_api_request_check(const struct ntx_ctx *c, const struct ntx_gen_params *x,
+				      struct ntx_error *e);
+/* The 0.5 fields of r from st. */
+void ntx_api_gen_result(struct ntx_gen_result *r, const struct ntx_gen_stats *st);
+/* Self-speculation's mask from x (self_spec set; the draft model not):
+ * *mask (malloc'ed) or an error. */
+enum ntx_status ntx_api_self_mask(const struct ntx_ctx *c, const struct ntx_spec_params *x,
+				  uint8_t **mask, struct ntx_error *e);
+/* The 0.5 streaming fields of st. */
+void ntx_api_stats_streaming(const struct ntx_ctx *c, struct ntx_ctx_stats *st);
 
 /* Store an internal error in e (may be NULL); returns its status. */
 enum ntx_status ntx_api_fail(struct ntx_error *e, const struct ntx_err *ie);

@@ -221,6 +221,7 @@ void ntx_spec_params_init(struct ntx_spec_params *p)
 		return;
 	memset(p, 0, sizeof *p);
 	p->size = sizeof *p;
+	p->n_self_skip = -1; /* 0.5: the placement's layers outside VRAM */
 }
 
 enum ntx_status ntx_lm_check_draft(const struct ntx_lm *lm, const struct ntx_lm *draft,
@@ -243,6 +244,7 @@ enum ntx_status ntx_ctx_set_spec(struct ntx_ctx *c, const struct ntx_spec_params
 	struct ntx_engine_opts eo;
 	struct ntx_err ie = { 0 };
 	struct ntx_engine *draft = NULL;
+	uint8_t *self_mask = NULL;
 	enum ntx_status s;
 
 	if (!c)
@@ -260,6 +262,11 @@ enum ntx_status ntx_ctx_set_spec(struct ntx_ctx *c, const struct ntx_spec_params
 	if (c->sched && ntx_sched_n_active(c->sched))
 		return ntx_api_set(e, NTX_STATUS_BUSY, "%d batch requests are active",
 				   ntx_sched_n_active(c->sched));
+	if (x.self_spec && x.draft)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "self-speculation and a draft model exclude each other");
+	if (x.self_spec && (s = ntx_api_self_mask(c, &x, &self_mask, e)) != NTX_OK)
+		return s; /* 0.5: api_gen.c */
 	if (x.draft) {
 		s = ntx_lm_check_draft(c->lm, x.draft, e);
 		if (s)
@@ -280,6 +287,8 @@ enum ntx_status ntx_ctx_set_spec(struct ntx_ctx *c, const struct ntx_spec_params
 	ntx_api_drop_sched(c); /* a scheduler takes the settings when made */
 	ntx_engine_free(c->draft);
 	c->draft = draft;
+	free(c->self_mask);
+	c->self_mask = self_mask;
 	c->lookup = x.lookup;
 	c->draft_k = x.draft_k;
 	return NTX_OK;

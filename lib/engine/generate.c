@@ -28,13 +28,19 @@ const char *ntx_stop_name(enum ntx_stop s)
 	}
 }
 
-static int dump_rows(FILE *f, const float *rows, int n, int64_t V, struct ntx_err *err)
+/* Rows [0, n) of V logits to o->logits, when set. */
+static int dump_rows(const struct ntx_gen_opts *o, const float *rows, int n, int64_t V,
+		     struct ntx_err *err)
 {
-	if (!f || n <= 0)
+	int i, e;
+
+	if (!o->logits)
 		return 0;
-	errno = 0;
-	if (fwrite(rows, sizeof(float) * (size_t)V, (size_t)n, f) != (size_t)n)
-		return ntx_err_errno(err, errno ? errno : EIO, "writing logits");
+	for (i = 0; i < n; i++) {
+		e = o->logits(o->logits_ctx, rows + (int64_t)i * V, V);
+		if (e)
+			return ntx_err_errno(err, e > 0 ? e : EIO, "writing logits");
+	}
 	return 0;
 }
 
@@ -170,7 +176,7 @@ static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
 			g->st->stop = NTX_STOP_LENGTH;
 			last = 1;
 		}
-		if (last && !g->o->dump_logits)
+		if (last && !g->o->logits)
 			return 0;
 		if (g->n_past >= g->n_ctx) {
 			if (!last)
@@ -180,7 +186,7 @@ static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
 		if (gen_eval(g, &cur, g->n_past, 1, SPAN_LAST, NULL, err))
 			return fail_or_interrupt(g, err);
 		g->n_past++;
-		if (dump_rows(g->o->dump_logits, g->logits, 1, g->V, err))
+		if (dump_rows(g->o, g->logits, 1, g->V, err))
 			return -1;
 		if (last)
 			return 0;
@@ -402,7 +408,7 @@ static int check_gen_args(struct ntx_engine *e, const struct ntx_gen_opts *o, in
 		return ntx_err_set(err, NTX_EINVAL,
 				   "the prompt has %d tokens, more than the context size %d (use -c)",
 				   n_prompt, ntx_engine_n_ctx(e));
-	if (spec && o->dump_logits)
+	if (spec && o->logits)
 		return ntx_err_set(err, NTX_EINVAL,
 				   "--dump-logits cannot be combined with speculative decoding");
 	return 0;
@@ -418,7 +424,7 @@ static int gen_alloc(struct gen *g, int kmax, int k_init, int spec, struct ntx_e
 	g->draft = malloc((size_t)(kmax + 2) * sizeof(int32_t));
 	g->ids = malloc((size_t)(kmax + 1) * sizeof(int32_t));
 	g->hist = spec ? malloc(((size_t)g->n_ctx + 1) * sizeof(int32_t)) : NULL;
-	g->top1 = ntx_sampler_is_argmax(g->smp) && !g->o->force && !g->o->dump_logits;
+	g->top1 = ntx_sampler_is_argmax(g->smp) && !g->o->force && !g->o->logits;
 	ntx_spec_tuner_init(&g->tun[0], kmax, k_init);
 	ntx_spec_tuner_init(&g->tun[1], kmax, k_init);
 	if (!g->logits || !g->p || !g->q || !g->draft || !g->ids || (spec && !g->hist))
@@ -426,7 +432,7 @@ static int gen_alloc(struct gen *g, int kmax, int k_init, int spec, struct ntx_e
 	return 0;
 }
 
-/* The prompt with every row's logits written to o->dump_logits, 64 rows at
+/* The prompt with every row's logits given to o->logits, 64 rows at
  * a time; the last row's logits into g->logits. */
 static int prompt_dump(struct gen *g, const int32_t *prompt, int n_prompt, struct ntx_err *err)
 {
@@ -439,7 +445,7 @@ static int prompt_dump(struct gen *g, const int32_t *prompt, int n_prompt, struc
 		int n = n_prompt - done > 64 ? 64 : n_prompt - done;
 
 		if (eval_span(g->e, g->seq, prompt + done, done, n, SPAN_ALL, NULL, rows, NULL, err) ||
-		    dump_rows(g->o->dump_logits, rows, n, g->V, err)) {
+		    dump_rows(g->o, rows, n, g->V, err)) {
 			free(rows);
 			return -1;
 		}
@@ -508,7 +514,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 
 	/* prompt */
 	t0 = ntx_now_s();
-	if (o->dump_logits ? prompt_dump(&g, prompt, n_prompt, err)
+	if (o->logits ? prompt_dump(&g, prompt, n_prompt, err)
 			   : prompt_chunks(&g, prompt, n_prompt, err)) {
 		if (err->code == NTX_EINTR) {
 			st->stop = NTX_STOP_INTERRUPT;

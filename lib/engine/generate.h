@@ -21,14 +21,21 @@ enum ntx_stop {
 
 const char *ntx_stop_name(enum ntx_stop s); /* "eos", "length", "context", ... */
 
+/* One row of n_vocab logits; returns 0, or an errno value to stop. */
+typedef int (*ntx_logits_cb)(void *ctx, const float *row, int64_t n_vocab);
+
 struct ntx_gen_opts {
 	int n_predict;                 /* < 0: until EOG or the context is full */
 	struct ntx_sampler_params sp;
 	const uint8_t *eog;            /* n_vocab flags: tokens that end generation */
 	const int32_t *force;          /* teacher forcing: feed these instead of sampling */
 	int n_force;
-	FILE *dump_logits;             /* float32 rows: every prompt position, then
-					* every generated token (each is evaluated) */
+	/* each evaluated row's logits: every prompt position, then every
+	 * generated token (each is evaluated, the last one too); a non-zero
+	 * return (an errno value) ends generation with an error "writing
+	 * logits: ..." */
+	ntx_logits_cb logits;
+	void *logits_ctx;
 	/* speculative decoding: drafts from prompt lookup (lookup > 0: n-gram
 	 * matches of up to that many tokens in the prompt and the text so far,
 	 * tried first), else from a draft model (draft) or from the target

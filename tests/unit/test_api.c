@@ -5,8 +5,11 @@
  * calibration) give what the tools print, the 0.3 calls (chat prompts,
  * the streaming detokenizer, sampling options from text, speculative
  * decoding, the KV cache type) agree with the internal modules and keep
- * greedy output, and every misuse gets its status and a message naming the
- * value. */
+ * greedy output, the 0.5 generate details (teacher forcing, the logits
+ * sink, self-speculation, the speculative and streaming counters) do what
+ * ntx-run needs, and every misuse gets its status and a message naming
+ * the value. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +148,27 @@ static void done_cb(void *user, int64_t id, const struct ntx_gen_result *r, cons
 struct notes {
 	int n, ram;
 };
+
+/* 0.5's logits sink: counts the rows and keeps each one's argmax; fails
+ * at row fail_at (1-based; 0: never) with ENOSPC. */
+struct rows {
+	int n, fail_at, bad_len;
+	int32_t argmax[128];
+};
+
+static int on_rows(void *user, const float *logits, int32_t n_vocab)
+{
+	struct rows *r = user;
+	int32_t i, best = 0;
+
+	for (i = 1; i < n_vocab; i++)
+		if (logits[i] > logits[best])
+			best = i;
+	if (r->n < 128)
+		r->argmax[r->n] = best;
+	r->n++;
+	return r->fail_at && r->n == r->fail_at ? ENOSPC : 0;
+}
 
 static void on_note(void *user, const char *line)
 {
@@ -1258,6 +1282,163 @@ int main(void)
 		if (st == NTX_OK)
 			ntx_lm_close(bad);
 		ntx_lm_close(vl);
+	}
+
+	/* 0.5: teacher forcing, the logits sink, the speculative counters,
+	 * self-speculation, the streaming counters */
+	{
+		struct ntx_gen_params fp;
+		struct ntx_spec_params sp;
+		struct ntx_placement_params pp;
+		struct ntx_placement *pl5 = NULL;
+		struct ntx_ctx *c5 = NULL;
+		struct rows rw;
+		int32_t force[5];
+		int k, skip1[] = { 1 }, bad[] = { 99 }, all[64];
+
+		info.size = sizeof info;
+		ntx_lm_info(lm, &info, err);
+		for (k = 0; k < 5; k++) /* not what sampling would give */
+			force[k] = (int32_t)(100 + 37 * k);
+		fp = gp;
+		fp.temperature = 0.8f;
+		fp.seed = 3;
+		fp.n_predict = -1;
+		fp.force = force;
+		fp.n_force = 5;
+		memset(&got, 0, sizeof got);
+		res.size = sizeof res;
+		st = ntx_ctx_generate(ctx, 0, ids, n, &fp, on_token, &got, &res, err);
+		t_ok(st == NTX_OK && got.n == 5 && !memcmp(got.ids, force, sizeof force) &&
+			     res.n_gen == 5 && res.finish == NTX_FINISH_LENGTH && res.n_drafted == 0,
+		     "teacher forcing: the 5 forced tokens, finish length: %s", msg(st, err));
+		force[2] = info.n_vocab;
+		t_ok(ntx_ctx_generate(ctx, 0, ids, n, &fp, NULL, NULL, NULL, err) ==
+				     NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "forced token id"),
+		     "a forced id out of range: '%s'", ntx_error_message(err));
+		fp.force = NULL;
+		t_ok(ntx_ctx_generate(ctx, 0, ids, n, &fp, NULL, NULL, NULL, err) ==
+			     NTX_STATUS_INVALID,
+		     "force NULL, n_force 5: '%s'", ntx_error_message(err));
+		fp.force = force;
+		force[2] = 1;
+		rq.gen = &fp;
+		t_ok(ntx_ctx_submit(ctx, &rq, NULL, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "ntx_ctx_generate only"),
+		     "a batch request with force: '%s'", ntx_error_message(err));
+		rq.gen = &gp;
+
+		/* the logits sink: a row per prompt and generated token; greedy
+		 * tokens are the argmax of the row before them */
+		fp = gp;
+		memset(&rw, 0, sizeof rw);
+		fp.on_logits = on_rows;
+		fp.logits_user = &rw;
+		memset(&got, 0, sizeof got);
+		st = ntx_ctx_generate(ctx, 0, ids, n, &fp, on_token, &got, &res, err);
+		same = st == NTX_OK && got.n == ref.n && rw.n == n + got.n;
+		for (k = 0; same && k < got.n; k++)
+			same = rw.argmax[n - 1 + k] == got.ids[k] && got.ids[k] == ref.ids[k];
+		t_ok(same, "on_logits: %d rows for %d + %d tokens, greedy from them: %s", rw.n, n,
+		     got.n, msg(st, err));
+		memset(&rw, 0, sizeof rw);
+		rw.fail_at = 3;
+		st = ntx_ctx_generate(ctx, 0, ids, n, &fp, NULL, NULL, NULL, err);
+		t_ok(st == NTX_STATUS_IO && rw.n == 3 &&
+			     !strcmp(ntx_error_message(err), "writing logits: No space left on device"),
+		     "on_logits fails at row 3: io, '%s'", ntx_error_message(err));
+
+		/* the speculative counters of one generation */
+		ntx_spec_params_init(&sp);
+		sp.draft = lm;
+		sp.lookup = 2;
+		sp.draft_k = 3;
+		st = ntx_ctx_set_spec(ctx, &sp, err);
+		memset(&got, 0, sizeof got);
+		if (st == NTX_OK)
+			st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+		t_ok(st == NTX_OK && got.n == ref.n &&
+			     !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids) &&
+			     res.n_drafted > 0 && res.n_accepted <= res.n_drafted &&
+			     res.n_lookup_drafted <= res.n_drafted && res.n_target_passes > 0 &&
+			     res.n_target_passes < res.n_gen && res.n_draft_passes > 0 &&
+			     res.t_verify_ms > 0 && res.t_draft_ms + res.t_verify_ms <= res.t_gen_ms,
+		     "speculative result: %lld drafted, %lld accepted, %lld target passes: %s",
+		     (long long)res.n_drafted, (long long)res.n_accepted,
+		     (long long)res.n_target_passes, msg(st, err));
+		t_ok(ntx_ctx_generate(ctx, 0, ids, n, &fp, NULL, NULL, NULL, err) ==
+				     NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "speculative"),
+		     "on_logits with speculative decoding: '%s'", ntx_error_message(err));
+
+		/* self-speculation */
+		ntx_spec_params_init(&sp);
+		sp.self_spec = 1;
+		t_ok(sp.n_self_skip < 0 && ntx_ctx_set_spec(ctx, &sp, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "placement"),
+		     "self_spec without a placement or layers: '%s'", ntx_error_message(err));
+		sp.draft = lm;
+		t_ok(ntx_ctx_set_spec(ctx, &sp, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "exclude"),
+		     "self_spec with a draft model: '%s'", ntx_error_message(err));
+		sp.draft = NULL;
+		sp.self_skip = bad;
+		sp.n_self_skip = 1;
+		t_ok(ntx_ctx_set_spec(ctx, &sp, err) == NTX_STATUS_INVALID &&
+			     strstr(ntx_error_message(err), "self_skip layer 99"),
+		     "self_skip layer 99: '%s'", ntx_error_message(err));
+		for (k = 0; k < info.n_layer && k < 64; k++)
+			all[k] = k;
+		sp.self_skip = all;
+		sp.n_self_skip = k;
+		t_ok(ntx_ctx_set_spec(ctx, &sp, err) == NTX_STATUS_INVALID &&
+			     !strcmp(ntx_error_message(err), "the draft model has no layers"),
+		     "self_skip of every layer: '%s'", ntx_error_message(err));
+		sp.self_skip = skip1;
+		sp.n_self_skip = 1;
+		sp.draft_k = 2;
+		st = ntx_ctx_set_spec(ctx, &sp, err);
+		memset(&got, 0, sizeof got);
+		if (st == NTX_OK)
+			st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+		t_ok(st == NTX_OK && got.n == ref.n &&
+			     !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids) &&
+			     res.n_drafted > 0 && res.n_draft_passes > 0 && res.n_lookup_drafted == 0,
+		     "self-speculation skipping layer 1: the same greedy tokens, %lld drafted: %s",
+		     (long long)res.n_drafted, msg(st, err));
+		t_ok(ntx_ctx_submit(ctx, &rq, NULL, err) == NTX_STATUS_UNSUPPORTED,
+		     "a batch request with self-speculation on: '%s'", ntx_error_message(err));
+		st = ntx_ctx_set_spec(ctx, NULL, err);
+		memset(&got, 0, sizeof got);
+		if (st == NTX_OK)
+			st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+		t_ok(st == NTX_OK && res.n_drafted == 0 && res.n_target_passes == 0 && got.n == ref.n,
+		     "off again: nothing drafted: %s", msg(st, err));
+		/* a placement with every layer in RAM: its draft skips them all */
+		ntx_placement_params_init(&pp);
+		pp.vram_budget = 0;
+		pp.n_ctx = 64;
+		ntx_ctx_params_init(&cp);
+		cp.backend = NTX_USE_CPU;
+		st = ntx_placement_make(lm, &pp, &pl5, err);
+		if (st == NTX_OK)
+			st = ntx_ctx_new(lm, pl5, &cp, &c5, err);
+		sp.self_skip = NULL;
+		sp.n_self_skip = -1;
+		t_ok(st == NTX_OK && ntx_ctx_set_spec(c5, &sp, err) == NTX_STATUS_INVALID &&
+			     !strcmp(ntx_error_message(err), "the draft model has no layers"),
+		     "self_spec from a placement with no VRAM layers: '%s'", ntx_error_message(err));
+		ntx_ctx_free(c5);
+		ntx_placement_free(pl5);
+
+		/* streaming counters: the CPU computed with every layer's weights */
+		cs.size = sizeof cs;
+		st = ntx_ctx_stats(ctx, &cs, err);
+		t_ok(st == NTX_OK && cs.bytes_cpu_weights > 0 && cs.bytes_h2d == 0 &&
+			     cs.bytes_disk == 0 && cs.t_cpu_ms > 0 && cs.t_gpu_wait_ms == 0,
+		     "streaming counters: %llu bytes of weights on the CPU in %.1f ms",
+		     (unsigned long long)cs.bytes_cpu_weights, cs.t_cpu_ms);
 	}
 
 	ntx_free(json);

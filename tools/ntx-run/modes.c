@@ -288,6 +288,15 @@ static void print_timings(struct run_ctx *c, const struct ntx_gen_stats *st)
 	run_print_streaming(c);
 }
 
+/* --dump-logits: the engine's logits, a row at a time. */
+static int dump_row(void *p, const float *row, int64_t n_vocab)
+{
+	errno = 0;
+	if (fwrite(row, sizeof *row, (size_t)n_vocab, p) != (size_t)n_vocab)
+		return errno ? errno : EIO;
+	return 0;
+}
+
 static int32_t *parse_force(struct run_ctx *c, int *n, struct ntx_err *err)
 {
 	int32_t *ids = NULL;
@@ -349,7 +358,8 @@ int mode_generate(struct run_ctx *c)
 			free(force);
 			return run_fail(&err);
 		}
-		go.dump_logits = dump.f;
+		go.logits = dump_row;
+		go.logits_ctx = dump.f;
 	}
 	/* JSON events carry valid UTF-8: invalid bytes become U+FFFD there */
 	oc.dt = ntx_detok_new(c->vocab, o->json ? NTX_DETOK_REPLACE_INVALID : 0, &err);
@@ -358,7 +368,7 @@ int mode_generate(struct run_ctx *c)
 		goto out;
 	}
 	if (ntx_generate(c->engine, 0, prompt, n_prompt, &go, on_token, &oc, &st, &err)) {
-		if (go.dump_logits && ferror(go.dump_logits))
+		if (go.logits && ferror(dump.f))
 			ntx_err_prefix(&err, "%s", o->dump_logits);
 		rc = run_fail(&err);
 		goto out;
@@ -413,7 +423,7 @@ int mode_generate(struct run_ctx *c)
 		json_decref(j);
 	}
 out:
-	if (go.dump_logits && rc == 0 && ntx_outfile_commit(&dump, &err))
+	if (go.logits && rc == 0 && ntx_outfile_commit(&dump, &err))
 		rc = run_fail(&err);
 	ntx_outfile_abort(&dump); /* a partial dump must not look valid */
 	ntx_detok_free(oc.dt);
