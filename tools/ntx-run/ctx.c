@@ -1,12 +1,13 @@
-/* ctx.c - open what a mode needs: model, vocabulary, plan, skip sets,
- * engine; read the prompt. */
+/* ctx.c - ntx-run's dispatch, and what --batch, --bench and -i open
+ * through the library's internals until they move onto ntx.h (open.c does
+ * it for the other modes): model, vocabulary, plan, skip sets, engine,
+ * draft. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "chat.h"
 #include "parse.h"
 #include "run_int.h"
 #include "skipset.h"
@@ -26,97 +27,6 @@ int run_fail(const struct ntx_err *err)
 	if (err->code != NTX_EINTR)
 		fprintf(stderr, PROG ": %s\n", err->msg);
 	return run_exit_code(err);
-}
-
-int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err)
-{
-	char msg[NTX_ERR_MAX];
-	int rc = run_slurp(path, text, len, msg, sizeof msg);
-
-	if (rc)
-		ntx_err_set(err, rc == 130 ? NTX_EINTR : NTX_EIO, "%s", msg);
-	return rc ? -1 : 0;
-}
-
-int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t **ids, int *n,
-		    struct ntx_err *err)
-{
-	char *text = NULL, *chat = NULL;
-	size_t len = 0;
-	int rc;
-
-	if (o->prompt_ids)
-		return ntx_parse_id_list(o->prompt_ids, ntx_vocab_n_tokens(v) - 1, ids, n, err);
-	if (o->prompt) {
-		text = strdup(o->prompt);
-		if (!text)
-			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		len = strlen(text);
-	} else if (run_read_text(o->prompt_file, &text, &len, err)) {
-		return -1;
-	} else if (!o->tokenize && len && text[len - 1] == '\n') {
-		/* one trailing newline of a file or a pipe is not part of a
-		 * prompt (as with the shell's $(cat file)); --tokenize reads its
-		 * input byte for byte, as llama-tokenize does */
-		text[--len] = '\0';
-		if (len && text[len - 1] == '\r')
-			text[--len] = '\0';
-	}
-	if (o->chat) {
-		struct ntx_chat_msg msgs[2];
-		int nm = 0;
-
-		if (o->system) {
-			msgs[nm].role = "system";
-			msgs[nm++].content = o->system;
-		}
-		msgs[nm].role = "user";
-		msgs[nm++].content = text;
-		if (ntx_chat_format(v, o->chat_template, msgs, nm, 1, &chat, err)) {
-			free(text);
-			return -1;
-		}
-		free(text);
-		text = chat;
-		len = strlen(text);
-	}
-	rc = ntx_tokenize(v, text, len, !o->no_bos, o->chat || !o->no_parse_special, ids, n, err);
-	free(text);
-	if (rc == 0 && *n == 0) {
-		free(*ids);
-		*ids = NULL;
-		return ntx_err_set(err, NTX_EINVAL, "the prompt is empty");
-	}
-	return rc;
-}
-
-/* Layers the draft skips for self-speculation: a skip file, else every
- * layer the plan does not keep in VRAM. */
-static int build_draft_mask(struct run_ctx *c, struct ntx_err *err)
-{
-	int L = c->model->cfg.n_layer, l, n_draft = 0;
-
-	c->draft_mask = calloc((size_t)L, 1);
-	if (!c->draft_mask)
-		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	if (c->o->draft_skip) {
-		if (ntx_skipset_load(c->o->draft_skip, c->model, c->draft_mask, err))
-			return -1;
-	} else if (c->plan) {
-		for (l = 0; l < L; l++)
-			c->draft_mask[l] = c->plan->layers[l].home != NTX_TIER_VRAM;
-	} else {
-		return ntx_err_set(err, NTX_EINVAL,
-				   "--self-spec needs a draft: a plan with VRAM-resident layers (--plan) or --draft-skip FILE");
-	}
-	for (l = 0; l < L; l++) {
-		if (c->skip && c->skip[l])
-			c->draft_mask[l] = 1;
-		n_draft += !c->draft_mask[l];
-	}
-	if (n_draft == 0)
-		return ntx_err_set(err, NTX_EINVAL, "the draft model has no layers");
-	return 0;
 }
 
 /* --draft: the draft model and its vocabulary, refused before any work
@@ -321,8 +231,6 @@ int run_open(struct run_ctx *c, struct ntx_err *err)
 	}
 	if (!c->plan && plan_in_memory(c, err))
 		return -1;
-	if (o->self_spec && build_draft_mask(c, err))
-		return -1;
 	c->eog = calloc((size_t)c->model->cfg.n_vocab, 1);
 	if (!c->eog)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
@@ -382,7 +290,6 @@ void run_close(struct run_ctx *c)
 	ntx_plan_free(c->plan);
 	ntx_model_close(c->model);
 	free(c->skip);
-	free(c->draft_mask);
 	free(c->eog);
 	ntx_outfile_abort(&c->stats);
 }
@@ -414,10 +321,14 @@ int run_main(struct run_opts *o)
 	struct ntx_err err = { 0 };
 	int rc;
 
-	if (o->tokenize) /* over ntx.h: the vocabulary only */
+	/* over ntx.h */
+	if (o->tokenize) /* the vocabulary only */
 		return mode_tokenize(o);
-	if (o->perplexity) /* over ntx.h */
+	if (o->perplexity)
 		return mode_perplexity(o);
+	if (!o->bench && !o->batch && !o->interactive)
+		return mode_generate(o);
+	/* --bench, --batch and -i, still over the internals */
 	memset(&c, 0, sizeof c);
 	c.o = o;
 	/* --stats-json first: an unwritable file fails before any work */
@@ -431,10 +342,8 @@ int run_main(struct run_opts *o)
 		rc = mode_bench(&c);
 	else if (o->batch)
 		rc = mode_batch(&c);
-	else if (o->interactive)
-		rc = mode_interactive(&c);
 	else
-		rc = mode_generate(&c);
+		rc = mode_interactive(&c);
 	run_close(&c);
 	return rc;
 }

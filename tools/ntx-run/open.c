@@ -1,8 +1,11 @@
 /* open.c - a mode's model, placement and context over ntx.h: the plan
- * (--plan, else planned in memory for the hardware found now), the skip
- * set, the context with the options' backend, sizes and read mode, and
- * the lines ntx-run prints about them. The modes ported so far use it
- * (--perplexity); the others still open the internals (ctx.c, run_open). */
+ * (--plan, else planned in memory for the hardware found now), the draft
+ * model (--draft, checked against the target's vocabulary before any
+ * work), the skip set, the context with the options' backend, sizes and
+ * read mode, speculative decoding on it (--draft, --lookup, --self-spec),
+ * and the lines ntx-run prints about them. The modes ported so far use it
+ * (generate, -i, --perplexity); --batch and --bench still open the
+ * internals (ctx.c, run_open). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,15 @@ static int fail(const char *context, const struct ntx_error *e)
 	else
 		fprintf(stderr, PROG ": %s\n", ntx_error_message(e));
 	return s == NTX_STATUS_NOFIT ? 3 : 1;
+}
+
+/* fail() with "--draft PATH" as the context. */
+static int fail_draft(const struct run_opts *o, const struct ntx_error *e)
+{
+	char context[1024];
+
+	snprintf(context, sizeof context, "--draft %s", o->draft_path);
+	return fail(context, e);
 }
 
 static const char *backend_name(enum ntx_backend_choice b)
@@ -97,66 +109,90 @@ static int plan_in_memory(struct run_opts *o, struct run_api *a, const char *mpa
 	return 0;
 }
 
-/* The skip set of --skip or --skip-layers (*skip freed with ntx_free). */
-static int skip_set(const struct run_opts *o, const char *mpath, int n_layer, int **skip,
-		    int *n, struct ntx_error *e)
+/* The layers of a skip argument (a skip file or a layer list) for the
+ * model at mpath: *layers freed with ntx_free. */
+static int desc_skip(const char *mpath, const char *arg, int **layers, int *n,
+		     struct ntx_error *e)
 {
 	struct ntx_model_desc *d = NULL;
 	int rc = 0;
 
-	*skip = NULL;
-	*n = 0;
-	if (o->skip_layers)
-		return ntx_arg_layers(o->skip_layers, n_layer, skip, n, e) ? fail("--skip-layers", e)
-									  : 0;
-	if (!o->skip_file)
-		return 0;
-	if (ntx_model_desc_open(mpath, &d, e) || ntx_model_desc_skip(d, o->skip_file, -1, skip, n, e))
+	if (ntx_model_desc_open(mpath, &d, e) || ntx_model_desc_skip(d, arg, -1, layers, n, e))
 		rc = fail(NULL, e);
 	ntx_model_desc_free(d);
 	return rc;
 }
 
-static int open_all(struct run_opts *o, struct run_api *a, struct ntx_error *e)
+/* The skip set of --skip or --skip-layers (*skip freed with ntx_free). */
+static int skip_set(const struct run_opts *o, const char *mpath, int n_layer, int **skip,
+		    int *n, struct ntx_error *e)
+{
+	*skip = NULL;
+	*n = 0;
+	if (o->skip_layers)
+		return ntx_arg_layers(o->skip_layers, n_layer, skip, n, e) ? fail("--skip-layers", e)
+									  : 0;
+	return o->skip_file ? desc_skip(mpath, o->skip_file, skip, n, e) : 0;
+}
+
+/* --self-spec: the layers its draft skips, from --draft-skip, else (*n
+ * -1) the placement's layers outside VRAM, which needs a placement. */
+static int self_skip(const struct run_opts *o, const struct run_api *a, const char *mpath,
+		     int **layers, int *n, struct ntx_error *e)
+{
+	*layers = NULL;
+	*n = -1;
+	if (!o->self_spec)
+		return 0;
+	if (o->draft_skip)
+		return desc_skip(mpath, o->draft_skip, layers, n, e);
+	if (!a->pl) {
+		fprintf(stderr, PROG ": --self-spec needs a draft: a plan with VRAM-resident layers (--plan) or --draft-skip FILE\n");
+		return 1;
+	}
+	return 0;
+}
+
+/* The plan (--plan), the model (-m, else the plan's) and the draft model
+ * (--draft, refused unless it shares the model's vocabulary), the plan
+ * checked against the model. *mpath: the model's path when it came from
+ * the plan (freed with ntx_free). */
+static int open_models(struct run_opts *o, struct run_api *a, char **mpath, struct ntx_error *e)
 {
 	struct ntx_placement_info pi;
-	struct ntx_lm_info li;
-	struct ntx_ctx_params cp;
-	struct ntx_ctx_stats st;
-	char *mpath = NULL;
-	const char *path = o->model_path, *note;
-	int *skip = NULL, n_skip = 0, rc;
+	const char *path = o->model_path;
 
 	if (o->plan_path) {
 		pi.size = sizeof pi;
-		if (ntx_placement_read(o->plan_path, &a->pl, e))
+		if (ntx_placement_read(o->plan_path, &a->pl, e) ||
+		    (!path && ntx_placement_model_path(o->plan_path, mpath, e)) ||
+		    ntx_placement_info(a->pl, &pi, e))
 			return fail(NULL, e);
-		if (!path && ntx_placement_model_path(o->plan_path, &mpath, e))
-			return fail(NULL, e);
-		if (ntx_placement_info(a->pl, &pi, e)) {
-			ntx_free(mpath);
-			return fail(NULL, e);
-		}
 		run_plan_defaults(o, &pi);
-		path = path ? path : mpath;
+		path = path ? path : *mpath;
 	}
-	rc = 0;
 	if (ntx_lm_open(path, &a->lm, e))
-		rc = fail(NULL, e);
-	else if (a->pl && ntx_placement_check(a->pl, a->lm, e))
-		rc = fail(o->plan_path, e);
-	li.size = sizeof li;
-	if (!rc && ntx_lm_info(a->lm, &li, e))
-		rc = fail(NULL, e);
-	if (!rc)
-		rc = skip_set(o, path, li.n_layer, &skip, &n_skip, e);
-	if (!rc && !a->pl)
-		rc = plan_in_memory(o, a, path, skip, n_skip, e);
-	if (rc) {
-		ntx_free(mpath);
-		ntx_free(skip);
-		return rc;
+		return fail(NULL, e);
+	if (o->draft_path && ntx_lm_open(o->draft_path, &a->draft, e)) {
+		/* the message names the file: "--draft FILE: ..." */
+		if (ntx_error_status(e) == NTX_STATUS_INTERRUPTED)
+			return 130;
+		fprintf(stderr, PROG ": --draft %s\n", ntx_error_message(e));
+		return 1;
 	}
+	if (a->draft && ntx_lm_check_draft(a->lm, a->draft, e))
+		return fail_draft(o, e);
+	if (a->pl && ntx_placement_check(a->pl, a->lm, e))
+		return fail(o->plan_path, e);
+	return 0;
+}
+
+/* The context with the options' backend, sizes, read mode and skip set. */
+static int new_ctx(const struct run_opts *o, struct run_api *a, const int *skip, int n_skip,
+		   struct ntx_error *e)
+{
+	struct ntx_ctx_params cp;
+
 	ntx_ctx_params_init(&cp);
 	cp.backend = o->backend;
 	cp.n_ctx = o->n_ctx;
@@ -170,17 +206,48 @@ static int open_all(struct run_opts *o, struct run_api *a, struct ntx_error *e)
 	cp.page_cache_only = o->ram_budget >= 0;
 	cp.skip = skip;
 	cp.n_skip = n_skip;
-	rc = ntx_ctx_new(a->lm, a->pl, &cp, &a->ctx, e) ? fail(NULL, e) : 0;
-	ntx_free(mpath);
-	ntx_free(skip);
-	if (rc)
-		return rc;
+	if (ntx_ctx_new(a->lm, a->pl, &cp, &a->ctx, e))
+		return fail(NULL, e);
 	run_sig_ctx = a->ctx;
 	if (run_interrupted) /* Ctrl-C before the context was there */
 		ntx_ctx_interrupt(a->ctx);
+	return 0;
+}
+
+/* Speculative decoding on the context: the draft model, prompt lookup,
+ * self-speculation (sskip: ntx_spec_params.self_skip). -i decodes its
+ * requests plainly, as it always did. */
+static int set_spec(const struct run_opts *o, struct run_api *a, const int *sskip, int n_sskip,
+		    struct ntx_error *e)
+{
+	struct ntx_spec_params sp;
+
+	if (o->interactive || !(o->draft_path || o->lookup || o->self_spec))
+		return 0;
+	ntx_spec_params_init(&sp);
+	sp.draft = a->draft;
+	sp.lookup = o->lookup;
+	sp.draft_k = o->draft_k; /* 0: adaptive */
+	sp.self_spec = o->self_spec;
+	sp.self_skip = sskip;
+	sp.n_self_skip = n_sskip;
+	if (ntx_ctx_set_spec(a->ctx, &sp, e))
+		return o->draft_path ? fail_draft(o, e) : fail(NULL, e);
+	return 0;
+}
+
+/* What ntx-run says about the context: the backend fallen back to, the
+ * GPU used, -v's lines. */
+static int report(const struct run_opts *o, const struct run_api *a, struct ntx_error *e)
+{
+	struct ntx_ctx_stats st;
+	const char *note;
+
 	st.size = sizeof st;
 	if (ntx_ctx_stats(a->ctx, &st, e))
 		return fail(NULL, e);
+	if (o->verbose && o->draft_path && !o->interactive)
+		fprintf(stderr, PROG ": draft %s on %s\n", o->draft_path, backend_name(st.backend));
 	note = ntx_ctx_fallback_note(a->ctx);
 	if (!o->quiet && note)
 		fprintf(stderr, PROG ": %s: using the CPU\n", note);
@@ -189,6 +256,36 @@ static int open_all(struct run_opts *o, struct run_api *a, struct ntx_error *e)
 	if (o->verbose)
 		fprintf(stderr, PROG ": backend %s, context %d\n", backend_name(st.backend), st.n_ctx);
 	return 0;
+}
+
+static int open_all(struct run_opts *o, struct run_api *a, struct ntx_error *e)
+{
+	struct ntx_lm_info li;
+	char *mpath = NULL;
+	const char *path;
+	int *skip = NULL, n_skip = 0, *sskip = NULL, n_sskip = -1, rc;
+
+	rc = open_models(o, a, &mpath, e);
+	path = o->model_path ? o->model_path : mpath;
+	li.size = sizeof li;
+	if (!rc && ntx_lm_info(a->lm, &li, e))
+		rc = fail(NULL, e);
+	if (!rc)
+		rc = skip_set(o, path, li.n_layer, &skip, &n_skip, e);
+	if (!rc && !a->pl)
+		rc = plan_in_memory(o, a, path, skip, n_skip, e);
+	if (!rc)
+		rc = self_skip(o, a, path, &sskip, &n_sskip, e);
+	if (!rc)
+		rc = new_ctx(o, a, skip, n_skip, e);
+	if (!rc)
+		rc = set_spec(o, a, sskip, n_sskip, e);
+	if (!rc)
+		rc = report(o, a, e);
+	ntx_free(mpath);
+	ntx_free(skip);
+	ntx_free(sskip);
+	return rc;
 }
 
 int run_api_open(struct run_opts *o, struct run_api *a)
@@ -212,6 +309,7 @@ void run_api_close(struct run_api *a)
 {
 	run_sig_ctx = NULL;
 	ntx_ctx_free(a->ctx);
+	ntx_lm_close(a->draft); /* after the context that borrows it */
 	ntx_placement_free(a->pl);
 	ntx_lm_close(a->lm);
 	memset(a, 0, sizeof *a);

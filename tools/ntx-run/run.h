@@ -1,6 +1,7 @@
-/* run.h - ntx-run's options and its entry point, over include/ntx.h only
- * (main.c includes nothing else). The modes' shared state is in run_int.h,
- * until every mode is over the public API (doc/ntx-run-api.md). */
+/* run.h - ntx-run's options, its entry point and the modes over
+ * include/ntx.h only (main.c includes nothing else). --batch, --bench and
+ * -i share their state in run_int.h until they are over the public API too
+ * (doc/ntx-run-api.md). */
 #ifndef NTX_RUN_H
 #define NTX_RUN_H
 
@@ -82,10 +83,13 @@ int run_prompt_ids(const struct run_opts *o, const struct ntx_lm *lm, int32_t **
 void run_plan_defaults(struct run_opts *o, const struct ntx_placement_info *pi);
 
 /* What a mode over ntx.h opens (open.c): the model, its placement (NULL:
- * every layer on the backend) and the context. */
+ * every layer on the backend), the draft model (--draft; NULL: none) and
+ * the context, with speculative decoding set as --draft, --lookup and
+ * --self-spec ask (not for -i). */
 struct run_api {
 	struct ntx_lm *lm;
 	struct ntx_placement *pl;
+	struct ntx_lm *draft;
 	struct ntx_ctx *ctx;
 };
 /* Open them from the options, printing what ntx-run prints (the backend
@@ -100,6 +104,10 @@ int mode_perplexity(struct run_opts *o);
 
 /* --tokenize: the prompt's ids as a JSON array on stdout; exit status. */
 int mode_tokenize(struct run_opts *o);
+
+/* Generate from the prompt (modes.c): the text on stdout (--json: JSON
+ * Lines events), timings on stderr; exit status. */
+int mode_generate(struct run_opts *o);
 
 /* Open what the options name (the --stats-json file first), run the mode,
  * close: the exit status. Messages on stderr. */

@@ -1,6 +1,7 @@
-/* run_int.h - what ntx-run's modes share while some still use the
- * library's internal headers (doc/ntx-run-api.md lists them and what
- * replaces each); main.c sees only run.h. */
+/* run_int.h - what --batch, --bench and -i (batch.c, bench.c,
+ * interactive.c) share while they still use the library's internal headers
+ * (doc/ntx-run-api.md lists them and what replaces each); the other modes
+ * see only run.h. */
 #ifndef NTX_RUN_INT_H
 #define NTX_RUN_INT_H
 
@@ -23,7 +24,6 @@ struct run_ctx {
 	struct ntx_plan *plan;       /* loaded or computed; may be NULL (CPU) */
 	struct ntx_engine *engine;
 	uint8_t *skip;               /* n_layer flags or NULL */
-	uint8_t *draft_mask;         /* n_layer flags or NULL */
 	uint8_t *eog;                /* n_vocab flags */
 	/* --draft: the draft model, its vocabulary (checked against the
 	 * target's) and its engine (resident on the target's backend) */
@@ -40,11 +40,8 @@ int run_exit_code(const struct ntx_err *err);
 int run_open(struct run_ctx *c, struct ntx_err *err);
 void run_close(struct run_ctx *c);
 
-/* Read a whole file (NULL or "-" = stdin) into *text (malloc'ed). */
-int run_read_text(const char *path, char **text, size_t *len, struct ntx_err *err);
-
-int run_read_prompt(const struct run_opts *o, const struct ntx_vocab *v, int32_t **ids, int *n,
-		    struct ntx_err *err);
+/* legacy.c (moved from modes.c): what batch.c, bench.c and interactive.c
+ * print. */
 
 /* The generated text exactly as the plain mode prints it: the pieces of
  * every token but the end-of-generation ones, concatenated (no clean-up
@@ -67,7 +64,6 @@ void run_print_streaming(const struct run_ctx *c);
  * stderr, a file through a temporary renamed when complete). */
 int run_write_stats(struct run_ctx *c, json_t *j, struct ntx_err *err);
 
-int mode_generate(struct run_ctx *c);
 int mode_bench(struct run_ctx *c);
 int mode_batch(struct run_ctx *c);
 int mode_interactive(struct run_ctx *c);
