@@ -1,7 +1,6 @@
-/* ctx.c - ntx-run's dispatch, and what --batch, --bench and -i open
- * through the library's internals until they move onto ntx.h (open.c does
- * it for the other modes): model, vocabulary, plan, skip sets, engine,
- * draft. */
+/* ctx.c - ntx-run's dispatch, and what --batch and --bench open through
+ * the library's internals until they move onto ntx.h (open.c does it for
+ * the other modes): model, vocabulary, plan, skip sets, engine, draft. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,8 +256,7 @@ int run_open(struct run_ctx *c, struct ntx_err *err)
 	/* --ram-budget: no anonymous copies, the page cache is the only copy */
 	eo.copy_limit = o->ram_budget >= 0 ? -1 : 0;
 	eo.skip = c->skip;
-	/* -i stops a reply between steps (its KV cache stays valid) */
-	eo.interrupt = o->interactive ? NULL : &run_interrupted;
+	eo.interrupt = &run_interrupted;
 	c->engine = ntx_engine_new(c->model, &eo, err);
 	if (!c->engine)
 		return -1;
@@ -326,9 +324,9 @@ int run_main(struct run_opts *o)
 		return mode_tokenize(o);
 	if (o->perplexity)
 		return mode_perplexity(o);
-	if (!o->bench && !o->batch && !o->interactive)
-		return mode_generate(o);
-	/* --bench, --batch and -i, still over the internals */
+	if (!o->bench && !o->batch)
+		return o->interactive ? mode_interactive(o) : mode_generate(o);
+	/* --bench and --batch, still over the internals */
 	memset(&c, 0, sizeof c);
 	c.o = o;
 	/* --stats-json first: an unwritable file fails before any work */
@@ -338,12 +336,7 @@ int run_main(struct run_opts *o)
 		run_close(&c);
 		return run_fail(&err);
 	}
-	if (o->bench)
-		rc = mode_bench(&c);
-	else if (o->batch)
-		rc = mode_batch(&c);
-	else
-		rc = mode_interactive(&c);
+	rc = o->bench ? mode_bench(&c) : mode_batch(&c);
 	run_close(&c);
 	return rc;
 }

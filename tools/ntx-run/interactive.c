@@ -1,92 +1,76 @@
-/* interactive.c - ntx-run -i (--chat -i, -cnv): a conversation on a terminal
- * or a pipe. Each line of stdin is a user turn; the whole conversation is
- * rendered with the chat template and submitted to the scheduler
- * (lib/engine/scheduler.c), whose prefix reuse keeps the KV cache of the
+/* interactive.c - ntx-run -i (--chat -i, -cnv) over ntx.h: a conversation
+ * on a terminal or a pipe. Each line of stdin is a user turn; the whole
+ * conversation is rendered with the chat template and submitted as a batch
+ * request (ntx_ctx_submit), whose prefix reuse keeps the KV cache of the
  * earlier turns: only the new tokens (the end of the last reply, the new
  * user message, the assistant header) are evaluated. The reply streams to
  * stdout; per-turn counts and timings go to stderr (and --stats-json).
  *
- * Ctrl-C during a reply stops it (what was said stays in the history) and
- * returns to the prompt; Ctrl-C at the prompt, a second Ctrl-C during a
- * reply (main.c's handler), or end of input ends the conversation. */
+ * Ctrl-C during a reply stops it between steps (the token callback sees
+ * the flag; what was said stays in the history and the cache stays valid)
+ * and returns to the prompt; Ctrl-C at the prompt, a second Ctrl-C during
+ * a reply (main.c's handler), or end of input ends the conversation. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
-#include "run_int.h"
-#include "tool.h"
-#include "scheduler.h"
+#include "out.h"
 
-struct turn_out {
-	struct run_ctx *c;
-	struct ntx_detok *dt;
-	int failed;                 /* stdout failed */
-	int werr;
-	int done;
-	struct ntx_sched_result res;
-	int32_t *gen;               /* a copy of the result's tokens */
-};
-
-static int on_token(void *p, int32_t tok)
-{
-	struct turn_out *t = p;
-	struct ntx_err err = { 0 };
-	const char *s;
-	size_t n;
-
-	if (!t->c->eog[tok] && !t->failed && ntx_detok_push(t->dt, tok, &s, &n, &err) == 0 && n) {
-		errno = 0;
-		if (fwrite(s, 1, n, stdout) != n || fflush(stdout)) {
-			t->failed = 1;
-			t->werr = errno ? errno : EIO;
-		}
-	}
-	return t->failed || run_interrupted;
-}
-
-static void on_done(void *p, const struct ntx_sched_result *r)
-{
-	struct turn_out *t = p;
-
-	t->done = 1;
-	t->res = *r;
-	t->gen = malloc((size_t)(r->n_gen ? r->n_gen : 1) * sizeof *t->gen);
-	if (t->gen && r->n_gen > 0)
-		memcpy(t->gen, r->gen, (size_t)r->n_gen * sizeof *t->gen);
-	t->res.gen = t->gen;
-}
-
-/* The conversation so far. */
+/* The conversation so far: roles[i], contents[i] (owned). */
 struct convo {
-	struct ntx_chat_msg *m;
-	char **own;                 /* owned strings, parallel to m */
+	const char **roles;
+	char **contents;
 	int n, cap;
 };
 
+struct chat {
+	struct run_opts *o;
+	struct run_api a;
+	struct ntx_error *e;
+	struct run_stats stats;
+	struct convo cv;
+	json_t *turns;               /* --stats-json's "turns" */
+	int n_turn;
+};
+
+/* One reply. */
+struct turn {
+	const struct chat *ch;
+	struct ntx_detokenizer *dt;
+	int failed;                  /* stdout failed */
+	int werr;
+	int done;
+	struct ntx_gen_result res;
+	int32_t *gen;                /* a copy of the reply's tokens */
+};
+
+/* ---- the conversation ---- */
+
+/* Add a message, taking content (freed here on failure): 0 or -1. */
 static int convo_add(struct convo *cv, const char *role, char *content)
 {
-	if (cv->n == cv->cap) {
+	if (content && cv->n == cv->cap) {
 		int cap = cv->cap ? cv->cap * 2 : 16;
-		struct ntx_chat_msg *m = realloc(cv->m, (size_t)cap * sizeof *m);
-		char **own;
+		const char **r = realloc(cv->roles, (size_t)cap * sizeof *r);
+		char **c;
 
-		if (!m)
-			return -1;
-		cv->m = m;
-		own = realloc(cv->own, (size_t)cap * sizeof *own);
-		if (!own)
-			return -1;
-		cv->own = own;
-		cv->cap = cap;
+		if (r)
+			cv->roles = r;
+		c = r ? realloc(cv->contents, (size_t)cap * sizeof *c) : NULL;
+		if (c) {
+			cv->contents = c;
+			cv->cap = cap;
+		}
 	}
-	cv->m[cv->n].role = role;
-	cv->m[cv->n].content = content;
-	cv->own[cv->n++] = content;
+	if (!content || cv->n == cv->cap) {
+		free(content);
+		return -1;
+	}
+	cv->roles[cv->n] = role;
+	cv->contents[cv->n++] = content;
 	return 0;
 }
 
@@ -95,9 +79,27 @@ static void convo_free(struct convo *cv)
 	int i;
 
 	for (i = 0; i < cv->n; i++)
-		free(cv->own[i]);
-	free(cv->m);
-	free(cv->own);
+		free(cv->contents[i]);
+	free(cv->roles);
+	free(cv->contents);
+}
+
+/* The conversation as the prompt of the assistant's next turn: *ids
+ * malloc'ed. 0, or the exit status after the message. */
+static int convo_prompt(struct chat *ch, int32_t **ids, int *n)
+{
+	const struct run_opts *o = ch->o;
+	char *text = NULL;
+	int rc;
+
+	if (ntx_lm_chat_apply(ch->a.lm, o->chat_template, ch->cv.roles,
+			      (const char *const *)ch->cv.contents, ch->cv.n, NTX_CHAT_ADD_ASSISTANT,
+			      &text, ch->e))
+		return run_err(ch->e);
+	rc = run_tokenize(ch->a.lm, text, strlen(text),
+			  (o->no_bos ? 0 : NTX_TOKENIZE_ADD_BOS) | NTX_TOKENIZE_SPECIAL, ids, n);
+	ntx_free(text);
+	return rc;
 }
 
 /* Read one line into *line (without its newline). Returns 1, 0 at end of
@@ -120,44 +122,155 @@ static int read_turn(char **line, size_t *cap)
 	return 1;
 }
 
-int mode_interactive(struct run_ctx *c)
+/* ---- a reply ---- */
+
+static int on_token(void *user, int32_t id, const char *piece, size_t len)
 {
-	const struct run_opts *o = c->o;
-	struct ntx_err err = { 0 };
-	struct ntx_sched *sc = ntx_sched_new(c->engine, c->eog, &err);
-	struct convo cv;
-	json_t *turns = json_array();
-	char *line = NULL;
-	size_t cap = 0;
-	int tty = isatty(0), rc = 0, n_turn = 0;
+	struct turn *t = user;
+	const char *s;
+	size_t n;
 
-	memset(&cv, 0, sizeof cv);
-	if (!sc || !turns) {
-		json_decref(turns);
-		return run_fail(&err);
-	}
-	if (o->system) {
-		char *s = strdup(o->system);
-
-		if (!s || convo_add(&cv, "system", s)) {
-			free(s);
-			ntx_err_set(&err, NTX_ENOMEM, "out of memory");
-			rc = run_fail(&err);
-			goto out;
+	(void)piece;
+	(void)len;
+	if (!run_is_eog(t->ch->o, t->ch->a.lm, id) && !t->failed &&
+	    ntx_detokenizer_push(t->dt, id, &s, &n, NULL) == NTX_OK && n) {
+		errno = 0;
+		if (fwrite(s, 1, n, stdout) != n || fflush(stdout)) {
+			t->failed = 1;
+			t->werr = errno ? errno : EIO;
 		}
 	}
-	for (;;) {
-		struct turn_out t;
-		struct ntx_sched_req sr;
-		char *text = NULL, *u, *reply = NULL;
-		int32_t *toks = NULL;
-		int n_toks = 0, r;
-		size_t rl = 0;
-		const char *p;
-		size_t pn;
-		double t0;
+	return t->failed || run_interrupted;
+}
 
-		if (tty && !o->quiet) {
+static void on_done(void *user, int64_t id, const struct ntx_gen_result *r, const int32_t *gen)
+{
+	struct turn *t = user;
+
+	(void)id;
+	t->done = 1;
+	t->res = *r;
+	t->gen = malloc((size_t)(r->n_gen ? r->n_gen : 1) * sizeof *t->gen);
+	if (t->gen && r->n_gen > 0)
+		memcpy(t->gen, gen, (size_t)r->n_gen * sizeof *t->gen);
+}
+
+/* The end of the reply: what the detokenizer held, a newline. */
+static void reply_end(struct turn *t)
+{
+	const char *p;
+	size_t n;
+
+	ntx_detokenizer_flush(t->dt, &p, &n);
+	errno = 0;
+	if (!t->failed && ((n && fwrite(p, 1, n, stdout) != n) || fputc('\n', stdout) == EOF ||
+			   fflush(stdout))) {
+		t->failed = 1;
+		t->werr = errno ? errno : EIO;
+	}
+}
+
+/* Submit ids and step until the reply is done. 0, or the exit status
+ * after the message. */
+static int reply(struct chat *ch, struct turn *t, const int32_t *ids, int n)
+{
+	struct ntx_gen_params p = ch->o->gp;
+	struct ntx_request rq;
+	int64_t id;
+
+	p.n_predict = ch->o->n_predict;
+	p.ignore_eog = ch->o->ignore_eos;
+	ntx_request_init(&rq);
+	rq.prompt = ids;
+	rq.n_prompt = n;
+	rq.gen = &p;
+	rq.on_token = on_token;
+	rq.on_done = on_done;
+	rq.user = t;
+	if (ntx_detokenizer_new(ch->a.lm, 0, &t->dt, ch->e) ||
+	    ntx_ctx_submit(ch->a.ctx, &rq, &id, ch->e)) /* the conversation no longer fits */
+		return run_err(ch->e);
+	while (!t->done) {
+		/* an interrupt (a Ctrl-C before the context was there) leaves
+		 * the request active: the callback ends it */
+		if (ntx_ctx_step(ch->a.ctx, NULL, ch->e) &&
+		    ntx_error_status(ch->e) != NTX_STATUS_INTERRUPTED) {
+			int rc = run_err(ch->e);
+
+			ntx_ctx_cancel(ch->a.ctx, id, NULL);
+			return rc;
+		}
+	}
+	reply_end(t);
+	return 0;
+}
+
+/* The turn's line on stderr and its entry in --stats-json. */
+static void turn_report(struct chat *ch, const struct turn *t)
+{
+	const struct ntx_gen_result *r = &t->res;
+	int n_eval = r->n_prompt - r->n_reused;
+	double gen_s = r->t_gen_ms / 1e3;
+
+	ch->n_turn++;
+	json_array_append_new(ch->turns, json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:f}",
+		"turn", ch->n_turn, "n_prompt", r->n_prompt, "n_reused", r->n_reused,
+		"n_evaluated", n_eval, "n_gen", r->n_gen, "stop_reason", run_finish_name(r->finish),
+		"ttft_ms", r->t_prompt_ms,
+		"gen_tok_per_s", gen_s > 0 && r->n_gen > 1 ? (r->n_gen - 1) / gen_s : 0.0));
+	if (!ch->o->quiet)
+		fprintf(stderr, PROG ": turn %d: %d prompt tokens (%d reused, %d evaluated), %d generated, first token in %.1f ms%s\n",
+			ch->n_turn, r->n_prompt, r->n_reused, n_eval, r->n_gen, r->t_prompt_ms,
+			r->finish == NTX_FINISH_STOPPED && run_interrupted ? ", interrupted" : "");
+}
+
+/* One user turn (the line) and the reply: 0 to go on, -1 to end the
+ * conversation quietly, else the exit status after the message. */
+static int turn(struct chat *ch, const char *line)
+{
+	struct turn t;
+	int32_t *ids = NULL;
+	char *text = NULL;
+	size_t len;
+	int n = 0, rc;
+
+	if (convo_add(&ch->cv, "user", strdup(line)))
+		return run_err(NULL);
+	if ((rc = convo_prompt(ch, &ids, &n)) != 0)
+		return rc;
+	memset(&t, 0, sizeof t);
+	t.ch = ch;
+	rc = reply(ch, &t, ids, n);
+	free(ids);
+	ntx_detokenizer_free(t.dt);
+	if (rc == 0)
+		turn_report(ch, &t);
+	/* the reply (what was said of it) joins the history */
+	if (rc == 0 && (rc = run_text(ch->o, ch->a.lm, t.gen, t.res.n_gen, &text, &len)) == 0 &&
+	    convo_add(&ch->cv, "assistant", text))
+		rc = run_err(NULL);
+	free(t.gen);
+	if (rc == 0 && t.failed) {
+		if (t.werr == EPIPE)
+			return -1;
+		fprintf(stderr, PROG ": writing output: %s\n", strerror(t.werr));
+		return 1;
+	}
+	run_interrupted = 0; /* a stopped reply: back to the prompt */
+	return rc;
+}
+
+/* Turns until the end of input: the exit status. */
+static int converse(struct chat *ch)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	int tty = isatty(0), rc = 0, r;
+
+	if (ch->o->system && convo_add(&ch->cv, "system", strdup(ch->o->system)))
+		return run_err(NULL);
+	for (;;) {
+		if (tty && !ch->o->quiet) {
 			fputs("> ", stderr);
 			fflush(stderr);
 		}
@@ -170,111 +283,53 @@ int mode_interactive(struct run_ctx *c)
 				fputc('\n', stderr);
 			break;
 		}
-		if (!line[0])
-			continue;
-		u = strdup(line);
-		if (!u || convo_add(&cv, "user", u)) {
-			free(u);
-			ntx_err_set(&err, NTX_ENOMEM, "out of memory");
-			rc = run_fail(&err);
+		if (line[0] && (rc = turn(ch, line)) != 0) {
+			rc = rc < 0 ? 0 : rc;
 			break;
 		}
-		if (ntx_chat_format(c->vocab, o->chat_template, cv.m, cv.n, 1, &text, &err) ||
-		    ntx_tokenize(c->vocab, text, strlen(text), !o->no_bos, 1, &toks, &n_toks, &err)) {
-			free(text);
-			rc = run_fail(&err);
-			break;
-		}
-		free(text);
-		memset(&t, 0, sizeof t);
-		t.c = c;
-		t.dt = ntx_detok_new(c->vocab, 0, &err);
-		memset(&sr, 0, sizeof sr);
-		sr.tokens = toks;
-		sr.n_tokens = n_toks;
-		sr.n_predict = o->n_predict;
-		run_sampler_params(o, &sr.sp);
-		sr.ignore_eog = o->ignore_eos;
-		sr.on_token = on_token;
-		sr.on_done = on_done;
-		sr.user = &t;
-		t0 = tool_now_s();
-		if (!t.dt || ntx_sched_submit(sc, &sr, &err) < 0) {
-			free(toks);
-			ntx_detok_free(t.dt);
-			/* the conversation no longer fits (or no memory) */
-			rc = run_fail(&err);
-			break;
-		}
-		free(toks);
-		while (!t.done) {
-			if (ntx_sched_step(sc, &err)) {
-				ntx_sched_cancel_all(sc, NTX_STOP_INTERRUPT);
-				if (err.code != NTX_EINTR) {
-					ntx_detok_free(t.dt);
-					free(t.gen);
-					rc = run_fail(&err);
-					goto out;
-				}
-			}
-		}
-		ntx_detok_flush(t.dt, &p, &pn);
-		if (pn && !t.failed && fwrite(p, 1, pn, stdout) != pn)
-			t.failed = 1;
-		ntx_detok_free(t.dt);
-		if (!t.failed && (fputc('\n', stdout) == EOF || fflush(stdout)))
-			t.failed = 1;
-		n_turn++;
-		{
-			const struct ntx_sched_result *res = &t.res;
-			double ttft = res->t_first > 0 ? res->t_first - t0 : 0;
-			double gen_s = res->t_end - (res->t_first > 0 ? res->t_first : res->t_end);
-			int n_eval = res->n_prompt - res->n_reused;
-
-			json_array_append_new(turns, json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:f}",
-				"turn", n_turn, "n_prompt", res->n_prompt, "n_reused", res->n_reused,
-				"n_evaluated", n_eval, "n_gen", res->n_gen,
-				"stop_reason", ntx_stop_name(res->stop), "ttft_ms", ttft * 1e3,
-				"gen_tok_per_s", gen_s > 0 && res->n_gen > 1 ? (res->n_gen - 1) / gen_s : 0.0));
-			if (!o->quiet)
-				fprintf(stderr, PROG ": turn %d: %d prompt tokens (%d reused, %d evaluated), %d generated, first token in %.1f ms%s\n",
-					n_turn, res->n_prompt, res->n_reused, n_eval, res->n_gen, ttft * 1e3,
-					res->stop == NTX_STOP_CALLER && run_interrupted ? ", interrupted" : "");
-		}
-		/* the reply (what was said of it) joins the history */
-		if (run_gen_text(c, t.gen, t.res.n_gen, &reply, &rl, &err) ||
-		    convo_add(&cv, "assistant", reply)) {
-			free(reply);
-			free(t.gen);
-			rc = run_fail(&err);
-			break;
-		}
-		free(t.gen);
-		if (t.failed) {
-			if (t.werr != EPIPE) {
-				fprintf(stderr, PROG ": writing output: %s\n", strerror(t.werr));
-				rc = 1;
-			}
-			break;
-		}
-		run_interrupted = 0; /* a stopped reply: back to the prompt */
 	}
-	if (o->stats_json) {
-		json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:o}", "format", "ntx.stats", "version", 1,
-				      "mode", "interactive", "backend",
-				      ntx_backend_name(ntx_engine_backend(c->engine)), "turns",
-				      json_incref(turns));
-
-		if (!j || run_write_stats(c, j, &err)) {
-			if (rc == 0)
-				rc = run_fail(&err);
-		}
-		json_decref(j);
-	}
-out:
-	json_decref(turns);
 	free(line);
-	convo_free(&cv);
-	ntx_sched_free(sc);
+	return rc;
+}
+
+int mode_interactive(struct run_opts *o)
+{
+	struct chat ch;
+	int rc, st_rc;
+
+	memset(&ch, 0, sizeof ch);
+	ch.o = o;
+	ch.e = ntx_error_new();
+	ch.turns = json_array();
+	if (!ch.e || !ch.turns) {
+		ntx_error_free(ch.e);
+		json_decref(ch.turns);
+		return run_err(NULL);
+	}
+	/* --stats-json first: an unwritable file fails before any work */
+	if ((rc = run_stats_open(o, &ch.stats)) == 0 && (rc = run_api_open(o, &ch.a)) == 0) {
+		/* Ctrl-C stops a reply between steps (its KV cache stays
+		 * valid): the handler only sets run_interrupted */
+		run_sig_ctx = NULL;
+		rc = converse(&ch);
+		if (o->stats_json) {
+			struct ntx_ctx_stats st;
+			json_t *j = NULL;
+
+			st.size = sizeof st;
+			if (ntx_ctx_stats(ch.a.ctx, &st, NULL) == NTX_OK)
+				j = json_pack("{s:s, s:i, s:s, s:s, s:O}", "format", "ntx.stats",
+					      "version", 1, "mode", "interactive", "backend",
+					      run_backend_name(st.backend), "turns", ch.turns);
+			st_rc = run_stats_commit(o, &ch.stats, j);
+			rc = rc ? rc : st_rc;
+			json_decref(j);
+		}
+	}
+	run_stats_abort(&ch.stats);
+	run_api_close(&ch.a);
+	convo_free(&ch.cv);
+	json_decref(ch.turns);
+	ntx_error_free(ch.e);
 	return rc;
 }

@@ -1,9 +1,8 @@
-/* legacy.c - what --batch, --bench and -i (batch.c, bench.c,
- * interactive.c) print through the library's internals: the generated
- * text, JSON strings, the thread count, the engine's streaming counters,
- * the --stats-json file. Moved here unchanged from modes.c when the
- * generate mode went over ntx.h (out.c has its ntx.h twins); it goes when
- * they do (doc/ntx-run-api.md). */
+/* legacy.c - what --batch and --bench (batch.c, bench.c) print through the
+ * library's internals: the generated text, JSON strings, the thread count,
+ * the engine's streaming counters, the --stats-json file. Moved here
+ * unchanged from modes.c when the generate mode went over ntx.h (out.c has
+ * its ntx.h twins); it goes when they do (doc/ntx-run-api.md). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>

@@ -133,6 +133,21 @@ static int tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsig
 	}
 }
 
+int run_tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,
+		 int32_t **ids, int *n)
+{
+	struct ntx_error *e = ntx_error_new();
+	int rc;
+
+	*ids = NULL;
+	*n = 0;
+	if (!e)
+		return fail(1, "out of memory");
+	rc = tokenize(lm, text, len, flags, ids, n, e);
+	ntx_error_free(e);
+	return rc;
+}
+
 int run_prompt_ids(const struct run_opts *o, const struct ntx_lm *lm, int32_t **ids, int *n)
 {
 	struct ntx_error *e = ntx_error_new();

@@ -1,6 +1,6 @@
 /* run.h - ntx-run's options, its entry point and the modes over
- * include/ntx.h only (main.c includes nothing else). --batch, --bench and
- * -i share their state in run_int.h until they are over the public API too
+ * include/ntx.h only (main.c includes nothing else). --batch and --bench
+ * share their state in run_int.h until they are over the public API too
  * (doc/ntx-run-api.md). */
 #ifndef NTX_RUN_H
 #define NTX_RUN_H
@@ -73,6 +73,11 @@ extern volatile sig_atomic_t run_interrupted;
  * in msg[0..cap) ("path: why"). */
 int run_slurp(const char *path, char **text, size_t *len, char *msg, size_t cap);
 
+/* text[0..len) as token ids with NTX_TOKENIZE_* flags: *ids malloc'ed
+ * (NULL when *n is 0). 0, or the exit status after the message. */
+int run_tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,
+		 int32_t **ids, int *n);
+
 /* The prompt of -p, -f (stdin) or --prompt-ids as token ids, through
  * --chat's template: *ids malloc'ed (NULL when *n is 0). 0, or the exit
  * status after the message on stderr. */
@@ -108,6 +113,10 @@ int mode_tokenize(struct run_opts *o);
 /* Generate from the prompt (modes.c): the text on stdout (--json: JSON
  * Lines events), timings on stderr; exit status. */
 int mode_generate(struct run_opts *o);
+
+/* -i: a conversation, a user turn per line of stdin (interactive.c); exit
+ * status. */
+int mode_interactive(struct run_opts *o);
 
 /* Open what the options name (the --stats-json file first), run the mode,
  * close: the exit status. Messages on stderr. */

@@ -1,7 +1,6 @@
-/* run_int.h - what --batch, --bench and -i (batch.c, bench.c,
- * interactive.c) share while they still use the library's internal headers
- * (doc/ntx-run-api.md lists them and what replaces each); the other modes
- * see only run.h. */
+/* run_int.h - what --batch and --bench (batch.c, bench.c) share while they
+ * still use the library's internal headers (doc/ntx-run-api.md lists them
+ * and what replaces each); the other modes see only run.h. */
 #ifndef NTX_RUN_INT_H
 #define NTX_RUN_INT_H
 
@@ -40,8 +39,7 @@ int run_exit_code(const struct ntx_err *err);
 int run_open(struct run_ctx *c, struct ntx_err *err);
 void run_close(struct run_ctx *c);
 
-/* legacy.c (moved from modes.c): what batch.c, bench.c and interactive.c
- * print. */
+/* legacy.c (moved from modes.c): what batch.c and bench.c print. */
 
 /* The generated text exactly as the plain mode prints it: the pieces of
  * every token but the end-of-generation ones, concatenated (no clean-up
@@ -66,7 +64,6 @@ int run_write_stats(struct run_ctx *c, json_t *j, struct ntx_err *err);
 
 int mode_bench(struct run_ctx *c);
 int mode_batch(struct run_ctx *c);
-int mode_interactive(struct run_ctx *c);
 
 /* The options' sampling parameters as the sampler's. */
 void run_sampler_params(const struct run_opts *o, struct ntx_sampler_params *sp);
