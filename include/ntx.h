@@ -19,6 +19,8 @@
  *   ntx-run's calls (0.4) contexts with skipped layers, read modes and
  *                         packs, perplexity; vocabulary-only models, token
  *                         id and layer lists
+ *   batch requests and    JSON Lines request lines (struct
+ *   bench (0.5)           ntx_request_json), cancelling every request
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -490,6 +492,20 @@ struct ntx_ctx_stats {
 				   * (n_prompt_reused of them from the cache) */
 	int64_t n_drafted;        /* speculative decoding: tokens drafted */
 	int64_t n_accepted;       /* of which the target accepted */
+	/* 0.5: streaming, for placements with layers outside VRAM (0 when
+	 * every layer is resident) */
+	uint64_t bytes_h2d;         /* weights copied to the GPU */
+	uint64_t bytes_disk;        /* weights read from the pack or the GGUF */
+	uint64_t bytes_cpu_weights; /* weights of layers computed on the CPU */
+	double t_h2d_ms, t_disk_ms; /* copying them, reading them */
+	double t_cpu_ms;            /* computing the CPU's layers */
+	double t_gpu_wait_ms;       /* the GPU waiting for streamed weights */
+	double t_cpu_wait_ms;       /* the CPU waiting for its layers' weights */
+	/* 0.5: the batch requests' speculative decoding (ntx-run --batch):
+	 * verification steps, draft model evaluations, milliseconds drafting
+	 * and verifying */
+	int64_t n_batch_verify_steps, n_batch_draft_evals;
+	double t_batch_draft_ms, t_batch_verify_ms;
 };
 /* Cumulative since ntx_ctx_new. One thread. */
 enum ntx_status ntx_ctx_stats(const struct ntx_ctx *ctx, struct ntx_ctx_stats *st,
@@ -856,6 +872,59 @@ enum ntx_status ntx_arg_ids(const char *s, int32_t max, int32_t **ids, int *n,
  * ntx_arg_ids. Any thread. */
 enum ntx_status ntx_arg_layers(const char *s, int n_layer, int **layers, int *n,
 			       struct ntx_error *err);
+
+/* ---- 0.5: batch requests and bench (ntx-run) ---- */
+
+/* One request line of ntx-run --batch (JSON Lines, doc/batch-jsonl.md),
+ * parsed: the prompt or the chat messages, the chat switch, the system
+ * message and the sampling fields over the caller's defaults. Nothing is
+ * tokenized (no model is needed). Immutable once made: any thread; what
+ * ntx_request_json_info points to is borrowed from it until
+ * ntx_request_json_free. */
+struct ntx_request_json;
+
+struct ntx_request_json_info {
+	size_t size;                 /* sizeof(struct ntx_request_json_info) */
+	const char *prompt;          /* "prompt" (no NUL inside); NULL with messages */
+	int n_messages;              /* "messages", in order; 0 without */
+	const char *const *roles;    /* [n_messages]: "system", "user", "assistant" */
+	const char *const *contents; /* [n_messages], no NUL inside */
+	const char *system;          /* "system", else the default; NULL: none */
+	int chat;                    /* apply the chat template: "chat", else the
+				      * default; always with messages */
+};
+
+/* Parse line[0..len) (one line without its newline) over the defaults: gen
+ * (the sampling fields and n_predict, as the command line set them; NULL:
+ * ntx_gen_params_init's) and def (its chat and system; the other fields are
+ * ignored; NULL: no chat, no system message); both are read during the
+ * call. On success *out, freed with ntx_request_json_free. NTX_STATUS_INVALID
+ * with the message of the request's error record (missing "prompt",
+ * "top_p" must be a number in [0, 1], ...: doc/batch-jsonl.md); *out is
+ * then NULL. id (may be NULL): *id is the request's "id" as compact JSON
+ * text (7, "q7", {"a":[1]}), set whenever the line is an object
+ * with an "id", on failure too, else NULL; freed with ntx_free(). Any
+ * thread. */
+enum ntx_status ntx_request_parse_json(const char *line, size_t len,
+				       const struct ntx_gen_params *gen,
+				       const struct ntx_request_json_info *def,
+				       struct ntx_request_json **out, char **id,
+				       struct ntx_error *err);
+/* The request's fields: *info (info->size set; strings and arrays borrowed
+ * from r) and, when gen is not NULL, *gen (gen->size set): the defaults
+ * with the request's sampling fields and n_predict. Any thread. */
+enum ntx_status ntx_request_json_info(const struct ntx_request_json *r,
+				      struct ntx_request_json_info *info,
+				      struct ntx_gen_params *gen, struct ntx_error *err);
+void ntx_request_json_free(struct ntx_request_json *r);
+
+/* End every active batch request now, oldest first: on_done runs for each,
+ * in the calling thread, with finish (NTX_FINISH_STOPPED or
+ * NTX_FINISH_INTERRUPTED: a caller that stops for an interrupt says so).
+ * Nothing to do when none is active. NTX_STATUS_INVALID for another finish.
+ * One thread (not from an on_done). */
+enum ntx_status ntx_ctx_cancel_all(struct ntx_ctx *ctx, enum ntx_finish finish,
+				   struct ntx_error *err);
 
 #ifdef __cplusplus
 }
