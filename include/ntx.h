@@ -20,7 +20,8 @@
  *                         packs, perplexity; vocabulary-only models, token
  *                         id and layer lists
  *   batch requests and    JSON Lines request lines (struct
- *   bench (0.5)           ntx_request_json), cancelling every request
+ *   bench (0.5)           ntx_request_json), cancelling every request, the
+ *                         throughput benchmark's document
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -925,6 +926,34 @@ void ntx_request_json_free(struct ntx_request_json *r);
  * One thread (not from an on_done). */
 enum ntx_status ntx_ctx_cancel_all(struct ntx_ctx *ctx, enum ntx_finish finish,
 				   struct ntx_error *err);
+
+struct ntx_bench_params {
+	size_t size;      /* sizeof(struct ntx_bench_params) */
+	int n_prompt;     /* the pp test: tokens evaluated as one prompt batch,
+			   * 0..2^20 (default 512; 0: no pp test) */
+	int n_gen;        /* the tg test: tokens generated one at a time,
+			   * 0..2^20 (default 128; 0: no tg test) */
+	int repetitions;  /* timed runs of each test after a warm-up, 1..1000
+			   * (default 3); the verification curve times three
+			   * times as many passes of each width (3..31) */
+};
+void ntx_bench_params_init(struct ntx_bench_params *p);
+
+/* ntx-run --bench (doc/ntx-run.1): llama-bench's pp and tg tests, each
+ * repeated, with the mean and standard deviation of tok/s and, for tg on
+ * a GPU, the share of the memory-bandwidth roofline; then the
+ * verification curve (one target pass of 1, 2, 4, 8 and 16 tokens after a
+ * 64-token prompt, the drafted token's cost when ntx_ctx_set_spec gave a
+ * draft model, the tok/s projected for acceptance 0.5 .. 0.8). *json: the
+ * document, a JSON array of one object per test ("pp512", "tg128",
+ * "verify"; indented, trailing newline, NUL-terminated), freed with
+ * ntx_free(). The tokens are made up (no tokenizer); greedy tg feeds each
+ * argmax back. Overwrites sequence 0 (the batch prefix caches are
+ * dropped). NTX_STATUS_INVALID: parameters out of range, a context under
+ * 80 positions (the curve's); NTX_STATUS_BUSY while batch requests are
+ * active; NTX_STATUS_INTERRUPTED after ntx_ctx_interrupt. One thread. */
+enum ntx_status ntx_ctx_bench(struct ntx_ctx *ctx, const struct ntx_bench_params *p,
+			      char **json, struct ntx_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,11 @@
-/* test_api_batch - the 0.5 calls of include/ntx.h for ntx-run --batch on
- * the shipped tiny model: request lines parse over the caller's defaults
- * with the reader's messages and the id kept for the error record;
- * cancelling every request runs each on_done, oldest first, with the
- * finish given; the statistics count the batch's speculative steps. */
+/* test_api_batch - the 0.5 calls of include/ntx.h for ntx-run --batch and
+ * --bench on the shipped tiny model: request lines parse over the caller's
+ * defaults with the reader's messages and the id kept for the error
+ * record; cancelling every request runs each on_done, oldest first, with
+ * the finish given; the statistics count the batch's speculative steps;
+ * the bench document has its tests, keys and sizes, and refuses what it
+ * must. */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +232,146 @@ static void test_spec_stats(struct ntx_ctx *ctx, const struct ntx_lm *draft, con
 	     "the counts outlive the scheduler: %s", msg(st, e));
 }
 
+/* ---- bench ---- */
+
+/* The document's tests: names, keys, sizes. */
+/* j[key] is the string want. */
+static int str_is(const json_t *j, const char *key, const char *want)
+{
+	const char *s = json_string_value(json_object_get(j, key));
+
+	return s && !strcmp(s, want);
+}
+
+static void check_bench(const char *json, int reps, const char *draft)
+{
+	static const char *keys[] = { "test", "model_filename", "model_size",
+				      "weight_bytes_per_token", "backend", "n_threads",
+				      "n_prompt", "n_gen", "avg_ts", "stddev_ts", "samples_ts" };
+	json_error_t je;
+	json_t *a = json_loads(json, 0, &je), *pp, *tg, *v, *pass, *x;
+	const char *k;
+	void *it;
+	size_t i;
+	int ok;
+
+	pp = json_array_get(a, 0);
+	tg = json_array_get(a, 1);
+	v = json_array_get(a, 2);
+	ok = json_array_size(a) == 3 && strlen(json) > 1 && json[strlen(json) - 1] == '\n' &&
+	     str_is(pp, "test", "pp8") && str_is(tg, "test", "tg4") && str_is(v, "test", "verify");
+	for (i = 0, it = json_object_iter(pp); ok && i < sizeof keys / sizeof *keys;
+	     i++, it = json_object_iter_next(pp, it))
+		ok = it && !strcmp(json_object_iter_key(it), keys[i]);
+	ok = ok && json_integer_value(json_object_get(pp, "n_prompt")) == 8 &&
+	     json_integer_value(json_object_get(tg, "n_gen")) == 4 &&
+	     json_array_size(json_object_get(tg, "samples_ts")) == (size_t)reps &&
+	     str_is(pp, "model_filename", MODEL) && str_is(tg, "backend", "cpu") &&
+	     json_real_value(json_object_get(tg, "avg_ts")) > 0 &&
+	     !json_object_get(tg, "roofline_share"); /* no peak bandwidth on the CPU */
+	pass = json_object_get(v, "pass_ms");
+	json_object_foreach(pass, k, x)
+		ok = ok && json_real_value(x) > 0;
+	ok = ok && json_object_size(pass) == 5 && json_object_get(pass, "16") &&
+	     json_array_size(json_object_get(v, "projected")) == 4 &&
+	     json_is_true(json_object_get(v, "projection")) &&
+	     json_integer_value(json_object_get(v, "n_past")) == 64 &&
+	     (draft ? str_is(v, "draft_filename", draft) &&
+			      json_real_value(json_object_get(v, "draft_ms_per_token")) > 0
+		    : json_is_null(json_object_get(v, "draft_filename")) &&
+			      json_is_null(json_object_get(v, "draft_ms_per_token")));
+	t_ok(ok, "bench document%s: pp8, tg4 (%d samples), verify; keys in order",
+	     draft ? " with a draft" : "", reps);
+	if (!ok)
+		fprintf(stderr, "%s", json);
+	json_decref(a);
+}
+
+static void test_bench(struct ntx_ctx *ctx, const struct ntx_lm *lm, struct ntx_error *e)
+{
+	struct ntx_bench_params bp;
+	struct ntx_spec_params sp;
+	struct ntx_request rq;
+	int32_t one = 1;
+	char *json = NULL;
+	enum ntx_status st;
+
+	ntx_bench_params_init(&bp);
+	t_ok(bp.size == sizeof bp && bp.n_prompt == 512 && bp.n_gen == 128 && bp.repetitions == 3,
+	     "ntx_bench_params_init: 512, 128, 3");
+	bp.n_prompt = 8;
+	bp.n_gen = 4;
+	bp.repetitions = 2;
+	st = ntx_ctx_bench(ctx, &bp, &json, e);
+	t_ok(st == NTX_OK && json, "ntx_ctx_bench: %s", msg(st, e));
+	if (json)
+		check_bench(json, 2, NULL);
+	ntx_free(json);
+	json = NULL;
+	ntx_spec_params_init(&sp);
+	sp.draft = lm;
+	st = ntx_ctx_set_spec(ctx, &sp, e);
+	if (st == NTX_OK)
+		st = ntx_ctx_bench(ctx, &bp, &json, e);
+	t_ok(st == NTX_OK && json, "ntx_ctx_bench with a draft: %s", msg(st, e));
+	if (json)
+		check_bench(json, 2, MODEL);
+	ntx_free(json);
+	json = (char *)1;
+	bp.repetitions = 0;
+	t_ok(ntx_ctx_bench(ctx, &bp, &json, e) == NTX_STATUS_INVALID && json == NULL &&
+		     strstr(ntx_error_message(e), "repetitions 0"),
+	     "repetitions 0: '%s'", ntx_error_message(e));
+	bp.repetitions = 1;
+	bp.n_gen = -1;
+	t_ok(ntx_ctx_bench(ctx, &bp, &json, e) == NTX_STATUS_INVALID, "n_gen -1: '%s'",
+	     ntx_error_message(e));
+	bp.n_gen = 4;
+	t_ok(ntx_ctx_bench(NULL, &bp, &json, e) == NTX_STATUS_INVALID &&
+		     ntx_ctx_bench(ctx, &bp, NULL, e) == NTX_STATUS_INVALID,
+	     "ctx NULL, json NULL: invalid");
+	ntx_request_init(&rq);
+	rq.prompt = &one;
+	rq.n_prompt = 1;
+	st = ntx_ctx_submit(ctx, &rq, NULL, e);
+	t_ok(st == NTX_OK && ntx_ctx_bench(ctx, &bp, &json, e) == NTX_STATUS_BUSY,
+	     "bench while a request is active: busy ('%s')", ntx_error_message(e));
+	ntx_ctx_cancel_all(ctx, NTX_FINISH_STOPPED, NULL);
+	ntx_ctx_interrupt(ctx);
+	st = ntx_ctx_bench(ctx, &bp, &json, e);
+	t_ok(st == NTX_STATUS_INTERRUPTED && json == NULL, "an interrupt stops it: %s",
+	     ntx_status_name(st));
+	st = ntx_ctx_bench(ctx, &bp, &json, e);
+	t_ok(st == NTX_OK, "and is cleared: %s", msg(st, e));
+	ntx_free(json);
+}
+
+/* A context of n_ctx 64 is too small for the verification curve. */
+static void test_bench_small(const struct ntx_lm *lm, struct ntx_error *e)
+{
+	struct ntx_ctx_params cp;
+	struct ntx_ctx *ctx = NULL;
+	struct ntx_bench_params bp;
+	char *json = NULL;
+	enum ntx_status st;
+
+	ntx_ctx_params_init(&cp);
+	cp.backend = NTX_USE_CPU;
+	cp.n_ctx = 64;
+	cp.n_threads = 2;
+	ntx_bench_params_init(&bp);
+	bp.n_prompt = 8;
+	bp.n_gen = 0;
+	bp.repetitions = 1;
+	st = ntx_ctx_new(lm, NULL, &cp, &ctx, e);
+	if (st == NTX_OK)
+		st = ntx_ctx_bench(ctx, &bp, &json, e);
+	t_ok(st == NTX_STATUS_INVALID && json == NULL &&
+		     !strcmp(ntx_error_message(e), "the verification curve needs a context of 80 (-c)"),
+	     "n_ctx 64: '%s'", ntx_error_message(e));
+	ntx_ctx_free(ctx);
+}
+
 int main(void)
 {
 	struct ntx_error *e = ntx_error_new();
@@ -257,6 +400,8 @@ int main(void)
 	}
 	test_cancel_all(ctx, ids, n, e);
 	test_spec_stats(ctx, lm, ids, n, e);
+	test_bench(ctx, lm, e);
+	test_bench_small(lm, e);
 	ntx_ctx_free(ctx);
 	ntx_lm_close(lm);
 	ntx_error_free(e);
