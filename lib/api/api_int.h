@@ -1,7 +1,9 @@
 /* api_int.h - what the parts of the public API (api.c: errors, models,
  * tokenizer, placements; api_ctx.c: contexts, generation, batches;
  * api_run.c: chat prompts, streaming text, request options, speculative
- * decoding; api_tool_run.c: ntx-run's calls) share. Not installed. */
+ * decoding; api_tool_run.c: ntx-run's calls; api_batch.c: batch request
+ * lines, cancelling every request; api_bench.c: the bench) share. Not
+ * installed. */
 #ifndef NTX_API_INT_H
 #define NTX_API_INT_H
 

@@ -1,8 +1,10 @@
 /* open.c - a mode's model, placement and context over ntx.h: the plan
  * (--plan, else planned in memory for the hardware found now), the skip
- * set, the context with the options' backend, sizes and read mode, and
- * the lines ntx-run prints about them. The modes ported so far use it
- * (--perplexity); the others still open the internals (ctx.c, run_open). */
+ * set, the context with the options' backend, sizes and read mode, the
+ * draft model and speculative decoding of --draft and --lookup, and the
+ * lines ntx-run prints about them. The modes ported so far use it
+ * (--perplexity, --batch, --bench); the others still open the internals
+ * (ctx.c, run_open). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,14 +119,96 @@ static int skip_set(const struct run_opts *o, const char *mpath, int n_layer, in
 	return rc;
 }
 
+/* "ntx-run: --draft PATH: message"; the exit status. */
+static int draft_fail(const struct run_opts *o, const struct ntx_error *e)
+{
+	char context[1024];
+
+	snprintf(context, sizeof context, "--draft %s", o->draft_path);
+	return fail(context, e);
+}
+
+/* --draft: the draft model, refused before any work unless it shares the
+ * target's vocabulary. */
+static int open_draft(const struct run_opts *o, struct run_api *a, struct ntx_error *e)
+{
+	if (ntx_lm_open(o->draft_path, &a->draft, e)) { /* "PATH: why" */
+		fprintf(stderr, PROG ": --draft %s\n", ntx_error_message(e));
+		return 1;
+	}
+	if (ntx_lm_check_draft(a->lm, a->draft, e))
+		return draft_fail(o, e);
+	return 0;
+}
+
+/* --draft, --lookup, --draft-k: speculative decoding on the context (the
+ * draft resident on its backend, the same context and sequences). */
+static int set_spec(const struct run_opts *o, struct run_api *a, enum ntx_backend_choice b,
+		    struct ntx_error *e)
+{
+	struct ntx_spec_params sp;
+
+	if (!a->draft && !o->lookup)
+		return 0;
+	ntx_spec_params_init(&sp);
+	sp.draft = a->draft;
+	sp.lookup = o->lookup;
+	sp.draft_k = o->draft_k; /* 0: adaptive */
+	if (ntx_ctx_set_spec(a->ctx, &sp, e))
+		return a->draft ? draft_fail(o, e) : fail(NULL, e);
+	if (o->verbose && a->draft)
+		fprintf(stderr, PROG ": draft %s on %s\n", o->draft_path, backend_name(b));
+	return 0;
+}
+
+/* The context of a->lm and a->pl with the options' backend, sizes, read
+ * mode and skip set; the lines ntx-run prints about it. */
+static int new_ctx(struct run_opts *o, struct run_api *a, const int *skip, int n_skip,
+		   struct ntx_error *e)
+{
+	struct ntx_ctx_params cp;
+	struct ntx_ctx_stats st;
+	const char *note;
+
+	ntx_ctx_params_init(&cp);
+	cp.backend = o->backend;
+	cp.n_ctx = o->n_ctx;
+	cp.cache_type = o->kv_type;
+	cp.n_seq = o->batch ? o->parallel : 1;
+	cp.n_threads = o->n_threads;
+	cp.gpu_index = o->gpu_index;
+	cp.pack_path = o->pack_path;
+	cp.io = o->io == RUN_IO_MMAP ? NTX_IO_MODE_MMAP : NTX_IO_MODE_DIRECT;
+	/* --ram-budget: no anonymous copies, the page cache is the only copy */
+	cp.page_cache_only = o->ram_budget >= 0;
+	cp.skip = skip;
+	cp.n_skip = n_skip;
+	if (ntx_ctx_new(a->lm, a->pl, &cp, &a->ctx, e))
+		return fail(NULL, e);
+	run_sig_ctx = a->ctx;
+	if (run_interrupted) /* Ctrl-C before the context was there */
+		ntx_ctx_interrupt(a->ctx);
+	st.size = sizeof st;
+	if (ntx_ctx_stats(a->ctx, &st, e))
+		return fail(NULL, e);
+	if (set_spec(o, a, st.backend, e))
+		return 1;
+	note = ntx_ctx_fallback_note(a->ctx);
+	if (!o->quiet && note)
+		fprintf(stderr, PROG ": %s: using the CPU\n", note);
+	else if (!o->quiet && st.backend == NTX_USE_CUDA && o->backend == NTX_USE_AUTO)
+		fprintf(stderr, PROG ": using CUDA device %d\n", o->gpu_index);
+	if (o->verbose)
+		fprintf(stderr, PROG ": backend %s, context %d\n", backend_name(st.backend), st.n_ctx);
+	return 0;
+}
+
 static int open_all(struct run_opts *o, struct run_api *a, struct ntx_error *e)
 {
 	struct ntx_placement_info pi;
 	struct ntx_lm_info li;
-	struct ntx_ctx_params cp;
-	struct ntx_ctx_stats st;
 	char *mpath = NULL;
-	const char *path = o->model_path, *note;
+	const char *path = o->model_path;
 	int *skip = NULL, n_skip = 0, rc;
 
 	if (o->plan_path) {
@@ -143,7 +227,9 @@ static int open_all(struct run_opts *o, struct run_api *a, struct ntx_error *e)
 	rc = 0;
 	if (ntx_lm_open(path, &a->lm, e))
 		rc = fail(NULL, e);
-	else if (a->pl && ntx_placement_check(a->pl, a->lm, e))
+	else if (o->draft_path)
+		rc = open_draft(o, a, e);
+	if (!rc && a->pl && ntx_placement_check(a->pl, a->lm, e))
 		rc = fail(o->plan_path, e);
 	li.size = sizeof li;
 	if (!rc && ntx_lm_info(a->lm, &li, e))
@@ -152,43 +238,11 @@ static int open_all(struct run_opts *o, struct run_api *a, struct ntx_error *e)
 		rc = skip_set(o, path, li.n_layer, &skip, &n_skip, e);
 	if (!rc && !a->pl)
 		rc = plan_in_memory(o, a, path, skip, n_skip, e);
-	if (rc) {
-		ntx_free(mpath);
-		ntx_free(skip);
-		return rc;
-	}
-	ntx_ctx_params_init(&cp);
-	cp.backend = o->backend;
-	cp.n_ctx = o->n_ctx;
-	cp.cache_type = o->kv_type;
-	cp.n_seq = o->batch ? o->parallel : 1;
-	cp.n_threads = o->n_threads;
-	cp.gpu_index = o->gpu_index;
-	cp.pack_path = o->pack_path;
-	cp.io = o->io == RUN_IO_MMAP ? NTX_IO_MODE_MMAP : NTX_IO_MODE_DIRECT;
-	/* --ram-budget: no anonymous copies, the page cache is the only copy */
-	cp.page_cache_only = o->ram_budget >= 0;
-	cp.skip = skip;
-	cp.n_skip = n_skip;
-	rc = ntx_ctx_new(a->lm, a->pl, &cp, &a->ctx, e) ? fail(NULL, e) : 0;
+	if (!rc)
+		rc = new_ctx(o, a, skip, n_skip, e);
 	ntx_free(mpath);
 	ntx_free(skip);
-	if (rc)
-		return rc;
-	run_sig_ctx = a->ctx;
-	if (run_interrupted) /* Ctrl-C before the context was there */
-		ntx_ctx_interrupt(a->ctx);
-	st.size = sizeof st;
-	if (ntx_ctx_stats(a->ctx, &st, e))
-		return fail(NULL, e);
-	note = ntx_ctx_fallback_note(a->ctx);
-	if (!o->quiet && note)
-		fprintf(stderr, PROG ": %s: using the CPU\n", note);
-	else if (!o->quiet && st.backend == NTX_USE_CUDA && o->backend == NTX_USE_AUTO)
-		fprintf(stderr, PROG ": using CUDA device %d\n", o->gpu_index);
-	if (o->verbose)
-		fprintf(stderr, PROG ": backend %s, context %d\n", backend_name(st.backend), st.n_ctx);
-	return 0;
+	return rc;
 }
 
 int run_api_open(struct run_opts *o, struct run_api *a)
@@ -212,6 +266,7 @@ void run_api_close(struct run_api *a)
 {
 	run_sig_ctx = NULL;
 	ntx_ctx_free(a->ctx);
+	ntx_lm_close(a->draft); /* after the context, which borrows it */
 	ntx_placement_free(a->pl);
 	ntx_lm_close(a->lm);
 	memset(a, 0, sizeof *a);

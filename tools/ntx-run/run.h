@@ -82,14 +82,17 @@ int run_prompt_ids(const struct run_opts *o, const struct ntx_lm *lm, int32_t **
 void run_plan_defaults(struct run_opts *o, const struct ntx_placement_info *pi);
 
 /* What a mode over ntx.h opens (open.c): the model, its placement (NULL:
- * every layer on the backend) and the context. */
+ * every layer on the backend), the context and, with --draft, the draft
+ * model (its engine is the context's: ntx_ctx_set_spec). */
 struct run_api {
 	struct ntx_lm *lm;
 	struct ntx_placement *pl;
 	struct ntx_ctx *ctx;
+	struct ntx_lm *draft;        /* NULL without --draft */
 };
 /* Open them from the options, printing what ntx-run prints (the backend
- * fallen back to, -v's lines): 0, or the exit status after the message. */
+ * fallen back to, -v's lines); with --draft or --lookup, speculative
+ * decoding is on: 0, or the exit status after the message. */
 int run_api_open(struct run_opts *o, struct run_api *a);
 void run_api_close(struct run_api *a);
 /* The context the SIGINT handler interrupts (NULL: none yet). */
