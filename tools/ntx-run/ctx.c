@@ -191,7 +191,7 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	po.vram_budget = po.ram_budget = po.reserve = po.disk_budget = -1;
 	po.n_ctx = o->n_ctx;
 	po.kv_type = run_kv_type(o);
-	po.n_seq = o->batch ? o->parallel : 1;
+	po.n_seq = 1; /* --batch opens its own (open.c) */
 	po.gpu_index = o->gpu_index;
 	po.pack_path = o->pack_path;
 	po.vram_budget = o->vram_budget;
@@ -339,7 +339,7 @@ int run_open(struct run_ctx *c, struct ntx_err *err)
 		     o->backend == NTX_USE_CUDA ? NTX_BACKEND_CUDA : NTX_BACKEND_AUTO;
 	eo.n_ctx = o->n_ctx;
 	eo.kv_type = run_kv_type(o);
-	eo.n_seq = o->batch ? o->parallel : 1;
+	eo.n_seq = 1; /* --batch opens its own (open.c) */
 	eo.n_ubatch = c->plan ? c->plan->n_ubatch : 0;
 	eo.n_threads = o->n_threads;
 	eo.gpu_index = o->gpu_index;
@@ -418,6 +418,8 @@ int run_main(struct run_opts *o)
 		return mode_tokenize(o);
 	if (o->perplexity) /* over ntx.h */
 		return mode_perplexity(o);
+	if (o->batch) /* over ntx.h */
+		return mode_batch(o);
 	memset(&c, 0, sizeof c);
 	c.o = o;
 	/* --stats-json first: an unwritable file fails before any work */
@@ -429,8 +431,6 @@ int run_main(struct run_opts *o)
 	}
 	if (o->bench)
 		rc = mode_bench(&c);
-	else if (o->batch)
-		rc = mode_batch(&c);
 	else if (o->interactive)
 		rc = mode_interactive(&c);
 	else

@@ -104,6 +104,10 @@ int mode_perplexity(struct run_opts *o);
 /* --tokenize: the prompt's ids as a JSON array on stdout; exit status. */
 int mode_tokenize(struct run_opts *o);
 
+/* --batch: JSON Lines requests on stdin, a record per request on stdout
+ * (doc/batch-jsonl.md); exit status. */
+int mode_batch(struct run_opts *o);
+
 /* Open what the options name (the --stats-json file first), run the mode,
  * close: the exit status. Messages on stderr. */
 int run_main(struct run_opts *o);
