@@ -418,6 +418,8 @@ int run_main(struct run_opts *o)
 		return mode_tokenize(o);
 	if (o->perplexity) /* over ntx.h */
 		return mode_perplexity(o);
+	if (o->bench) /* over ntx.h */
+		return mode_bench(o);
 	if (o->batch) /* over ntx.h */
 		return mode_batch(o);
 	memset(&c, 0, sizeof c);
@@ -429,9 +431,7 @@ int run_main(struct run_opts *o)
 		run_close(&c);
 		return run_fail(&err);
 	}
-	if (o->bench)
-		rc = mode_bench(&c);
-	else if (o->interactive)
+	if (o->interactive)
 		rc = mode_interactive(&c);
 	else
 		rc = mode_generate(&c);

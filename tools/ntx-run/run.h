@@ -108,6 +108,9 @@ int mode_tokenize(struct run_opts *o);
  * (doc/batch-jsonl.md); exit status. */
 int mode_batch(struct run_opts *o);
 
+/* --bench: the benchmark's JSON document on stdout; exit status. */
+int mode_bench(struct run_opts *o);
+
 /* Open what the options name (the --stats-json file first), run the mode,
  * close: the exit status. Messages on stderr. */
 int run_main(struct run_opts *o);

@@ -68,7 +68,6 @@ void run_print_streaming(const struct run_ctx *c);
 int run_write_stats(struct run_ctx *c, json_t *j, struct ntx_err *err);
 
 int mode_generate(struct run_ctx *c);
-int mode_bench(struct run_ctx *c);
 int mode_interactive(struct run_ctx *c);
 
 /* The options' sampling parameters as the sampler's. */
