@@ -421,6 +421,10 @@ static enum ntx_status run_batch(struct batch *b)
 			return NTX_OK; /* stdout failed */
 		if (!b->n_active)
 			return NTX_OK;
+		/* Ctrl-C between two steps: the context's flag may have been
+		 * cleared by the step it came during */
+		if (run_interrupted)
+			return NTX_STATUS_INTERRUPTED;
 		s = ntx_ctx_step(b->a.ctx, NULL, b->e);
 		if (s)
 			return s;
