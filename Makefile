@@ -148,7 +148,7 @@ $(foreach t,$(API_TOOLS),$(eval $(BUILD)/tools/$(t)/%.o: INC = -Iinclude -Itools
 $(foreach t,$(filter-out $(API_TOOLS),$(TOOLS)),$(eval $(BUILD)/tools/$(t)/%.o: INC += -Itools/common))
 # ntx-run moves onto ntx.h file by file (doc/ntx-run-api.md): these of its
 # files already see nothing else; it joins API_TOOLS when all of them do.
-RUN_API_FILES := main prompt open perplexity modes interactive out
+RUN_API_FILES := main prompt open perplexity modes interactive out batch bench
 $(foreach f,$(RUN_API_FILES),$(eval $(BUILD)/tools/ntx-run/$(f).o: INC = -Iinclude -Itools/common))
 
 define tool_rule

@@ -21,6 +21,9 @@
  *                         id and layer lists
  *   generate details (0.5) teacher forcing, a logits sink, self-
  *                         speculation, speculative and streaming counters
+ *   batch requests and    JSON Lines request lines (struct
+ *   bench (0.5)           ntx_request_json), cancelling every request, the
+ *                         throughput benchmark's document
  *
  * Rules every call follows (doc/libntx.md is the full contract):
  *   - Every call that can fail returns enum ntx_status (NTX_OK = 0) and takes
@@ -529,6 +532,11 @@ struct ntx_ctx_stats {
 	double t_cpu_ms;            /* computing the CPU's layers */
 	double t_gpu_wait_ms;       /* the GPU waiting for streamed weights */
 	double t_cpu_wait_ms;       /* the CPU waiting for its layers' weights */
+	/* 0.5: the batch requests' speculative decoding (ntx-run --batch):
+	 * verification steps, draft model evaluations, milliseconds drafting
+	 * and verifying */
+	int64_t n_batch_verify_steps, n_batch_draft_evals;
+	double t_batch_draft_ms, t_batch_verify_ms;
 };
 /* Cumulative since ntx_ctx_new. One thread. */
 enum ntx_status ntx_ctx_stats(const struct ntx_ctx *ctx, struct ntx_ctx_stats *st,
@@ -930,6 +938,92 @@ enum ntx_status ntx_arg_layers(const char *s, int n_layer, int **layers, int *n,
  * would skip every layer. While it is on, ntx_ctx_submit refuses requests
  * (NTX_STATUS_UNSUPPORTED). */
 typedef int (*ntx_logits_fn)(void *user, const float *logits, int32_t n_vocab);
+
+/* ---- 0.5: batch requests and bench (ntx-run) ---- */
+
+/* What ntx-run --batch and --bench need: the calls below and, appended to
+ * ntx_ctx_stats after the streaming counters, the batch requests'
+ * speculative decoding (n_batch_verify_steps, n_batch_draft_evals,
+ * t_batch_draft_ms, t_batch_verify_ms). */
+
+/* One request line of ntx-run --batch (JSON Lines, doc/batch-jsonl.md),
+ * parsed: the prompt or the chat messages, the chat switch, the system
+ * message and the sampling fields over the caller's defaults. Nothing is
+ * tokenized (no model is needed). Immutable once made: any thread; what
+ * ntx_request_json_info points to is borrowed from it until
+ * ntx_request_json_free. */
+struct ntx_request_json;
+
+struct ntx_request_json_info {
+	size_t size;                 /* sizeof(struct ntx_request_json_info) */
+	const char *prompt;          /* "prompt" (no NUL inside); NULL with messages */
+	int n_messages;              /* "messages", in order; 0 without */
+	const char *const *roles;    /* [n_messages]: "system", "user", "assistant" */
+	const char *const *contents; /* [n_messages], no NUL inside */
+	const char *system;          /* "system", else the default; NULL: none */
+	int chat;                    /* apply the chat template: "chat", else the
+				      * default; always with messages */
+};
+
+/* Parse line[0..len) (one line without its newline) over the defaults: gen
+ * (the sampling fields and n_predict, as the command line set them; NULL:
+ * ntx_gen_params_init's) and def (its chat and system; the other fields are
+ * ignored; NULL: no chat, no system message); both are read during the
+ * call. On success *out, freed with ntx_request_json_free. NTX_STATUS_INVALID
+ * with the message of the request's error record (missing "prompt",
+ * "top_p" must be a number in [0, 1], ...: doc/batch-jsonl.md); *out is
+ * then NULL. id (may be NULL): *id is the request's "id" as compact JSON
+ * text (7, "q7", {"a":[1]}), set whenever the line is an object
+ * with an "id", on failure too, else NULL; freed with ntx_free(). Any
+ * thread. */
+enum ntx_status ntx_request_parse_json(const char *line, size_t len,
+				       const struct ntx_gen_params *gen,
+				       const struct ntx_request_json_info *def,
+				       struct ntx_request_json **out, char **id,
+				       struct ntx_error *err);
+/* The request's fields: *info (info->size set; strings and arrays borrowed
+ * from r) and, when gen is not NULL, *gen (gen->size set): the defaults
+ * with the request's sampling fields and n_predict. Any thread. */
+enum ntx_status ntx_request_json_info(const struct ntx_request_json *r,
+				      struct ntx_request_json_info *info,
+				      struct ntx_gen_params *gen, struct ntx_error *err);
+void ntx_request_json_free(struct ntx_request_json *r);
+
+/* End every active batch request now, oldest first: on_done runs for each,
+ * in the calling thread, with finish (NTX_FINISH_STOPPED or
+ * NTX_FINISH_INTERRUPTED: a caller that stops for an interrupt says so).
+ * Nothing to do when none is active. NTX_STATUS_INVALID for another finish.
+ * One thread (not from an on_done). */
+enum ntx_status ntx_ctx_cancel_all(struct ntx_ctx *ctx, enum ntx_finish finish,
+				   struct ntx_error *err);
+
+struct ntx_bench_params {
+	size_t size;      /* sizeof(struct ntx_bench_params) */
+	int n_prompt;     /* the pp test: tokens evaluated as one prompt batch,
+			   * 0..2^20 (default 512; 0: no pp test) */
+	int n_gen;        /* the tg test: tokens generated one at a time,
+			   * 0..2^20 (default 128; 0: no tg test) */
+	int repetitions;  /* timed runs of each test after a warm-up, 1..1000
+			   * (default 3); the verification curve times three
+			   * times as many passes of each width (3..31) */
+};
+void ntx_bench_params_init(struct ntx_bench_params *p);
+
+/* ntx-run --bench (doc/ntx-run.1): llama-bench's pp and tg tests, each
+ * repeated, with the mean and standard deviation of tok/s and, for tg on
+ * a GPU, the share of the memory-bandwidth roofline; then the
+ * verification curve (one target pass of 1, 2, 4, 8 and 16 tokens after a
+ * 64-token prompt, the drafted token's cost when ntx_ctx_set_spec gave a
+ * draft model, the tok/s projected for acceptance 0.5 .. 0.8). *json: the
+ * document, a JSON array of one object per test ("pp512", "tg128",
+ * "verify"; indented, trailing newline, NUL-terminated), freed with
+ * ntx_free(). The tokens are made up (no tokenizer); greedy tg feeds each
+ * argmax back. Overwrites sequence 0 (the batch prefix caches are
+ * dropped). NTX_STATUS_INVALID: parameters out of range, a context under
+ * 80 positions (the curve's); NTX_STATUS_BUSY while batch requests are
+ * active; NTX_STATUS_INTERRUPTED after ntx_ctx_interrupt. One thread. */
+enum ntx_status ntx_ctx_bench(struct ntx_ctx *ctx, const struct ntx_bench_params *p,
+			      char **json, struct ntx_error *err);
 
 #ifdef __cplusplus
 }

@@ -280,6 +280,10 @@ void ntx_api_drop_sched(struct ntx_ctx *c)
 	c->done_st.n_prompt += st.n_prompt;
 	c->done_st.n_drafted += st.n_drafted;
 	c->done_st.n_accepted += st.n_accepted;
+	c->done_st.n_verify_steps += st.n_verify_steps;
+	c->done_st.n_draft_evals += st.n_draft_evals;
+	c->done_st.t_draft_s += st.t_draft_s;
+	c->done_st.t_verify_s += st.t_verify_s;
 	ntx_sched_free(c->sched);
 	c->sched = NULL;
 }
@@ -522,5 +526,10 @@ enum ntx_status ntx_ctx_stats(const struct ntx_ctx *c, struct ntx_ctx_stats *out
 	x.n_drafted = c->gen_drafted + c->done_st.n_drafted + ss.n_drafted;
 	x.n_accepted = c->gen_accepted + c->done_st.n_accepted + ss.n_accepted;
 	ntx_api_stats_streaming(c, &x);
+	/* 0.5: the batch requests' speculative decoding */
+	x.n_batch_verify_steps = c->done_st.n_verify_steps + ss.n_verify_steps;
+	x.n_batch_draft_evals = c->done_st.n_draft_evals + ss.n_draft_evals;
+	x.t_batch_draft_ms = (c->done_st.t_draft_s + ss.t_draft_s) * 1e3;
+	x.t_batch_verify_ms = (c->done_st.t_verify_s + ss.t_verify_s) * 1e3;
 	return ntx_api_struct_out(out, &x, sizeof x, "ntx_ctx_stats", e);
 }

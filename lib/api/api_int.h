@@ -2,7 +2,8 @@
  * tokenizer, placements; api_ctx.c: contexts, generation, batches;
  * api_run.c: chat prompts, streaming text, request options, speculative
  * decoding; api_tool_run.c: ntx-run's calls; api_gen.c: generate
- * details) share. Not installed. */
+ * details; api_batch.c: batch request lines, cancelling every request;
+ * api_bench.c: the bench) share. Not installed. */
 #ifndef NTX_API_INT_H
 #define NTX_API_INT_H
 

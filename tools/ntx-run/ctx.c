@@ -100,7 +100,7 @@ static int plan_in_memory(struct run_ctx *c, struct ntx_err *err)
 	po.vram_budget = po.ram_budget = po.reserve = po.disk_budget = -1;
 	po.n_ctx = o->n_ctx;
 	po.kv_type = run_kv_type(o);
-	po.n_seq = o->batch ? o->parallel : 1;
+	po.n_seq = 1; /* --batch opens its own (open.c) */
 	po.gpu_index = o->gpu_index;
 	po.pack_path = o->pack_path;
 	po.vram_budget = o->vram_budget;
@@ -246,7 +246,7 @@ int run_open(struct run_ctx *c, struct ntx_err *err)
 		     o->backend == NTX_USE_CUDA ? NTX_BACKEND_CUDA : NTX_BACKEND_AUTO;
 	eo.n_ctx = o->n_ctx;
 	eo.kv_type = run_kv_type(o);
-	eo.n_seq = o->batch ? o->parallel : 1;
+	eo.n_seq = 1; /* --batch opens its own (open.c) */
 	eo.n_ubatch = c->plan ? c->plan->n_ubatch : 0;
 	eo.n_threads = o->n_threads;
 	eo.gpu_index = o->gpu_index;
@@ -315,28 +315,14 @@ enum ntx_kv_type run_kv_type(const struct run_opts *o)
 
 int run_main(struct run_opts *o)
 {
-	struct run_ctx c;
-	struct ntx_err err = { 0 };
-	int rc;
-
 	/* over ntx.h */
 	if (o->tokenize) /* the vocabulary only */
 		return mode_tokenize(o);
 	if (o->perplexity)
 		return mode_perplexity(o);
-	if (!o->bench && !o->batch)
-		return o->interactive ? mode_interactive(o) : mode_generate(o);
-	/* --bench and --batch, still over the internals */
-	memset(&c, 0, sizeof c);
-	c.o = o;
-	/* --stats-json first: an unwritable file fails before any work */
-	if (o->stats_json && ntx_outfile_open(&c.stats, o->stats_json, "w", stderr, &err))
-		return run_fail(&err);
-	if (run_open(&c, &err)) {
-		run_close(&c);
-		return run_fail(&err);
-	}
-	rc = o->bench ? mode_bench(&c) : mode_batch(&c);
-	run_close(&c);
-	return rc;
+	if (o->bench)
+		return mode_bench(o);
+	if (o->batch)
+		return mode_batch(o);
+	return o->interactive ? mode_interactive(o) : mode_generate(o);
 }

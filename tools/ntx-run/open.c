@@ -3,9 +3,8 @@
  * model (--draft, checked against the target's vocabulary before any
  * work), the skip set, the context with the options' backend, sizes and
  * read mode, speculative decoding on it (--draft, --lookup, --self-spec),
- * and the lines ntx-run prints about them. The modes ported so far use it
- * (generate, -i, --perplexity); --batch and --bench still open the
- * internals (ctx.c, run_open). */
+ * and the lines ntx-run prints about them. Every mode but --tokenize uses
+ * it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

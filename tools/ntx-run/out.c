@@ -197,3 +197,46 @@ int run_text(const struct run_opts *o, const struct ntx_lm *lm, const int32_t *i
 	*len = total;
 	return 0;
 }
+
+/* Append p[0..n) to *buf (*len of *cap used): 0, or -1 out of memory. */
+static int buf_add(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t c = (*len + n + 1) * 2;
+		char *b = realloc(*buf, c);
+
+		if (!b)
+			return -1;
+		*buf = b;
+		*cap = c;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	return 0;
+}
+
+json_t *run_text_json(const struct run_opts *o, struct ntx_detokenizer *d,
+		      const struct ntx_lm *lm, const int32_t *ids, int n, struct ntx_error *e)
+{
+	struct ntx_detokenizer *own = NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0, k;
+	const char *p;
+	json_t *j = NULL;
+	int i, bad = 0;
+
+	ntx_error_clear(e);
+	if (!d && ntx_detokenizer_new(lm, NTX_DETOKENIZER_REPLACE_INVALID, &own, e))
+		return NULL;
+	d = d ? d : own;
+	for (i = 0; i < n && !bad; i++)
+		if (!run_is_eog(o, lm, ids[i]))
+			bad = ntx_detokenizer_push(d, ids[i], &p, &k, e) ||
+			      buf_add(&buf, &len, &cap, p, k);
+	ntx_detokenizer_flush(d, &p, &k); /* the held tail; d starts anew */
+	if (!bad && !buf_add(&buf, &len, &cap, p, k))
+		j = json_stringn(buf ? buf : "", len);
+	ntx_detokenizer_free(own);
+	free(buf);
+	return j;
+}

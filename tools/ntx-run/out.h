@@ -50,5 +50,12 @@ int run_is_eog(const struct run_opts *o, const struct ntx_lm *lm, int32_t id);
  * malloc'ed and NUL-terminated. 0, or the exit status after the message. */
 int run_text(const struct run_opts *o, const struct ntx_lm *lm, const int32_t *ids, int n,
 	     char **out, size_t *len);
+/* The same text as a JSON string, each byte that is not valid UTF-8 as
+ * U+FFFD (JSON carries only UTF-8). d: a detokenizer made with
+ * NTX_DETOKENIZER_REPLACE_INVALID, reused (it starts anew after the call);
+ * NULL: one is made for the call. NULL when an id is out of range (e set)
+ * or out of memory (e's message empty; e may be NULL). */
+json_t *run_text_json(const struct run_opts *o, struct ntx_detokenizer *d,
+		      const struct ntx_lm *lm, const int32_t *ids, int n, struct ntx_error *e);
 
 #endif

@@ -118,6 +118,13 @@ int mode_generate(struct run_opts *o);
  * status. */
 int mode_interactive(struct run_opts *o);
 
+/* --batch: JSON Lines requests on stdin, a record per request on stdout
+ * (doc/batch-jsonl.md); exit status. */
+int mode_batch(struct run_opts *o);
+
+/* --bench: the benchmark's JSON document on stdout; exit status. */
+int mode_bench(struct run_opts *o);
+
 /* Open what the options name (the --stats-json file first), run the mode,
  * close: the exit status. Messages on stderr. */
 int run_main(struct run_opts *o);

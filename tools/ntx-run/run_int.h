@@ -62,8 +62,6 @@ void run_print_streaming(const struct run_ctx *c);
  * stderr, a file through a temporary renamed when complete). */
 int run_write_stats(struct run_ctx *c, json_t *j, struct ntx_err *err);
 
-int mode_bench(struct run_ctx *c);
-int mode_batch(struct run_ctx *c);
 
 /* The options' sampling parameters as the sampler's. */
 void run_sampler_params(const struct run_opts *o, struct ntx_sampler_params *sp);
