@@ -140,16 +140,13 @@ $(BUILD)/bin/ntx-example: examples/example.c include/ntx.h $(SO)
 # Every tool links tools/common (tool.h: usage errors, shared options, exit
 # statuses). The tools in API_TOOLS are compiled with include/ and
 # tools/common/ only on the include path: they can use nothing but ntx.h
-# (they still link libntx.a statically); the others see the library's parts.
+# (they still link libntx.a statically). Every tool is one now; a tool left
+# out of it would see the library's parts.
 TOOL_COMMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
-API_TOOLS := ntx-inspect ntx-skip-calib ntx-plan ntx-pack ntx-serve
+API_TOOLS := ntx-inspect ntx-skip-calib ntx-plan ntx-pack ntx-serve ntx-run
 $(BUILD)/tools/common/%.o: INC = -Iinclude -Itools/common
 $(foreach t,$(API_TOOLS),$(eval $(BUILD)/tools/$(t)/%.o: INC = -Iinclude -Itools/common))
 $(foreach t,$(filter-out $(API_TOOLS),$(TOOLS)),$(eval $(BUILD)/tools/$(t)/%.o: INC += -Itools/common))
-# ntx-run moves onto ntx.h file by file (doc/ntx-run-api.md): these of its
-# files already see nothing else; it joins API_TOOLS when all of them do.
-RUN_API_FILES := main prompt open perplexity modes interactive out batch bench
-$(foreach f,$(RUN_API_FILES),$(eval $(BUILD)/tools/ntx-run/$(f).o: INC = -Iinclude -Itools/common))
 
 define tool_rule
 $(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(TOOL_COMMON_OBJ) $(LIB)

@@ -23,6 +23,20 @@ static void on_sigint(int sig)
 		ntx_ctx_interrupt(run_sig_ctx);
 }
 
+/* Run the mode the options name: the exit status, messages on stderr. */
+static int run_main(struct run_opts *o)
+{
+	if (o->tokenize) /* the vocabulary only */
+		return mode_tokenize(o);
+	if (o->perplexity)
+		return mode_perplexity(o);
+	if (o->bench)
+		return mode_bench(o);
+	if (o->batch)
+		return mode_batch(o);
+	return o->interactive ? mode_interactive(o) : mode_generate(o);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,

@@ -1,7 +1,6 @@
-/* run.h - ntx-run's options, its entry point and the modes over
- * include/ntx.h only (main.c includes nothing else). --batch and --bench
- * share their state in run_int.h until they are over the public API too
- * (doc/ntx-run-api.md). */
+/* run.h - ntx-run's options and its modes, over include/ntx.h only: no
+ * file of ntx-run sees the library's internal headers (the Makefile
+ * compiles them with -Iinclude -Itools/common). */
 #ifndef NTX_RUN_H
 #define NTX_RUN_H
 
@@ -124,9 +123,5 @@ int mode_batch(struct run_opts *o);
 
 /* --bench: the benchmark's JSON document on stdout; exit status. */
 int mode_bench(struct run_opts *o);
-
-/* Open what the options name (the --stats-json file first), run the mode,
- * close: the exit status. Messages on stderr. */
-int run_main(struct run_opts *o);
 
 #endif
