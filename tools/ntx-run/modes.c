@@ -218,58 +218,6 @@ static void print_timings(struct gen *g)
 		run_streaming_line(&st);
 }
 
-/* Text grown by appending (oom: a failed allocation; the text is dropped). */
-struct text {
-	char *p;
-	size_t n, cap;
-	int oom;
-};
-
-static void text_add(struct text *t, const char *s, size_t n)
-{
-	if (t->oom || !n)
-		return;
-	if (t->n + n > t->cap) {
-		size_t cap = (t->n + n) * 2;
-		char *p = realloc(t->p, cap);
-
-		if (!p) {
-			t->oom = 1;
-			return;
-		}
-		t->p = p;
-		t->cap = cap;
-	}
-	memcpy(t->p + t->n, s, n);
-	t->n += n;
-}
-
-/* The text exactly as the plain mode prints it, each byte of invalid UTF-8
- * as U+FFFD (what JSON can carry): a detokenizer that replaces them, fed
- * every printed token. NULL when out of memory. */
-static json_t *summary_text(struct gen *g)
-{
-	struct ntx_detokenizer *d;
-	struct text t = { NULL, 0, 0, 0 };
-	const char *s;
-	size_t n;
-	json_t *j;
-	int i;
-
-	if (ntx_detokenizer_new(g->a.lm, NTX_DETOKENIZER_REPLACE_INVALID, &d, NULL))
-		return NULL;
-	for (i = 0; i < g->n_toks; i++)
-		if (!run_is_eog(g->o, g->a.lm, g->toks[i]) &&
-		    ntx_detokenizer_push(d, g->toks[i], &s, &n, NULL) == NTX_OK)
-			text_add(&t, s, n);
-	ntx_detokenizer_flush(d, &s, &n);
-	text_add(&t, s, n);
-	ntx_detokenizer_free(d);
-	j = t.oom ? NULL : json_stringn(t.p ? t.p : "", t.n);
-	free(t.p);
-	return j;
-}
-
 /* --json's last line: "event": "done", the statistics, the text and every
  * token. */
 static void json_summary(struct gen *g)
@@ -279,7 +227,8 @@ static void json_summary(struct gen *g)
 
 	json_object_update(sum, st);
 	json_decref(st);
-	text = summary_text(g);
+	/* the text as printed, invalid UTF-8 as U+FFFD (what JSON carries) */
+	text = run_text_json(g->o, NULL, g->a.lm, g->toks, g->n_toks, NULL);
 	if (text)
 		json_object_set_new(sum, "text", text);
 	arr = json_array();
