@@ -146,32 +146,6 @@ static const char *prompt_text(const struct batch *b, const struct ntx_request_j
 	return *chat;
 }
 
-/* text as ids (*ids malloc'ed): 0, or -1 with b->re's message (empty when
- * out of memory). */
-static int tokenize(const struct batch *b, const char *text, unsigned flags, int32_t **ids,
-		    int *n)
-{
-	size_t len = strlen(text);
-	int cap = len < (1u << 30) ? (int)len + 16 : 1 << 30;
-	enum ntx_status s;
-
-	for (;;) {
-		int32_t *v = malloc((size_t)cap * sizeof *v);
-
-		if (!v)
-			return -1;
-		s = ntx_lm_tokenize(b->a.lm, text, len, flags, v, cap, n, b->re);
-		if (s == NTX_OK) {
-			*ids = v;
-			return 0;
-		}
-		free(v);
-		if (s != NTX_STATUS_BUFFER || *n <= cap)
-			return -1;
-		cap = *n;
-	}
-}
-
 /* Submit a parsed request (its prompt through the chat template, as
  * tokens) with id for its record: 0, or -1 with b->re's message (empty
  * when out of memory). */
@@ -189,9 +163,10 @@ static int submit(struct batch *b, const struct ntx_request_json *rj, json_t *id
 	in.size = sizeof in;
 	gp.size = sizeof gp;
 	if (ntx_request_json_info(rj, &in, &gp, b->re) || !(text = prompt_text(b, &in, &chat)) ||
-	    tokenize(b, text, (b->o->no_bos ? 0 : NTX_TOKENIZE_ADD_BOS) |
-				      (in.chat || !b->o->no_parse_special ? NTX_TOKENIZE_SPECIAL : 0),
-		     &toks, &n) ||
+	    run_lm_tokenize(b->a.lm, text, strlen(text),
+			    (b->o->no_bos ? 0 : NTX_TOKENIZE_ADD_BOS) |
+				    (in.chat || !b->o->no_parse_special ? NTX_TOKENIZE_SPECIAL : 0),
+			    &toks, &n, b->re) ||
 	    !(q = calloc(1, sizeof *q)))
 		goto out;
 	q->b = b;

@@ -13,30 +13,6 @@ static void progress(void *p, int chunk, int n_chunks, double ppl)
 		fprintf(stderr, "[%d/%d] %.4f\n", chunk, n_chunks, ppl);
 }
 
-/* text[0..len) with BOS, special-token text as plain text: *ids malloc'ed. */
-static int tokenize(const struct ntx_lm *lm, const char *text, size_t len, int32_t **ids,
-		    int *n, struct ntx_error *e)
-{
-	int cap = len < (1u << 30) ? (int)len + 16 : 1 << 30;
-
-	for (;;) {
-		int32_t *v = malloc((size_t)cap * sizeof *v);
-		enum ntx_status s;
-
-		if (!v)
-			return -1;
-		s = ntx_lm_tokenize(lm, text, len, NTX_TOKENIZE_ADD_BOS, v, cap, n, e);
-		if (s == NTX_OK) {
-			*ids = v;
-			return 0;
-		}
-		free(v);
-		if (s != NTX_STATUS_BUFFER || *n <= cap)
-			return -1;
-		cap = *n;
-	}
-}
-
 int mode_perplexity(struct run_opts *o)
 {
 	struct ntx_error *e = ntx_error_new();
@@ -62,7 +38,8 @@ int mode_perplexity(struct run_opts *o)
 		goto out;
 	}
 	st.size = sizeof st;
-	if (tokenize(a.lm, text, len, &ids, &n, e) || ntx_ctx_stats(a.ctx, &st, e)) {
+	/* with BOS, special-token text as plain text */
+	if (run_lm_tokenize(a.lm, text, len, NTX_TOKENIZE_ADD_BOS, &ids, &n, e) || ntx_ctx_stats(a.ctx, &st, e)) {
 		rc = 1;
 		fprintf(stderr, PROG ": %s\n", ntx_error_message(e)[0] ? ntx_error_message(e)
 								      : "out of memory");

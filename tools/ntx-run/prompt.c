@@ -105,8 +105,7 @@ int run_slurp(const char *path, char **text, size_t *len, char *msg, size_t cap)
 
 /* ---- the prompt ---- */
 
-/* text[0..len) as ids (*ids malloc'ed; NULL when none). */
-static int tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,
+int run_lm_tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,
 		    int32_t **ids, int *n, struct ntx_error *e)
 {
 	int cap = len < (1u << 30) ? (int)len + 16 : 1 << 30;
@@ -115,22 +114,34 @@ static int tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsig
 	for (;;) {
 		int32_t *v = malloc((size_t)cap * sizeof *v);
 
-		if (!v)
-			return fail(1, "out of memory");
+		if (!v) {
+			ntx_error_clear(e);
+			return -1;
+		}
 		s = ntx_lm_tokenize(lm, text, len, flags, v, cap, n, e);
 		if (s == NTX_OK) {
-			if (*n == 0) {
-				free(v);
-				v = NULL;
-			}
 			*ids = v;
 			return 0;
 		}
 		free(v);
 		if (s != NTX_STATUS_BUFFER || *n <= cap)
-			return fail_api(e);
+			return -1;
 		cap = *n;
 	}
+}
+
+/* text[0..len) as ids (*ids malloc'ed; NULL when none): 0, or the exit
+ * status after the message. */
+static int tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,
+		    int32_t **ids, int *n, struct ntx_error *e)
+{
+	if (run_lm_tokenize(lm, text, len, flags, ids, n, e))
+		return ntx_error_message(e)[0] ? fail_api(e) : fail(1, "out of memory");
+	if (*n == 0) {
+		free(*ids);
+		*ids = NULL;
+	}
+	return 0;
 }
 
 int run_tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,

@@ -76,6 +76,10 @@ int run_slurp(const char *path, char **text, size_t *len, char *msg, size_t cap)
  * (NULL when *n is 0). 0, or the exit status after the message. */
 int run_tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,
 		 int32_t **ids, int *n);
+/* The same, printing nothing: *ids malloc'ed (also when *n is 0). 0, or -1
+ * with e's message (empty when out of memory). */
+int run_lm_tokenize(const struct ntx_lm *lm, const char *text, size_t len, unsigned flags,
+		    int32_t **ids, int *n, struct ntx_error *e);
 
 /* The prompt of -p, -f (stdin) or --prompt-ids as token ids, through
  * --chat's template: *ids malloc'ed (NULL when *n is 0). 0, or the exit
