@@ -3,6 +3,6 @@
 #ifndef NTX_VERSION_H
 #define NTX_VERSION_H
 
-#define NTX_VERSION "0.4.0"
+#define NTX_VERSION "0.5.0"
 
 #endif
