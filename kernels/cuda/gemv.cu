@@ -191,6 +191,13 @@ static int gv_use_dl(uint32_t t)
 	return (t & NTX_CUDA_SPLIT) || ntx_cuda_gemv_dl_enabled();
 }
 
+/* The direct-load GEMV's values: for 2..8 tokens of Q4_K / split Q6_K
+ * from tensor cores (gemv_mma.cu, bitwise the same), else its own kernel. */
+static int gv_dl(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err)
+{
+	return ntx_gv_mma_usable(nm, a) ? ntx_gv_mma(nm, a, s, err) : ntx_gv_dl(nm, a, s, err);
+}
+
 /* ---- entry points ---- */
 
 /* Check one matrix of a GEMV call; q8: its type takes q8 activations. */
@@ -272,7 +279,7 @@ static int gv_run(const char *fn, uint32_t type, const void *w0, const void *w1,
 	a.w1 = (const uint8_t *)w1;
 	if (!q8)
 		return gvf(nm, a, s, err);
-	return gv_use_dl(type) ? ntx_gv_dl(nm, a, s, err) : ntx_gv_q8(nm, a, s, err);
+	return gv_use_dl(type) ? gv_dl(nm, a, s, err) : ntx_gv_q8(nm, a, s, err);
 }
 
 extern "C" int ntx_cuda_gemv(uint32_t wtype, const void *w, int64_t n_in, int64_t n_out,
@@ -308,7 +315,7 @@ extern "C" int ntx_cuda_gemv_multi(const struct ntx_cuda_gemv_seg *segs, int n_s
 			if (ntx_cuda_wtype_q8(segs[i].wtype) && gv_use_dl(segs[i].wtype) == dl)
 				gv_seg_set(a.seg[a.n_seg++], segs[i].wtype, segs[i].w, n_in, segs[i].n_out,
 					   segs[i].y, segs[i].accumulate ? GV_EPI_ACC : GV_EPI_STORE);
-		if (a.n_seg && (dl ? ntx_gv_dl(1, a, (cudaStream_t)st, err) : ntx_gv_q8(1, a, (cudaStream_t)st, err)))
+		if (a.n_seg && (dl ? gv_dl(1, a, (cudaStream_t)st, err) : ntx_gv_q8(1, a, (cudaStream_t)st, err)))
 			return -1;
 	}
 	/* float segments: one launch per float type */

@@ -114,6 +114,19 @@ template <int V> struct gv_rs<V, 0> {
 	}
 };
 
+/* The segment this CTA works on, for kernels that give each segment its
+ * own range of CTAs from seg[i].cta0 on. */
+template <typename S> __device__ __forceinline__ int gv_cta_seg(const S *seg, int n_seg)
+{
+	int s = 0;
+
+#pragma unroll
+	for (int i = 1; i < GV_MAX_SEG; i++)
+		if (i < n_seg && (int)blockIdx.x >= seg[i].cta0)
+			s = i;
+	return s;
+}
+
 /* Where a row group's values go: rows row0 .. row0 + RH - 1 of y. */
 struct gv_out {
 	float *y;   /* [n_tok][n_out] */
@@ -218,5 +231,15 @@ int ntx_gv_q8(int nm, gv_args &a, cudaStream_t s, struct ntx_err *err);
 int ntx_gv_dl(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err);
 /* Does type t go through the direct-load GEMV? */
 int ntx_gv_dl_type(uint32_t t);
+/* gemv_dl.cu: the warps ks (1, 2, 4) that split each row of a segment of
+ * this shape in the direct-load GEMV (nm = 2: the fused gate/up); its
+ * float order depends on ks, so gemv_mma.cu uses the same. */
+int ntx_gv_dl_ks(int type, int n_out, int n_in, int nm);
+
+/* gemv_mma.cu: the direct-load GEMV's values for 2..8 tokens from tensor
+ * cores, bitwise (Q4_K, split Q6_K). Usable: every segment of such a type,
+ * n_in % 256 == 0, the switch gemv_mma on, compute capability 8.0+. */
+int ntx_gv_mma_usable(int nm, const gv_args &a);
+int ntx_gv_mma(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err);
 
 #endif

@@ -129,13 +129,7 @@ __global__ void __launch_bounds__(GV_WARPS * 32, MINB) ntx_gemv_dl_kernel(dl_arg
 {
 	constexpr int RH = dl_rh<NM>(), V = gv_pow2(RH * NT) * NM;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int s = 0;
-
-#pragma unroll
-	for (int i = 1; i < GV_MAX_SEG; i++)
-		if (i < a.n_seg && (int)blockIdx.x >= a.seg[i].cta0)
-			s = i;
-	const dl_seg &sg = a.seg[s];
+	const dl_seg &sg = a.seg[gv_cta_seg(a.seg, a.n_seg)];
 	const int ks = sg.ks, kw = warp % ks;
 	const int row0 = (((int)blockIdx.x - sg.cta0) * (GV_WARPS / ks) + warp / ks) * RH;
 	const int active = row0 < sg.n_out;
@@ -181,24 +175,33 @@ int ntx_gv_dl_type(uint32_t t)
 	       t == (NTX_SPLIT | NTX_TYPE_Q4_0) || t == (NTX_SPLIT | NTX_TYPE_Q8_0);
 }
 
-/* Each segment's ks and CTA range; returns the grid size. */
-static int dl_plan(dl_args &a, int rh)
+int ntx_gv_dl_ks(int type, int n_out, int n_in, int nm)
 {
 	const int64_t want = ntx_gv_want_warps();
+	const int rh = nm == 2 ? dl_rh<2>() : dl_rh<1>();
+	const int64_t groups = (n_out + rh - 1) / rh;
+	const int bps = dl_bps(type);
+	const int steps = (n_in / ntx_cu_type_bs((uint32_t)type) + bps - 1) / bps;
+	int ks = 1;
+
+	while (ks < GV_WARPS && groups * ks < want && steps >= 2 * ks)
+		ks *= 2;
+	return ks;
+}
+
+/* Each segment's ks and CTA range; returns the grid size. */
+static int dl_plan(dl_args &a, int nm)
+{
+	const int rh = nm == 2 ? dl_rh<2>() : dl_rh<1>();
 	int cta = 0;
 
 	for (int i = 0; i < a.n_seg; i++) {
 		dl_seg &sg = a.seg[i];
 		const int64_t groups = (sg.n_out + rh - 1) / rh;
-		const int bps = dl_bps(sg.type);
-		const int steps = (a.n_in / ntx_cu_type_bs((uint32_t)sg.type) + bps - 1) / bps;
-		int ks = 1;
 
-		while (ks < GV_WARPS && groups * ks < want && steps >= 2 * ks)
-			ks *= 2;
-		sg.ks = ks;
+		sg.ks = ntx_gv_dl_ks(sg.type, sg.n_out, a.n_in, nm);
 		sg.cta0 = cta;
-		cta += (int)((groups + GV_WARPS / ks - 1) / (GV_WARPS / ks));
+		cta += (int)((groups + GV_WARPS / sg.ks - 1) / (GV_WARPS / sg.ks));
 	}
 	return cta;
 }
@@ -206,7 +209,7 @@ static int dl_plan(dl_args &a, int rh)
 template <int NT, int NM, int U, int MINB>
 static int dl_launch(dl_args &a, cudaStream_t s, struct ntx_err *err)
 {
-	const int grid = dl_plan(a, dl_rh<NM>());
+	const int grid = dl_plan(a, NM);
 
 	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_dl" : "gemv_dl",
 			       ntx_launch(ntx_gemv_dl_kernel<NT, NM, U, MINB>, (unsigned)grid, GV_WARPS * 32, 0,
@@ -258,7 +261,6 @@ int ntx_gv_dl(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 {
 	dl_args a;
 
-	memset(&a, 0, sizeof a);
 	for (int i = 0; i < g.n_seg; i++) {
 		const gv_seg &gs = g.seg[i];
 
@@ -266,6 +268,11 @@ int ntx_gv_dl(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 		    (nm == 2 && (uintptr_t)g.w1 % 16))
 			return ntx_err_set(err, NTX_EUNSUP, "gemv: type %s has no direct-load kernel here",
 					   ntx_cu_type_name((uint32_t)gs.type));
+	}
+	memset(&a, 0, sizeof a);
+	for (int i = 0; i < g.n_seg; i++) {
+		const gv_seg &gs = g.seg[i];
+
 		a.seg[i].w = gs.w;
 		a.seg[i].w1 = g.w1;
 		a.seg[i].y = gs.y;
