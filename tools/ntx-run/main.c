@@ -312,221 +312,320 @@ static int check_modes(const struct run_opts *o)
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
-	struct run_opts o;
-	struct tool_common com;
-	int ch, rc, li = 0;
+/* ---- options ---- */
 
-	memset(&o, 0, sizeof o);
-	ntx_gen_params_init(&o.gp);
-	o.n_predict = -1;
-	o.draft_k = 0;
-	o.parallel = 4;
-	o.bench_reps = 3;
-	o.bench_pp = 512;
-	o.bench_tg = 128;
-	o.backend = NTX_USE_AUTO;
-	o.vram_budget = o.ram_budget = -1;
-	tool_common_init(&com, 1024); /* -t 1..1024; budgets -1 until given */
-	o.kv_type = NTX_KV_CACHE_F16;
+/* The defaults before any option. */
+static void run_defaults(struct run_opts *o, struct tool_common *com)
+{
+	memset(o, 0, sizeof *o);
+	ntx_gen_params_init(&o->gp);
+	o->n_predict = -1;
+	o->draft_k = 0;
+	o->parallel = 4;
+	o->bench_reps = 3;
+	o->bench_pp = 512;
+	o->bench_tg = 128;
+	o->backend = NTX_USE_AUTO;
+	o->vram_budget = o->ram_budget = -1;
+	tool_common_init(com, 1024); /* -t 1..1024; budgets -1 until given */
+	o->kv_type = NTX_KV_CACHE_F16;
+}
+
+/* What the option parsers share: the options, tools/common's, the
+ * command line (for -md) and the index of the last long option. */
+struct opt_state {
+	struct run_opts *o;
+	struct tool_common com;
+	int argc;
+	char **argv;
+	int li;
+};
+
+/* What an option group's parser returns for an option not of its group. */
+enum { OPT_NOT_MINE = -1 };
+
+/* A file name that looks like an option is the option forgotten its value
+ * before it (--perplexity -c 256): 0, or the exit status 2. */
+static int check_file_arg(int ch, const char *a, char **argv)
+{
+	if (a && a[0] == '-' && a[1] &&
+	    (ch == 'm' || ch == 'f' || ch == O_PLAN || ch == O_PACK || ch == O_PPL ||
+	     ch == O_STATS || ch == O_DUMP || ch == O_SKIP || ch == O_DRAFTSKIP)) {
+		fprintf(stderr, PROG ": %s: '%s' looks like an option, not a file (a file of that name: ./%s)\n",
+			argv[optind - 1] == a ? argv[optind - 2] : argv[optind - 1], a, a);
+		return usage_error();
+	}
+	return 0;
+}
+
+/* Model, placement and budgets: 0, an exit status or OPT_NOT_MINE. */
+static int opt_model(struct opt_state *s, int ch, const char *a)
+{
+	struct run_opts *o = s->o;
+	int rc;
+
+	switch (ch) {
+	case 'm':
+		switch (tool_getopt_md(s->argc, s->argv, &o->draft_path)) {
+		case 1: break;
+		case -1:
+			fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
+			return usage_error();
+		default: o->model_path = a;
+		}
+		return 0;
+	case O_PLAN: o->plan_path = a; return 0;
+	case O_BACKEND:
+		if (!strcmp(a, "cpu"))
+			o->backend = NTX_USE_CPU;
+		else if (!strcmp(a, "cuda"))
+			o->backend = NTX_USE_CUDA;
+		else if (!strcmp(a, "auto"))
+			o->backend = NTX_USE_AUTO;
+		else
+			return bad_value("--backend", "expected cpu, cuda or auto, got '%s'", a);
+		return 0;
+	case 't': case TOOL_OPT_VRAM: case TOOL_OPT_RAM: /* tools/common's */
+		if ((rc = tool_common_opt(&T, ch, a, &s->com)) != 0)
+			return rc;
+		o->n_threads = s->com.threads;
+		o->vram_budget = s->com.vram_budget;
+		o->ram_budget = s->com.ram_budget;
+		if (ch == TOOL_OPT_RAM)
+			o->ram_budget_arg = a;
+		return 0;
+	case O_EXECUTOR:
+		if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu"))
+			return bad_value("--executor", "expected auto, gpu or cpu, got '%s'", a);
+		o->executor = a;
+		return 0;
+	case O_PACK: o->pack_path = a; return 0;
+	case O_IO:
+		if (!strcmp(a, "mmap"))
+			o->io = RUN_IO_MMAP;
+		else if (!strcmp(a, "direct"))
+			o->io = RUN_IO_DIRECT;
+		else
+			return bad_value("--io", "expected direct or mmap, got '%s'", a);
+		return 0;
+	case O_GPU: return tool_int(&T, "--gpu", a, 0, 63, &o->gpu_index);
+	case 'c': return tool_int(&T, "--ctx-size", a, 0, 1 << 24, &o->n_ctx);
+	case O_KV:
+		o->kv_type_set = 1;
+		if (!strcmp(a, "f16"))
+			o->kv_type = NTX_KV_CACHE_F16;
+		else if (!strcmp(a, "f32"))
+			o->kv_type = NTX_KV_CACHE_F32;
+		else
+			return bad_value("--kv-type", "expected f16 or f32, got '%s'", a);
+		return 0;
+	}
+	return OPT_NOT_MINE;
+}
+
+/* The prompt and chat: 0 or OPT_NOT_MINE. */
+static int opt_prompt(struct run_opts *o, int ch, const char *a)
+{
+	switch (ch) {
+	case 'p': o->prompt = a; return 0;
+	case 'f': o->prompt_file = a; return 0;
+	case O_PIDS: o->prompt_ids = a; return 0;
+	case O_FORCE: o->force_ids = a; return 0;
+	case O_CHAT: o->chat = 1; return 0;
+	case O_SYSTEM: o->system = a; return 0;
+	case O_NOBOS: o->no_bos = 1; return 0;
+	case O_NOPS: o->no_parse_special = 1; return 0;
+	case O_CHAT_TMPL: o->chat_template = a; return 0;
+	case 'i':
+	case O_INTERACTIVE: o->interactive = o->chat = 1; return 0;
+	}
+	return OPT_NOT_MINE;
+}
+
+/* One of the sampling parameters ntx_gen_params_parse knows, by its name
+ * nm: 0 or the exit status 2. */
+static int opt_gen_param(struct run_opts *o, const char *nm, const char *a)
+{
+	struct ntx_error *e = ntx_error_new();
+	char opt[40];
+	int rc;
+
+	if (e && ntx_gen_params_parse(&o->gp, nm, a, e) == NTX_OK) {
+		ntx_error_free(e);
+		return 0;
+	}
+	snprintf(opt, sizeof opt, "--%s", nm);
+	rc = e ? tool_bad_value(&T, opt, e) : bad_value(opt, "%s", "out of memory");
+	ntx_error_free(e);
+	return rc;
+}
+
+/* Generation length and sampling: 0, an exit status or OPT_NOT_MINE. */
+static int opt_sampling(struct opt_state *s, int ch, const char *a)
+{
+	switch (ch) {
+	case 'n': return tool_int(&T, "--n-predict", a, -1, 1 << 30, &s->o->n_predict);
+	case O_TEMP: case O_TOPK: case O_TOPP: case O_MINP: case O_RPEN: case O_RLAST:
+	case 's':
+		return opt_gen_param(s->o, ch == 's' ? "seed" : longopts[s->li].name, a);
+	case O_IGNEOS: s->o->ignore_eos = 1; return 0;
+	}
+	return OPT_NOT_MINE;
+}
+
+/* --skip-layers: the syntax now (a usage error); the range once the
+ * model's layer count is known. 0 or the exit status 2. */
+static int opt_skip_layers(struct run_opts *o, const char *a)
+{
+	struct ntx_error *e = ntx_error_new();
+	int *ls, n, rc;
+
+	if (e && ntx_arg_layers(a, 1 << 24, &ls, &n, e) == NTX_OK) {
+		ntx_free(ls);
+		ntx_error_free(e);
+		o->skip_layers = a;
+		return 0;
+	}
+	rc = e ? tool_bad_value(&T, "--skip-layers", e)
+	       : bad_value("--skip-layers", "%s", "out of memory");
+	ntx_error_free(e);
+	return rc;
+}
+
+/* Layer skipping and speculative decoding: 0, an exit status or
+ * OPT_NOT_MINE. */
+static int opt_spec(struct run_opts *o, int ch, const char *a)
+{
+	switch (ch) {
+	case O_SKIP: o->skip_file = a; return 0;
+	case O_SKIPL: return opt_skip_layers(o, a);
+	case O_SPEC: o->self_spec = 1; return 0;
+	case O_DRAFT: o->draft_path = a; return 0;
+	case O_LOOKUP: return tool_int(&T, "--lookup", a, 1, 16, &o->lookup);
+	case O_DRAFTK: return tool_int(&T, "--draft-k", a, 1, 64, &o->draft_k);
+	case O_DRAFTSKIP: o->draft_skip = a; return 0;
+	}
+	return OPT_NOT_MINE;
+}
+
+/* The other modes (tokenize, perplexity, batch, bench) and the output:
+ * 0, an exit status or OPT_NOT_MINE. */
+static int opt_modes(struct run_opts *o, int ch, const char *a)
+{
+	int rc;
+
+	switch (ch) {
+	case O_TOKENIZE: o->tokenize = 1; return 0;
+	case O_PPL: o->perplexity = a; return 0;
+	case O_BATCH: o->batch = 1; return 0;
+	case O_PARALLEL:
+		if ((rc = tool_int(&T, "--parallel", a, 1, 1024, &o->parallel)) != 0)
+			return rc;
+		o->parallel_set = 1;
+		return 0;
+	case O_JSON: o->json = 1; return 0;
+	case O_BENCH: o->bench = 1; return 0;
+	case O_BPP: return tool_int(&T, "--bench-pp", a, 0, 1 << 20, &o->bench_pp);
+	case O_BTG: return tool_int(&T, "--bench-tg", a, 0, 1 << 20, &o->bench_tg);
+	case O_BREPS: return tool_int(&T, "--bench-reps", a, 1, 1000, &o->bench_reps);
+	case O_STATS: o->stats_json = a; return 0;
+	case O_DUMP: o->dump_logits = a; return 0;
+	case 'q': o->quiet = 1; return 0;
+	case 'v': o->verbose++; return 0;
+	}
+	return OPT_NOT_MINE;
+}
+
+/* Take option ch with value a (getopt_long's): 0 or the exit status. */
+static int parse_opt(struct opt_state *s, int ch, const char *a)
+{
+	int rc;
+
+	if ((rc = check_file_arg(ch, a, s->argv)) != 0)
+		return rc;
+	if ((rc = opt_model(s, ch, a)) != OPT_NOT_MINE ||
+	    (rc = opt_prompt(s->o, ch, a)) != OPT_NOT_MINE ||
+	    (rc = opt_sampling(s, ch, a)) != OPT_NOT_MINE ||
+	    (rc = opt_spec(s->o, ch, a)) != OPT_NOT_MINE ||
+	    (rc = opt_modes(s->o, ch, a)) != OPT_NOT_MINE)
+		return rc;
+	/* ':' or '?' */
+	tool_getopt_complaint(PROG, ch, s->argv);
+	return usage_error();
+}
+
+/* -h and -V: the exit status. */
+static int info_option(int ch)
+{
+	if (ch == 'h')
+		usage(stdout);
+	else
+		tool_version(&T);
+	return close_stdout_info();
+}
+
+/* What is left after the options: no operands, a model, modes that fit
+ * together. 0 or the exit status 2. */
+static int check_args(const struct run_opts *o, int argc, char **argv)
+{
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		return usage_error();
+	}
+	if (!o->model_path && !o->plan_path)
+		return bad_use("no model: give -m MODEL.gguf or --plan plan.json");
+	return check_modes(o);
+}
+
+/* Fill *o from the command line. Returns 1 when the tool is done (-h, -V,
+ * a usage error) with the exit status in *rc; 0 to go on and run. */
+static int parse_args(int argc, char **argv, struct run_opts *o, int *rc)
+{
+	struct opt_state s;
+	int ch;
+
+	memset(&s, 0, sizeof s);
+	run_defaults(o, &s.com);
+	s.o = o;
+	s.argc = argc;
+	s.argv = argv;
 
 	opterr = 0; /* our own messages, with the program's name */
 	for (ch = 1; ch < argc && strcmp(argv[ch], "--"); ch++) /* llama-cli's -cnv */
 		if (!strcmp(argv[ch], "-cnv"))
 			argv[ch] = (char *)"--conversation";
-	if ((rc = foreign_options(argc, argv)) != 0)
-		return rc;
-	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhVi", longopts, &li)) != -1) {
-		const char *a = optarg;
-
-		/* a file name that looks like an option is the option forgotten
-		 * its value before it (--perplexity -c 256) */
-		if (a && a[0] == '-' && a[1] &&
-		    (ch == 'm' || ch == 'f' || ch == O_PLAN || ch == O_PACK || ch == O_PPL ||
-		     ch == O_STATS || ch == O_DUMP || ch == O_SKIP || ch == O_DRAFTSKIP)) {
-			fprintf(stderr, PROG ": %s: '%s' looks like an option, not a file (a file of that name: ./%s)\n",
-				argv[optind - 1] == a ? argv[optind - 2] : argv[optind - 1], a, a);
-			return usage_error();
+	if ((*rc = foreign_options(argc, argv)) != 0)
+		return 1;
+	while ((ch = getopt_long(argc, argv, ":m:t:c:p:f:n:s:qvhVi", longopts, &s.li)) != -1) {
+		if (ch == 'h' || ch == 'V') {
+			*rc = info_option(ch);
+			return 1;
 		}
-		switch (ch) {
-		case 'm':
-			switch (tool_getopt_md(argc, argv, &o.draft_path)) {
-			case 1: break;
-			case -1:
-				fprintf(stderr, PROG ": option '-md' needs a draft model file\n");
-				return usage_error();
-			default: o.model_path = a;
-			}
-			break;
-		case O_DRAFT: o.draft_path = a; break;
-		case O_LOOKUP:
-			if ((rc = tool_int(&T, "--lookup", a, 1, 16, &o.lookup)) != 0)
-				return rc;
-			break;
-		case O_PLAN: o.plan_path = a; break;
-		case O_BACKEND:
-			if (!strcmp(a, "cpu"))
-				o.backend = NTX_USE_CPU;
-			else if (!strcmp(a, "cuda"))
-				o.backend = NTX_USE_CUDA;
-			else if (!strcmp(a, "auto"))
-				o.backend = NTX_USE_AUTO;
-			else
-				return bad_value("--backend", "expected cpu, cuda or auto, got '%s'", a);
-			break;
-		case 't': case TOOL_OPT_VRAM: case TOOL_OPT_RAM: /* tools/common's */
-			if ((rc = tool_common_opt(&T, ch, a, &com)) != 0)
-				return rc;
-			o.n_threads = com.threads;
-			o.vram_budget = com.vram_budget;
-			o.ram_budget = com.ram_budget;
-			if (ch == TOOL_OPT_RAM)
-				o.ram_budget_arg = a;
-			break;
-		case O_EXECUTOR:
-			if (strcmp(a, "auto") && strcmp(a, "gpu") && strcmp(a, "cpu"))
-				return bad_value("--executor", "expected auto, gpu or cpu, got '%s'", a);
-			o.executor = a;
-			break;
-		case O_PACK: o.pack_path = a; break;
-		case O_IO:
-			if (!strcmp(a, "mmap"))
-				o.io = RUN_IO_MMAP;
-			else if (!strcmp(a, "direct"))
-				o.io = RUN_IO_DIRECT;
-			else
-				return bad_value("--io", "expected direct or mmap, got '%s'", a);
-			break;
-		case O_GPU:
-			if ((rc = tool_int(&T, "--gpu", a, 0, 63, &o.gpu_index)) != 0)
-				return rc;
-			break;
-		case 'c':
-			if ((rc = tool_int(&T, "--ctx-size", a, 0, 1 << 24, &o.n_ctx)) != 0)
-				return rc;
-			break;
-		case O_KV:
-			o.kv_type_set = 1;
-			if (!strcmp(a, "f16"))
-				o.kv_type = NTX_KV_CACHE_F16;
-			else if (!strcmp(a, "f32"))
-				o.kv_type = NTX_KV_CACHE_F32;
-			else
-				return bad_value("--kv-type", "expected f16 or f32, got '%s'", a);
-			break;
-		case 'p': o.prompt = a; break;
-		case 'f': o.prompt_file = a; break;
-		case O_PIDS: o.prompt_ids = a; break;
-		case O_FORCE: o.force_ids = a; break;
-		case O_CHAT: o.chat = 1; break;
-		case O_SYSTEM: o.system = a; break;
-		case O_NOBOS: o.no_bos = 1; break;
-		case O_NOPS: o.no_parse_special = 1; break;
-		case 'n':
-			if ((rc = tool_int(&T, "--n-predict", a, -1, 1 << 30, &o.n_predict)) != 0)
-				return rc;
-			break;
-		case O_TEMP: case O_TOPK: case O_TOPP: case O_MINP: case O_RPEN: case O_RLAST:
-		case 's': {
-			const char *nm = ch == 's' ? "seed" : longopts[li].name;
-			struct ntx_error *e = ntx_error_new();
-			char opt[40];
-
-			if (e && ntx_gen_params_parse(&o.gp, nm, a, e) == NTX_OK) {
-				ntx_error_free(e);
-				break;
-			}
-			snprintf(opt, sizeof opt, "--%s", nm);
-			rc = e ? tool_bad_value(&T, opt, e) : bad_value(opt, "%s", "out of memory");
-			ntx_error_free(e);
-			return rc;
-		}
-		case O_IGNEOS: o.ignore_eos = 1; break;
-		case O_SKIP: o.skip_file = a; break;
-		case O_SKIPL: {
-			struct ntx_error *e = ntx_error_new();
-			int *ls, n;
-
-			/* the syntax now (a usage error); the range once the
-			 * model's layer count is known */
-			if (e && ntx_arg_layers(a, 1 << 24, &ls, &n, e) == NTX_OK) {
-				ntx_free(ls);
-				ntx_error_free(e);
-				o.skip_layers = a;
-				break;
-			}
-			rc = e ? tool_bad_value(&T, "--skip-layers", e)
-			       : bad_value("--skip-layers", "%s", "out of memory");
-			ntx_error_free(e);
-			return rc;
-		}
-		case O_SPEC: o.self_spec = 1; break;
-		case O_DRAFTK:
-			if ((rc = tool_int(&T, "--draft-k", a, 1, 64, &o.draft_k)) != 0)
-				return rc;
-			break;
-		case O_DRAFTSKIP: o.draft_skip = a; break;
-		case O_TOKENIZE: o.tokenize = 1; break;
-		case O_PPL: o.perplexity = a; break;
-		case O_BATCH: o.batch = 1; break;
-		case O_PARALLEL:
-			if ((rc = tool_int(&T, "--parallel", a, 1, 1024, &o.parallel)) != 0)
-				return rc;
-			o.parallel_set = 1;
-			break;
-		case O_JSON: o.json = 1; break;
-		case O_BENCH: o.bench = 1; break;
-		case O_BPP:
-			if ((rc = tool_int(&T, "--bench-pp", a, 0, 1 << 20, &o.bench_pp)) != 0)
-				return rc;
-			break;
-		case O_BTG:
-			if ((rc = tool_int(&T, "--bench-tg", a, 0, 1 << 20, &o.bench_tg)) != 0)
-				return rc;
-			break;
-		case O_BREPS:
-			if ((rc = tool_int(&T, "--bench-reps", a, 1, 1000, &o.bench_reps)) != 0)
-				return rc;
-			break;
-		case O_STATS: o.stats_json = a; break;
-		case O_DUMP: o.dump_logits = a; break;
-		case O_CHAT_TMPL: o.chat_template = a; break;
-		case 'i':
-		case O_INTERACTIVE: o.interactive = o.chat = 1; break;
-		case 'q': o.quiet = 1; break;
-		case 'v': o.verbose++; break;
-		case 'h':
-			usage(stdout);
-			return close_stdout_info();
-		case 'V':
-			tool_version(&T);
-			return close_stdout_info();
-		default: /* ':' or '?' */
-			tool_getopt_complaint(PROG, ch, argv);
-			return usage_error();
-		}
+		if ((*rc = parse_opt(&s, ch, optarg)) != 0)
+			return 1;
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-		return usage_error();
-	}
-	if (!o.model_path && !o.plan_path)
-		return bad_use("no model: give -m MODEL.gguf or --plan plan.json");
-	if ((rc = check_modes(&o)) != 0)
-		return rc;
+	return (*rc = check_args(o, argc, argv)) != 0;
+}
+
+/* ---- run ---- */
+
+/* SIGPIPE ignored (a write error instead); SIGINT and SIGTERM stop the
+ * generation at the next token, a second one at once. */
+static void install_signals(void)
+{
+	struct sigaction sa;
+
 	signal(SIGPIPE, SIG_IGN);
-	{
-		struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigint;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
 
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_sigint;
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-	}
-
-	rc = run_main(&o);
+/* Close stdout after a run that ended with rc: the exit status. */
+static int close_stdout_run(int rc)
+{
 	if (fclose(stdout) && rc == 0 && !run_interrupted) {
 		/* a closed stdout pipe ends quietly; a full disk is an error */
 		if (errno != EPIPE) {
@@ -535,4 +634,15 @@ int main(int argc, char **argv)
 		}
 	}
 	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct run_opts o;
+	int rc;
+
+	if (parse_args(argc, argv, &o, &rc))
+		return rc;
+	install_signals();
+	return close_stdout_run(run_main(&o));
 }
