@@ -129,124 +129,187 @@ static int getopt_md(int argc, char *const argv[], const char **path)
 	return 1;
 }
 
-static int parse_opts(int argc, char **argv, struct serve_opts *o)
+/* What an option group's parser returns for an option not of its group. */
+enum { OPT_NOT_MINE = -2 };
+
+/* Model, placement and context: 0, an exit status or OPT_NOT_MINE. */
+static int opt_model(struct serve_opts *o, int ch, const char *a, int argc, char **argv)
+{
+	int rc;
+
+	switch (ch) {
+	case 'm':
+		switch (getopt_md(argc, argv, &o->draft_path)) {
+		case 1: break;
+		case -1: return tool_usage(&T, "option '-md' needs a draft model file");
+		default: o->model_path = a;
+		}
+		return 0;
+	case O_PLAN: o->plan_path = a; return 0;
+	case O_BACKEND:
+		if (!strcmp(a, "cpu"))
+			o->backend = NTX_USE_CPU;
+		else if (!strcmp(a, "cuda"))
+			o->backend = NTX_USE_CUDA;
+		else if (!strcmp(a, "auto"))
+			o->backend = NTX_USE_AUTO;
+		else
+			return bad("--backend", "expected cpu, cuda or auto, got '%s'", a);
+		return 0;
+	case 't': return tool_int(&T, "--threads", a, 1, 1024, &o->n_threads);
+	case 'c': return tool_int(&T, "--ctx-size", a, 0, 1 << 24, &o->n_ctx);
+	case O_KV:
+		if (!strcmp(a, "f16"))
+			o->kv_type = NTX_KV_CACHE_F16;
+		else if (!strcmp(a, "f32"))
+			o->kv_type = NTX_KV_CACHE_F32;
+		else
+			return bad("--kv-type", "expected f16 or f32, got '%s'", a);
+		return 0;
+	case O_PARALLEL:
+		rc = tool_int(&T, "--parallel", a, 1, 1024, &o->parallel);
+		o->parallel_set = 1;
+		return rc;
+	}
+	return OPT_NOT_MINE;
+}
+
+/* Speculative decoding: 0, an exit status or OPT_NOT_MINE. */
+static int opt_spec(struct serve_opts *o, int ch, const char *a)
+{
+	switch (ch) {
+	case O_DRAFT: o->draft_path = a; return 0;
+	case O_LOOKUP: return tool_int(&T, "--lookup", a, 1, 16, &o->lookup);
+	case O_DRAFTK: return tool_int(&T, "--draft-k", a, 1, NTX_DRAFT_K_MAX, &o->draft_k);
+	}
+	return OPT_NOT_MINE;
+}
+
+/* A size option in [min, max] (range names it for the message): 0 or the
+ * exit status 2. *out is set as before the split, also on an error. */
+static int opt_size_in(const char *opt, const char *a, uint64_t min, uint64_t max,
+		       const char *range, size_t *out)
 {
 	uint64_t sz;
+	int rc;
+
+	rc = tool_size(&T, opt, a, &sz);
+	if (!rc && (sz < min || sz > max))
+		return bad(opt, "must be in %s", range);
+	*out = (size_t)sz;
+	return rc;
+}
+
+/* The HTTP server, its requests and the messages: 0, an exit status or
+ * OPT_NOT_MINE. */
+static int opt_server(struct serve_opts *o, int ch, const char *a)
+{
+	switch (ch) {
+	case O_QUEUE: return tool_int(&T, "--queue", a, 0, 1 << 20, &o->n_queue);
+	case O_HOST: o->host = a; return 0;
+	case O_PORT: return tool_int(&T, "--port", a, 0, 65535, &o->port);
+	case O_KEY:
+		if (!*a)
+			return bad("--api-key", "the key is empty");
+		o->api_key = a;
+		return 0;
+	case O_ALIAS: o->alias = a; return 0;
+	case O_TMPL: o->chat_template = a; return 0;
+	case O_SYSTEM: o->system = a; return 0;
+	case O_MAXBODY:
+		return opt_size_in("--max-body", a, 16, (uint64_t)1 << 30, "[16, 1G]", &o->max_body);
+	case O_MAXHDR:
+		return opt_size_in("--max-header", a, 256, (uint64_t)1 << 20, "[256, 1M]", &o->max_header);
+	case O_SHUTDOWN:
+		return tool_double(&T, "--shutdown-timeout", a, 0, 3600, &o->shutdown_s);
+	case 'q': o->quiet = 1; return 0;
+	case 'v': o->verbose++; return 0;
+	}
+	return OPT_NOT_MINE;
+}
+
+/* Default generation length and sampling (li: the long option's index):
+ * 0, an exit status or OPT_NOT_MINE. */
+static int opt_sampling(struct serve_opts *o, int ch, const char *a, int li)
+{
+	const char *nm = ch == 's' ? "seed" : longopts[li].name;
+	struct ntx_error *e;
+	char opt[40];
+	int rc = 0;
+
+	switch (ch) {
+	case 'n': return tool_int(&T, "--n-predict", a, -1, 1 << 30, &o->gp.n_predict);
+	case O_TEMP: case O_TOPK: case O_TOPP: case O_MINP: case O_RPEN: case O_RLAST:
+	case 's':
+		break;
+	default:
+		return OPT_NOT_MINE;
+	}
+	e = ntx_error_new();
+	snprintf(opt, sizeof opt, "--%s", nm);
+	if (!e)
+		return tool_usage(&T, "out of memory");
+	if (ntx_gen_params_parse(&o->gp, nm, a, e))
+		rc = tool_bad_value(&T, opt, e);
+	ntx_error_free(e);
+	return rc;
+}
+
+/* Take option ch with value a: 0, -1 when done (-h, -V; stdout to be
+ * closed) or the exit status. li: the long option's index. */
+static int parse_opt(struct serve_opts *o, int ch, const char *a, int li, int argc, char **argv)
+{
+	int rc;
+
+	if ((rc = opt_model(o, ch, a, argc, argv)) != OPT_NOT_MINE ||
+	    (rc = opt_spec(o, ch, a)) != OPT_NOT_MINE ||
+	    (rc = opt_server(o, ch, a)) != OPT_NOT_MINE ||
+	    (rc = opt_sampling(o, ch, a, li)) != OPT_NOT_MINE)
+		return rc;
+	switch (ch) {
+	case 'h':
+		usage(stdout);
+		return fflush(stdout) || ferror(stdout) ? 1 : -1;
+	case 'V':
+		tool_version(&T);
+		return fflush(stdout) || ferror(stdout) ? 1 : -1;
+	default:
+		tool_getopt_complaint(PROG, ch, argv);
+		return tool_usage_tail(&T);
+	}
+}
+
+/* --chat-template names a known format: 0 or the exit status 2. */
+static int check_chat_template(const char *tmpl)
+{
+	struct ntx_error *e = ntx_error_new();
+	const char *name;
+	int rc;
+
+	if (!e)
+		return tool_usage(&T, "out of memory");
+	rc = ntx_chat_template_name(tmpl, &name, e) ?
+	     tool_bad_value(&T, "--chat-template", e) : 0;
+	ntx_error_free(e);
+	return rc;
+}
+
+/* Fill *o from the command line: 0 to go on, -1 when done (-h, -V) or
+ * the exit status. */
+static int parse_opts(int argc, char **argv, struct serve_opts *o)
+{
 	int ch, li = 0, rc;
 
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":m:t:c:n:s:qvhV", longopts, &li)) != -1) {
-		const char *a = optarg;
-
-		rc = 0;
-		switch (ch) {
-		case 'm':
-			switch (getopt_md(argc, argv, &o->draft_path)) {
-			case 1: break;
-			case -1: return tool_usage(&T, "option '-md' needs a draft model file");
-			default: o->model_path = a;
-			}
-			break;
-		case O_DRAFT: o->draft_path = a; break;
-		case O_LOOKUP: rc = tool_int(&T, "--lookup", a, 1, 16, &o->lookup); break;
-		case O_DRAFTK: rc = tool_int(&T, "--draft-k", a, 1, NTX_DRAFT_K_MAX, &o->draft_k); break;
-		case O_PLAN: o->plan_path = a; break;
-		case O_BACKEND:
-			if (!strcmp(a, "cpu"))
-				o->backend = NTX_USE_CPU;
-			else if (!strcmp(a, "cuda"))
-				o->backend = NTX_USE_CUDA;
-			else if (!strcmp(a, "auto"))
-				o->backend = NTX_USE_AUTO;
-			else
-				return bad("--backend", "expected cpu, cuda or auto, got '%s'", a);
-			break;
-		case 't': rc = tool_int(&T, "--threads", a, 1, 1024, &o->n_threads); break;
-		case 'c': rc = tool_int(&T, "--ctx-size", a, 0, 1 << 24, &o->n_ctx); break;
-		case O_KV:
-			if (!strcmp(a, "f16"))
-				o->kv_type = NTX_KV_CACHE_F16;
-			else if (!strcmp(a, "f32"))
-				o->kv_type = NTX_KV_CACHE_F32;
-			else
-				return bad("--kv-type", "expected f16 or f32, got '%s'", a);
-			break;
-		case O_PARALLEL:
-			rc = tool_int(&T, "--parallel", a, 1, 1024, &o->parallel);
-			o->parallel_set = 1;
-			break;
-		case O_QUEUE: rc = tool_int(&T, "--queue", a, 0, 1 << 20, &o->n_queue); break;
-		case O_HOST: o->host = a; break;
-		case O_PORT: rc = tool_int(&T, "--port", a, 0, 65535, &o->port); break;
-		case O_KEY:
-			if (!*a)
-				return bad("--api-key", "the key is empty");
-			o->api_key = a;
-			break;
-		case O_ALIAS: o->alias = a; break;
-		case O_TMPL: o->chat_template = a; break;
-		case O_SYSTEM: o->system = a; break;
-		case O_MAXBODY:
-			rc = tool_size(&T, "--max-body", a, &sz);
-			if (!rc && (sz < 16 || sz > ((uint64_t)1 << 30)))
-				return bad("--max-body", "must be in [16, 1G]");
-			o->max_body = (size_t)sz;
-			break;
-		case O_MAXHDR:
-			rc = tool_size(&T, "--max-header", a, &sz);
-			if (!rc && (sz < 256 || sz > ((uint64_t)1 << 20)))
-				return bad("--max-header", "must be in [256, 1M]");
-			o->max_header = (size_t)sz;
-			break;
-		case O_SHUTDOWN:
-			rc = tool_double(&T, "--shutdown-timeout", a, 0, 3600, &o->shutdown_s);
-			break;
-		case 'n': rc = tool_int(&T, "--n-predict", a, -1, 1 << 30, &o->gp.n_predict); break;
-		case O_TEMP: case O_TOPK: case O_TOPP: case O_MINP: case O_RPEN: case O_RLAST:
-		case 's': {
-			const char *nm = ch == 's' ? "seed" : longopts[li].name;
-			struct ntx_error *e = ntx_error_new();
-			char opt[40];
-
-			snprintf(opt, sizeof opt, "--%s", nm);
-			if (!e)
-				return tool_usage(&T, "out of memory");
-			if (ntx_gen_params_parse(&o->gp, nm, a, e))
-				rc = tool_bad_value(&T, opt, e);
-			ntx_error_free(e);
-			break;
-		}
-		case 'q': o->quiet = 1; break;
-		case 'v': o->verbose++; break;
-		case 'h':
-			usage(stdout);
-			return fflush(stdout) || ferror(stdout) ? 1 : -1;
-		case 'V':
-			tool_version(&T);
-			return fflush(stdout) || ferror(stdout) ? 1 : -1;
-		default:
-			tool_getopt_complaint(PROG, ch, argv);
-			return tool_usage_tail(&T);
-		}
-		if (rc)
+	while ((ch = getopt_long(argc, argv, ":m:t:c:n:s:qvhV", longopts, &li)) != -1)
+		if ((rc = parse_opt(o, ch, optarg, li, argc, argv)) != 0)
 			return rc;
-	}
 	if (optind < argc)
 		return tool_usage(&T, "unexpected argument '%s'", argv[optind]);
 	if (!o->model_path && !o->plan_path)
 		return tool_usage(&T, "no model: give -m MODEL.gguf or --plan plan.json");
-	if (o->chat_template) {
-		struct ntx_error *e = ntx_error_new();
-		const char *name;
-
-		if (!e)
-			return tool_usage(&T, "out of memory");
-		rc = ntx_chat_template_name(o->chat_template, &name, e) ?
-		     tool_bad_value(&T, "--chat-template", e) : 0;
-		ntx_error_free(e);
-		if (rc)
-			return rc;
-	}
+	if (o->chat_template)
+		return check_chat_template(o->chat_template);
 	return 0;
 }
 
@@ -307,6 +370,49 @@ static int open_all(struct server *s, struct serve_opts *o, struct ntx_error *er
 	return 0;
 }
 
+/* The options' defaults. */
+static void serve_defaults(struct serve_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	ntx_gen_params_init(&o->gp);
+	o->host = "127.0.0.1";
+	o->port = 8080;
+	o->parallel = 4;
+	o->n_queue = 64;
+	o->max_body = 1 << 20;
+	o->max_header = 16 << 10;
+	o->shutdown_s = 10;
+}
+
+/* Stop taking connections, give the requests in flight shutdown_s seconds
+ * (the worker ends them), then stop the daemon d. */
+static void stop_serving(struct server *s, struct MHD_Daemon *d, double shutdown_s)
+{
+	/* no new connections: the listening socket is ours to close */
+	MHD_socket ls = MHD_quiesce_daemon(d);
+
+	if (ls != MHD_INVALID_SOCKET)
+		close(ls);
+	serve_worker_stop(s, shutdown_s);
+	/* every request has ended: let the connections send their answers
+	 * (at most 5 s) before they are closed */
+	for (int i = 0; i < 500 && __atomic_load_n(&s->n_http, __ATOMIC_SEQ_CST) > 0; i++)
+		usleep(10000);
+	MHD_stop_daemon(d);
+}
+
+/* The totals on stderr once the worker has ended (the context is ours). */
+static void print_served(struct server *s, struct ntx_error *err)
+{
+	struct ntx_ctx_stats st;
+
+	st.size = sizeof st;
+	if (!ntx_ctx_stats(s->ctx, &st, err))
+		fprintf(stderr, PROG ": served %lld requests: %lld prompt tokens (%lld reused), %lld generated\n",
+			(long long)st.n_requests, (long long)st.n_batch_prompt,
+			(long long)st.n_prompt_reused, (long long)st.n_batch_gen);
+}
+
 int main(int argc, char **argv)
 {
 	struct serve_opts o;
@@ -321,15 +427,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": out of memory\n");
 		return 1;
 	}
-	memset(&o, 0, sizeof o);
-	ntx_gen_params_init(&o.gp);
-	o.host = "127.0.0.1";
-	o.port = 8080;
-	o.parallel = 4;
-	o.n_queue = 64;
-	o.max_body = 1 << 20;
-	o.max_header = 16 << 10;
-	o.shutdown_s = 10;
+	serve_defaults(&o);
 	rc = parse_opts(argc, argv, &o);
 	if (rc) {
 		ntx_error_free(err);
@@ -369,28 +467,9 @@ int main(int argc, char **argv)
 	if (!o.quiet)
 		fprintf(stderr, PROG ": %s: stopping (in-flight requests get %g s)\n",
 			sig == SIGTERM ? "SIGTERM" : "SIGINT", o.shutdown_s);
-	{
-		/* no new connections: the listening socket is ours to close */
-		MHD_socket ls = MHD_quiesce_daemon(d);
-
-		if (ls != MHD_INVALID_SOCKET)
-			close(ls);
-	}
-	serve_worker_stop(&s, o.shutdown_s);
-	/* every request has ended: let the connections send their answers
-	 * (at most 5 s) before they are closed */
-	for (int i = 0; i < 500 && __atomic_load_n(&s.n_http, __ATOMIC_SEQ_CST) > 0; i++)
-		usleep(10000);
-	MHD_stop_daemon(d);
-	if (!o.quiet) {
-		struct ntx_ctx_stats st;
-
-		st.size = sizeof st; /* the worker has ended: the context is ours */
-		if (!ntx_ctx_stats(s.ctx, &st, err))
-			fprintf(stderr, PROG ": served %lld requests: %lld prompt tokens (%lld reused), %lld generated\n",
-				(long long)st.n_requests, (long long)st.n_batch_prompt,
-				(long long)st.n_prompt_reused, (long long)st.n_batch_gen);
-	}
+	stop_serving(&s, d, o.shutdown_s);
+	if (!o.quiet)
+		print_served(&s, err);
 	rc = 0;
 out:
 	free(s.running);
