@@ -128,6 +128,90 @@ static const char *piece_of(const struct ntx_lm *lm, int32_t tok, size_t *len)
 
 /* ---- contexts ---- */
 
+/* The caller's context parameters p (NULL: defaults) as *x, checked, and
+ * the model lm checked against them and the plan (NULL: none). */
+static enum ntx_status ctx_params_in(const struct ntx_lm *lm, const struct ntx_plan *plan,
+				     const struct ntx_ctx_params *p, struct ntx_ctx_params *x,
+				     struct ntx_error *e)
+{
+	struct ntx_err ie = { 0 };
+	enum ntx_status s;
+
+	ntx_ctx_params_init(x);
+	s = ntx_api_struct_in(x, sizeof *x, p, "ntx_ctx_params", e);
+	if (s)
+		return s;
+	if (ntx_api_backend_in(x->backend, e))
+		return NTX_STATUS_INVALID;
+	if ((unsigned)x->cache_type > NTX_KV_CACHE_F32)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "cache_type %d: expected NTX_KV_CACHE_DEFAULT, NTX_KV_CACHE_F16 or NTX_KV_CACHE_F32",
+				   (int)x->cache_type);
+	if ((unsigned)x->io > NTX_IO_MODE_MMAP)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "io %d: expected NTX_IO_MODE_DIRECT or NTX_IO_MODE_MMAP", x->io);
+	if (x->n_skip < 0 || (x->n_skip > 0 && !x->skip))
+		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_ctx_params: skip NULL, n_skip %d",
+				   x->n_skip);
+	if (x->n_ctx < 0 || x->n_seq < 0 || x->n_threads < 0 || x->gpu_index < 0)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "ntx_ctx_params: n_ctx %d, n_seq %d, n_threads %d, gpu_index %d: expected 0 or more",
+				   x->n_ctx, x->n_seq, x->n_threads, x->gpu_index);
+	if (lm->m->gguf->n_tensors == 0) /* ntx_lm_open_vocab */
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "%s: file has no tensors (a vocabulary-only file?)", lm->m->gguf->path);
+	if (plan && ntx_plan_check_model(plan, lm->m, &ie))
+		return ntx_api_fail(e, &ie);
+	return NTX_OK;
+}
+
+/* 0.4: the skip list of *x as the engine's n_layer flags in *out (owned by
+ * the caller; NULL and an error on failure). */
+static enum ntx_status ctx_skip_flags(const struct ntx_lm *lm, const struct ntx_ctx_params *x,
+				      uint8_t **out, struct ntx_error *e)
+{
+	int i, L = lm->m->cfg.n_layer;
+	uint8_t *skip = calloc((size_t)L, 1);
+
+	*out = NULL;
+	if (!skip)
+		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
+	for (i = 0; i < x->n_skip; i++) {
+		if (x->skip[i] < 0 || x->skip[i] >= L) {
+			free(skip);
+			return ntx_api_set(e, NTX_STATUS_INVALID,
+					   "skip layer %d is out of range [0, %d]", x->skip[i], L - 1);
+		}
+		skip[x->skip[i]] = 1;
+	}
+	*out = skip;
+	return NTX_OK;
+}
+
+/* The engine's options for context c from the checked parameters *x and the
+ * plan (NULL: none): what x leaves at 0 comes from the plan, else defaults. */
+static void ctx_engine_opts(const struct ntx_ctx_params *x, const struct ntx_plan *plan,
+			    struct ntx_ctx *c, struct ntx_engine_opts *eo)
+{
+	memset(eo, 0, sizeof *eo);
+	eo->backend = x->backend == NTX_USE_CPU ? NTX_BACKEND_CPU :
+		      x->backend == NTX_USE_CUDA ? NTX_BACKEND_CUDA : NTX_BACKEND_AUTO;
+	eo->n_ctx = x->n_ctx ? x->n_ctx : plan ? plan->n_ctx : 0;
+	eo->kv_type = x->cache_type == NTX_KV_CACHE_F32 ? NTX_KV_F32 :
+		      x->cache_type == NTX_KV_CACHE_F16 ? NTX_KV_F16 :
+		      plan ? plan->kv_type : NTX_KV_F16;
+	eo->n_seq = x->n_seq ? x->n_seq : plan && plan->n_seq > 0 ? plan->n_seq : 1;
+	eo->n_ubatch = plan ? plan->n_ubatch : 0;
+	eo->n_threads = x->n_threads;
+	eo->gpu_index = x->gpu_index;
+	eo->plan = plan;
+	eo->interrupt = &c->intr;
+	eo->skip = c->skip;
+	eo->io = x->io == NTX_IO_MODE_MMAP ? NTX_IO_MMAP : NTX_IO_DIRECT;
+	eo->copy_limit = x->page_cache_only ? -1 : 0;
+	eo->pack_path = x->pack_path;
+}
+
 enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement *pl,
 			    const struct ntx_ctx_params *p, struct ntx_ctx **out,
 			    struct ntx_error *e)
@@ -144,72 +228,19 @@ enum ntx_status ntx_ctx_new(const struct ntx_lm *lm, const struct ntx_placement 
 	*out = NULL;
 	if (!lm)
 		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_ctx_new: lm is NULL");
-	ntx_ctx_params_init(&x);
-	s = ntx_api_struct_in(&x, sizeof x, p, "ntx_ctx_params", e);
+	s = ctx_params_in(lm, plan, p, &x, e);
 	if (s)
 		return s;
-	if (ntx_api_backend_in(x.backend, e))
-		return NTX_STATUS_INVALID;
-	if ((unsigned)x.cache_type > NTX_KV_CACHE_F32)
-		return ntx_api_set(e, NTX_STATUS_INVALID,
-				   "cache_type %d: expected NTX_KV_CACHE_DEFAULT, NTX_KV_CACHE_F16 or NTX_KV_CACHE_F32",
-				   (int)x.cache_type);
-	if ((unsigned)x.io > NTX_IO_MODE_MMAP)
-		return ntx_api_set(e, NTX_STATUS_INVALID,
-				   "io %d: expected NTX_IO_MODE_DIRECT or NTX_IO_MODE_MMAP", x.io);
-	if (x.n_skip < 0 || (x.n_skip > 0 && !x.skip))
-		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_ctx_params: skip NULL, n_skip %d",
-				   x.n_skip);
-	if (x.n_ctx < 0 || x.n_seq < 0 || x.n_threads < 0 || x.gpu_index < 0)
-		return ntx_api_set(e, NTX_STATUS_INVALID,
-				   "ntx_ctx_params: n_ctx %d, n_seq %d, n_threads %d, gpu_index %d: expected 0 or more",
-				   x.n_ctx, x.n_seq, x.n_threads, x.gpu_index);
-	if (lm->m->gguf->n_tensors == 0) /* ntx_lm_open_vocab */
-		return ntx_api_set(e, NTX_STATUS_INVALID,
-				   "%s: file has no tensors (a vocabulary-only file?)", lm->m->gguf->path);
-	if (plan && ntx_plan_check_model(plan, lm->m, &ie))
-		return ntx_api_fail(e, &ie);
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
 	c->lm = lm;
 	c->plan = plan;
-	if (x.n_skip) { /* 0.4: the list as the engine's flags */
-		int i, L = lm->m->cfg.n_layer;
-
-		c->skip = calloc((size_t)L, 1);
-		if (!c->skip) {
-			free(c);
-			return ntx_api_set(e, NTX_STATUS_NOMEM, "out of memory");
-		}
-		for (i = 0; i < x.n_skip; i++) {
-			if (x.skip[i] < 0 || x.skip[i] >= L) {
-				free(c->skip);
-				free(c);
-				return ntx_api_set(e, NTX_STATUS_INVALID,
-						   "skip layer %d is out of range [0, %d]", x.skip[i],
-						   L - 1);
-			}
-			c->skip[x.skip[i]] = 1;
-		}
+	if (x.n_skip && (s = ctx_skip_flags(lm, &x, &c->skip, e)) != NTX_OK) {
+		free(c);
+		return s;
 	}
-	memset(&eo, 0, sizeof eo);
-	eo.backend = x.backend == NTX_USE_CPU ? NTX_BACKEND_CPU :
-		     x.backend == NTX_USE_CUDA ? NTX_BACKEND_CUDA : NTX_BACKEND_AUTO;
-	eo.n_ctx = x.n_ctx ? x.n_ctx : plan ? plan->n_ctx : 0;
-	eo.kv_type = x.cache_type == NTX_KV_CACHE_F32 ? NTX_KV_F32 :
-		     x.cache_type == NTX_KV_CACHE_F16 ? NTX_KV_F16 :
-		     plan ? plan->kv_type : NTX_KV_F16;
-	eo.n_seq = x.n_seq ? x.n_seq : plan && plan->n_seq > 0 ? plan->n_seq : 1;
-	eo.n_ubatch = plan ? plan->n_ubatch : 0;
-	eo.n_threads = x.n_threads;
-	eo.gpu_index = x.gpu_index;
-	eo.plan = plan;
-	eo.interrupt = &c->intr;
-	eo.skip = c->skip;
-	eo.io = x.io == NTX_IO_MODE_MMAP ? NTX_IO_MMAP : NTX_IO_DIRECT;
-	eo.copy_limit = x.page_cache_only ? -1 : 0;
-	eo.pack_path = x.pack_path;
+	ctx_engine_opts(&x, plan, c, &eo);
 	c->kv_type = eo.kv_type;
 	c->n_threads = eo.n_threads;
 	c->gpu_index = eo.gpu_index;
