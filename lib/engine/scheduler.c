@@ -631,15 +631,14 @@ static int draft_model(struct ntx_sched *sc, int ns, int top1, struct ntx_err *e
 	return 0;
 }
 
-/* Every decoding slot: drafts (lookup, else the draft model), one
- * verification evaluation of all of them, acceptance, and the accepted
- * tokens and the target's next one emitted in order. */
-static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
+/* Drafting, first part: the decoding slots in sc->sl (returned: how many),
+ * each with cur as d[0], its lookup draft (sc->dk, sc->dsrc) and, without
+ * one, how many tokens the draft model is to draft (sc->dwant). *top1: every
+ * slot samples by argmax. */
+static int spec_plan_drafts(struct ntx_sched *sc, int *top1)
 {
-	int ns = 0, a, n = 0, top1 = 1, i, off;
 	size_t stride = (size_t)sc->kmax + 1;
-	double t0 = ntx_now_s(), t1, t2;
-	struct ntx_batch b;
+	int ns = 0, i;
 
 	for (i = 0; i < sc->n_slots; i++) {
 		struct slot *s = &sc->slots[i];
@@ -649,7 +648,7 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 		if (s->state != SLOT_DECODE)
 			continue;
 		sc->sl[ns++] = i;
-		top1 &= ntx_sampler_is_argmax(s->smp);
+		*top1 &= ntx_sampler_is_argmax(s->smp);
 		room = sc->n_ctx - s->n_past - 1;
 		if (s->req.n_predict >= 0 && room > s->req.n_predict - s->n_gen)
 			room = s->req.n_predict - s->n_gen;
@@ -673,18 +672,20 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 			sc->dwant[i] = km < droom ? km : droom;
 		}
 	}
-	if (ns == 0)
-		return 0;
-	if (sc->draft && draft_model(sc, ns, top1, err)) {
-		forget_caches(sc);
-		return -1;
-	}
-	t1 = ntx_now_s();
-	/* verification: cur and the drafts of every slot */
-	for (a = 0; a < ns; a++) {
-		int k;
+	return ns;
+}
 
-		i = sc->sl[a];
+/* Verification: cur and the drafts of the ns slots in sc->sl, in one
+ * evaluation of the target (logits or, top1, the argmax ids). 0 or -1. */
+static int spec_verify(struct ntx_sched *sc, int ns, int top1, struct ntx_err *err)
+{
+	size_t stride = (size_t)sc->kmax + 1;
+	struct ntx_batch b;
+	int a, n = 0;
+
+	for (a = 0; a < ns; a++) {
+		int i = sc->sl[a], k;
+
 		for (k = 0; k <= sc->dk[i]; k++, n++) {
 			sc->vtok[n] = sc->d[(size_t)i * stride + k];
 			sc->vpos[n] = sc->slots[i].n_past + k;
@@ -702,7 +703,70 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 	b.ids = top1 ? sc->vids : NULL;
 	sc->st.n_steps++;
 	sc->st.n_verify_steps++;
-	if (ntx_engine_eval(sc->e, &b, NULL, top1 ? NULL : sc->vlogits, err)) {
+	return ntx_engine_eval(sc->e, &b, NULL, top1 ? NULL : sc->vlogits, err) ? -1 : 0;
+}
+
+/* Acceptance for slot i, whose verification rows start at row off: the
+ * accepted drafts, the counts and the tuners (t_draft: the slot's share of
+ * the drafting time, t_verify: the verification's), the caches rolled back
+ * past the accepted tokens, then the accepted tokens and the target's next
+ * one emitted in order. 0 or -1. */
+static int spec_accept_slot(struct ntx_sched *sc, int i, int off, int top1, double t_draft,
+			    double t_verify, struct ntx_err *err)
+{
+	struct slot *s = &sc->slots[i];
+	int32_t next, *d = sc->d + (size_t)i * ((size_t)sc->kmax + 1);
+	int k = sc->dk[i], n_acc, j, past;
+
+	n_acc = ntx_spec_accept(s->smp, sc->V, sc->vlogits + (int64_t)off * sc->V,
+				top1 ? sc->vids + off : NULL,
+				sc->dsrc[i] == SRC_MODEL ? sc->q + (size_t)i * sc->kmax * (size_t)sc->V : NULL,
+				d, k, sc->p, &next);
+	if (k) {
+		sc->st.n_drafted += k;
+		sc->st.n_accepted += n_acc;
+		ntx_spec_tuner_observe(&sc->tun[sc->dsrc[i] == SRC_MODEL], k, n_acc,
+				       t_draft, t_verify, sc->dsrc[i] == SRC_MODEL);
+	} else {
+		ntx_spec_tuner_observe_pass(&sc->tun[0], 1, t_verify);
+		ntx_spec_tuner_observe_pass(&sc->tun[1], 1, t_verify);
+	}
+	/* cur and the accepted drafts are in the target's cache */
+	past = s->n_past;
+	ntx_engine_kv_truncate(sc->e, i, past + 1 + n_acc);
+	if (s->d_past > past + 1 + n_acc)
+		s->d_past = past + 1 + n_acc;
+	for (j = 1; j <= n_acc + 1; j++) {
+		int rc;
+
+		s->n_past = past + j;
+		s->cache[s->n_cache++] = d[j - 1];
+		rc = emit(sc, s, j <= n_acc ? d[j] : next, err);
+		if (rc < 0)
+			return -1;
+		if (rc > 0)
+			break;
+	}
+	return 0;
+}
+
+/* Every decoding slot: drafts (lookup, else the draft model), one
+ * verification evaluation of all of them, acceptance, and the accepted
+ * tokens and the target's next one emitted in order. */
+static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
+{
+	int ns, a, top1 = 1, off;
+	double t0 = ntx_now_s(), t1, t2;
+
+	ns = spec_plan_drafts(sc, &top1);
+	if (ns == 0)
+		return 0;
+	if (sc->draft && draft_model(sc, ns, top1, err)) {
+		forget_caches(sc);
+		return -1;
+	}
+	t1 = ntx_now_s();
+	if (spec_verify(sc, ns, top1, err)) {
 		forget_caches(sc);
 		return -1;
 	}
@@ -711,44 +775,11 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 	sc->st.t_verify_s += t2 - t1;
 	/* acceptance, slot by slot in row order */
 	for (a = off = 0; a < ns; a++) {
-		struct slot *s;
-		int k, n_acc, j, past;
-		int32_t next, *d;
+		int i = sc->sl[a];
 
-		i = sc->sl[a];
-		s = &sc->slots[i];
-		d = sc->d + (size_t)i * stride;
-		k = sc->dk[i];
-		n_acc = ntx_spec_accept(s->smp, sc->V, sc->vlogits + (int64_t)off * sc->V,
-					top1 ? sc->vids + off : NULL,
-					sc->dsrc[i] == SRC_MODEL ? sc->q + (size_t)i * sc->kmax * (size_t)sc->V : NULL,
-					d, k, sc->p, &next);
-		off += k + 1;
-		if (k) {
-			sc->st.n_drafted += k;
-			sc->st.n_accepted += n_acc;
-			ntx_spec_tuner_observe(&sc->tun[sc->dsrc[i] == SRC_MODEL], k, n_acc,
-					       (t1 - t0) / ns, t2 - t1, sc->dsrc[i] == SRC_MODEL);
-		} else {
-			ntx_spec_tuner_observe_pass(&sc->tun[0], 1, t2 - t1);
-			ntx_spec_tuner_observe_pass(&sc->tun[1], 1, t2 - t1);
-		}
-		/* cur and the accepted drafts are in the target's cache */
-		past = s->n_past;
-		ntx_engine_kv_truncate(sc->e, i, past + 1 + n_acc);
-		if (s->d_past > past + 1 + n_acc)
-			s->d_past = past + 1 + n_acc;
-		for (j = 1; j <= n_acc + 1; j++) {
-			int rc;
-
-			s->n_past = past + j;
-			s->cache[s->n_cache++] = d[j - 1];
-			rc = emit(sc, s, j <= n_acc ? d[j] : next, err);
-			if (rc < 0)
-				return -1;
-			if (rc > 0)
-				break;
-		}
+		if (spec_accept_slot(sc, i, off, top1, (t1 - t0) / ns, t2 - t1, err))
+			return -1;
+		off += sc->dk[i] + 1;
 	}
 	return 0;
 }
