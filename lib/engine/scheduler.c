@@ -537,6 +537,56 @@ static void draft_take(struct ntx_sched *sc, int i, int j, int r, int top1)
 	ntx_sampler_accept(s->smp, t);
 }
 
+/* Drafting with the model, first evaluation: every slot of the ns in sc->sl
+ * that wants drafts has its draft cache caught up with its history:
+ * cache[d_past..n_past) and cur, the last wanted (cap tokens in all).
+ * *rounds: the most drafts a slot wants. 0 or -1. */
+static int draft_catch_up(struct ntx_sched *sc, int ns, int cap, int top1, int *rounds,
+			  struct ntx_err *err)
+{
+	int a, n;
+	int32_t *tok = malloc((size_t)cap * sizeof *tok), *pos = malloc((size_t)cap * sizeof *pos);
+	int32_t *seq = malloc((size_t)cap * sizeof *seq);
+	uint8_t *want = malloc((size_t)cap);
+	struct ntx_batch b;
+	int rc;
+
+	if (!tok || !pos || !seq || !want) {
+		free(tok), free(pos), free(seq), free(want);
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	}
+	for (a = n = 0; a < ns; a++) {
+		int i = sc->sl[a], k;
+		struct slot *s = &sc->slots[i];
+
+		if (sc->dwant[i] <= 0)
+			continue;
+		if (s->d_past > s->n_past)
+			s->d_past = s->n_past;
+		ntx_engine_kv_truncate(sc->draft, i, s->d_past);
+		for (k = s->d_past; k <= s->n_past; k++, n++) {
+			tok[n] = k < s->n_past ? s->cache[k] : s->cur;
+			pos[n] = k;
+			seq[n] = i;
+			want[n] = k == s->n_past;
+		}
+		s->d_past = s->n_past + 1;
+		if (sc->dwant[i] > *rounds)
+			*rounds = sc->dwant[i];
+	}
+	memset(&b, 0, sizeof b);
+	b.n_tok = n;
+	b.tok = tok;
+	b.pos = pos;
+	b.seq = seq;
+	b.want = want;
+	b.ids = top1 ? sc->vids : NULL;
+	sc->st.n_draft_evals++;
+	rc = ntx_engine_eval(sc->draft, &b, NULL, top1 ? NULL : sc->dlogits, err);
+	free(tok), free(pos), free(seq), free(want);
+	return rc ? -1 : 0;
+}
+
 /* The draft model drafts dwant[i] tokens for each slot that asks: every
  * such slot's draft cache is caught up with its history (cur included) in
  * one evaluation, then one draft position per evaluation. */
@@ -552,50 +602,8 @@ static int draft_model(struct ntx_sched *sc, int ns, int top1, struct ntx_err *e
 	}
 	if (cap == 0)
 		return 0;
-	{
-		/* catch up: cache[d_past..n_past) and cur, the last wanted */
-		int32_t *tok = malloc((size_t)cap * sizeof *tok), *pos = malloc((size_t)cap * sizeof *pos);
-		int32_t *seq = malloc((size_t)cap * sizeof *seq);
-		uint8_t *want = malloc((size_t)cap);
-		struct ntx_batch b;
-		int rc;
-
-		if (!tok || !pos || !seq || !want) {
-			free(tok), free(pos), free(seq), free(want);
-			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-		}
-		for (a = n = 0; a < ns; a++) {
-			int i = sc->sl[a], k;
-			struct slot *s = &sc->slots[i];
-
-			if (sc->dwant[i] <= 0)
-				continue;
-			if (s->d_past > s->n_past)
-				s->d_past = s->n_past;
-			ntx_engine_kv_truncate(sc->draft, i, s->d_past);
-			for (k = s->d_past; k <= s->n_past; k++, n++) {
-				tok[n] = k < s->n_past ? s->cache[k] : s->cur;
-				pos[n] = k;
-				seq[n] = i;
-				want[n] = k == s->n_past;
-			}
-			s->d_past = s->n_past + 1;
-			if (sc->dwant[i] > rounds)
-				rounds = sc->dwant[i];
-		}
-		memset(&b, 0, sizeof b);
-		b.n_tok = n;
-		b.tok = tok;
-		b.pos = pos;
-		b.seq = seq;
-		b.want = want;
-		b.ids = top1 ? sc->vids : NULL;
-		sc->st.n_draft_evals++;
-		rc = ntx_engine_eval(sc->draft, &b, NULL, top1 ? NULL : sc->dlogits, err);
-		free(tok), free(pos), free(seq), free(want);
-		if (rc)
-			return -1;
-	}
+	if (draft_catch_up(sc, ns, cap, top1, &rounds, err))
+		return -1;
 	for (a = j = 0; a < ns; a++)
 		if (sc->dwant[sc->sl[a]] > 0)
 			draft_take(sc, sc->sl[a], j++, 0, top1);
