@@ -279,6 +279,86 @@ out:
 	return rc;
 }
 
+/* The calibration text and the held-out text (o->eval, if any) as tokens
+ * in *ids and *eids (owned by the caller, also on failure), checked for
+ * length; *n_ctx shrinks to a short calibration text (one chunk). The
+ * held-out text is read before any work: a bad one fails at once. 0 or -1. */
+static int calib_texts(const struct ntx_vocab *v, const struct ntx_calib_opts *o, int *n_ctx,
+		       int32_t **ids, int *n_ids, int32_t **eids, int *n_eids, struct ntx_err *err)
+{
+	if (ntx_tokenize(v, o->calib ? o->calib : "", o->calib_len, 1, 0, ids, n_ids, err))
+		return -1;
+	if (*n_ids < NTX_CALIB_MIN_TOKENS) {
+		ntx_err_set(err, NTX_EINVAL,
+			    "%s: the calibration text has %d tokens; at least %d are needed",
+			    o->calib_name && strcmp(o->calib_name, "-") ? o->calib_name : "stdin",
+			    *n_ids, NTX_CALIB_MIN_TOKENS);
+		return -1;
+	}
+	if (*n_ctx > *n_ids)
+		*n_ctx = *n_ids; /* short calibration text: one chunk */
+	if (o->eval) {
+		const char *ename = o->eval_name ? o->eval_name : "-";
+
+		if (ntx_tokenize(v, o->eval, o->eval_len, 1, 0, eids, n_eids, err))
+			return -1;
+		if (*n_eids < *n_ctx) {
+			ntx_err_set(err, NTX_EINVAL,
+				    "%s: the evaluation text has %d tokens, fewer than one chunk of %d (give a longer text or a smaller -c)",
+				    ename, *n_eids, *n_ctx);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The engine that collects per-layer cosines, n_ctx tokens per chunk; a
+ * fallback to the CPU goes to o->note. NULL on failure. */
+static struct ntx_engine *calib_engine(const struct ntx_model *m, const struct ntx_plan *plan,
+				       const struct ntx_calib_opts *o, int n_ctx,
+				       struct ntx_err *err)
+{
+	struct ntx_engine_opts eo;
+	struct ntx_engine_stats es;
+	struct ntx_engine *e;
+
+	memset(&eo, 0, sizeof eo);
+	eo.backend = o->backend;
+	eo.n_ctx = n_ctx;
+	eo.n_threads = o->n_threads;
+	eo.plan = plan;
+	eo.interrupt = o->interrupt;
+	eo.collect_cos = 1;
+	e = ntx_engine_new(m, &eo, err);
+	if (!e)
+		return NULL;
+	ntx_engine_get_stats(e, &es);
+	if (o->note && es.fell_back_to_cpu) {
+		char line[sizeof es.backend_note + 32];
+
+		snprintf(line, sizeof line, "%s: using the CPU", es.backend_note);
+		o->note(o->user, line);
+	}
+	return e;
+}
+
+/* The engine's per-layer cosine statistics as mean, standard deviation and
+ * count per layer (L of each). */
+static void layer_cos(const struct ntx_engine *e, int L, double *cos, double *cstd, int64_t *cn)
+{
+	const struct ntx_cos_stats *cs = ntx_engine_cos_stats(e);
+	int l;
+
+	for (l = 0; l < L; l++) {
+		double mean = cs[l].n ? cs[l].sum / cs[l].n : 0;
+		double var = cs[l].n ? cs[l].sum_sq / cs[l].n - mean * mean : 0;
+
+		cos[l] = mean;
+		cstd[l] = sqrt(var > 0 ? var : 0);
+		cn[l] = cs[l].n;
+	}
+}
+
 json_t *ntx_calib_run(const struct ntx_model *m, const struct ntx_vocab *v,
 		      const struct ntx_plan *plan, const struct ntx_calib_opts *o,
 		      struct ntx_err *err)
@@ -287,11 +367,9 @@ json_t *ntx_calib_run(const struct ntx_model *m, const struct ntx_vocab *v,
 	const int *counts = o->n_counts ? o->counts : def_counts;
 	int n_counts = o->n_counts ? o->n_counts : 4;
 	int n_ctx = o->n_ctx ? o->n_ctx : NTX_CALIB_DEFAULT_CTX;
-	int L = m->cfg.n_layer, n_ids = 0, n_eids = 0, n_sets = 0, l;
+	int L = m->cfg.n_layer, n_ids = 0, n_eids = 0, n_sets = 0;
 	int32_t *ids = NULL, *eids = NULL, bos = ntx_vocab_bos(v);
 	struct ntx_engine *e = NULL;
-	struct ntx_engine_opts eo;
-	struct ntx_engine_stats es;
 	struct ntx_ppl_result base = { 0 }, full_eval = { 0 };
 	struct pass ps = { o, "calibration" };
 	struct cset *sets = NULL;
@@ -302,47 +380,11 @@ json_t *ntx_calib_run(const struct ntx_model *m, const struct ntx_vocab *v,
 
 	if (check_opts(o, err))
 		return NULL;
-	if (ntx_tokenize(v, o->calib ? o->calib : "", o->calib_len, 1, 0, &ids, &n_ids, err))
+	if (calib_texts(v, o, &n_ctx, &ids, &n_ids, &eids, &n_eids, err))
 		goto out;
-	if (n_ids < NTX_CALIB_MIN_TOKENS) {
-		ntx_err_set(err, NTX_EINVAL,
-			    "%s: the calibration text has %d tokens; at least %d are needed",
-			    o->calib_name && strcmp(o->calib_name, "-") ? o->calib_name : "stdin",
-			    n_ids, NTX_CALIB_MIN_TOKENS);
-		goto out;
-	}
-	if (n_ctx > n_ids)
-		n_ctx = n_ids; /* short calibration text: one chunk */
-	/* the held-out text before any work: a bad one fails at once */
-	if (o->eval) {
-		const char *ename = o->eval_name ? o->eval_name : "-";
-
-		if (ntx_tokenize(v, o->eval, o->eval_len, 1, 0, &eids, &n_eids, err))
-			goto out;
-		if (n_eids < n_ctx) {
-			ntx_err_set(err, NTX_EINVAL,
-				    "%s: the evaluation text has %d tokens, fewer than one chunk of %d (give a longer text or a smaller -c)",
-				    ename, n_eids, n_ctx);
-			goto out;
-		}
-	}
-	memset(&eo, 0, sizeof eo);
-	eo.backend = o->backend;
-	eo.n_ctx = n_ctx;
-	eo.n_threads = o->n_threads;
-	eo.plan = plan;
-	eo.interrupt = o->interrupt;
-	eo.collect_cos = 1;
-	e = ntx_engine_new(m, &eo, err);
+	e = calib_engine(m, plan, o, n_ctx, err);
 	if (!e)
 		goto out;
-	ntx_engine_get_stats(e, &es);
-	if (o->note && es.fell_back_to_cpu) {
-		char line[sizeof es.backend_note + 32];
-
-		snprintf(line, sizeof line, "%s: using the CPU", es.backend_note);
-		o->note(o->user, line);
-	}
 
 	/* 1. calibration: cosine per layer over the whole text */
 	if (ntx_perplexity(e, ids, n_ids, n_ctx, bos, NULL, NULL, NULL, on_chunk, &ps, &base, err))
@@ -356,18 +398,7 @@ json_t *ntx_calib_run(const struct ntx_model *m, const struct ntx_vocab *v,
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto out;
 	}
-	{
-		const struct ntx_cos_stats *cs = ntx_engine_cos_stats(e);
-
-		for (l = 0; l < L; l++) {
-			double mean = cs[l].n ? cs[l].sum / cs[l].n : 0;
-			double var = cs[l].n ? cs[l].sum_sq / cs[l].n - mean * mean : 0;
-
-			cos[l] = mean;
-			cstd[l] = sqrt(var > 0 ? var : 0);
-			cn[l] = cs[l].n;
-		}
-	}
+	layer_cos(e, L, cos, cstd, cn);
 
 	/* 2. candidate sets */
 	n_sets = make_sets(o, plan, L, cos, counts, n_counts, sets, order);
