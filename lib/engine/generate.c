@@ -554,17 +554,123 @@ out:
 
 /* ---- perplexity ---- */
 
+/* The sums over the scored rows. */
+struct ppl_acc {
+	double nll, nll2, kl, kl2;
+	int64_t count, top1;
+};
+
+/* Evaluate one chunk of n_ctx tokens (buf: their copy, BOS first when
+ * bos >= 0) from an empty cache: logits of rows [first, n_ctx - 1). 0 or -1. */
+static int ppl_eval_chunk(struct ntx_engine *e, const int32_t *chunk, int n_ctx, int first,
+			  int32_t bos, const uint8_t *layer_mask, int32_t *buf, float *logits,
+			  struct ntx_err *err)
+{
+	int32_t *pos = malloc((size_t)n_ctx * sizeof *pos);
+	uint8_t *want = malloc((size_t)n_ctx);
+	struct ntx_batch b;
+	int i;
+
+	if (!pos || !want) {
+		free(pos);
+		free(want);
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	}
+	memcpy(buf, chunk, (size_t)n_ctx * sizeof *buf);
+	if (bos >= 0)
+		buf[0] = bos;
+	for (i = 0; i < n_ctx; i++) {
+		pos[i] = i;
+		want[i] = i >= first && i < n_ctx - 1;
+	}
+	memset(&b, 0, sizeof b);
+	b.n_tok = n_ctx;
+	b.tok = buf;
+	b.pos = pos;
+	b.want = want;
+	ntx_engine_kv_truncate(e, 0, 0);
+	i = ntx_engine_eval(e, &b, layer_mask, logits, err);
+	free(pos);
+	free(want);
+	return i ? -1 : 0;
+}
+
+/* Score one row of V logits against the next token: its NLL into *acc; its
+ * log-probabilities (lp) written to kld_out and/or compared with the next
+ * row of kld_ref (read into refrow). 0 or -1. */
+static int ppl_score_row(const float *row, int64_t V, int32_t next, float *lp, float *refrow,
+			 FILE *kld_out, FILE *kld_ref, struct ppl_acc *acc, struct ntx_err *err)
+{
+	float mx = row[0];
+	double s = 0, logz, x;
+	int64_t j;
+
+	for (j = 1; j < V; j++)
+		mx = row[j] > mx ? row[j] : mx;
+	for (j = 0; j < V; j++)
+		s += exp((double)row[j] - mx);
+	logz = mx + log(s);
+	x = logz - row[next];
+	acc->nll += x;
+	acc->nll2 += x * x;
+	acc->count++;
+	if (kld_out || kld_ref) {
+		for (j = 0; j < V; j++)
+			lp[j] = (float)(row[j] - logz);
+	}
+	if (kld_out && fwrite(lp, sizeof(float), (size_t)V, kld_out) != (size_t)V)
+		return ntx_err_set(err, NTX_EIO, "writing reference log-probabilities failed");
+	if (kld_ref) {
+		double d = 0;
+
+		if (fread(refrow, sizeof(float), (size_t)V, kld_ref) != (size_t)V)
+			return ntx_err_set(err, NTX_EIO, "reading reference log-probabilities failed");
+		for (j = 0; j < V; j++)
+			d += exp((double)refrow[j]) * ((double)refrow[j] - lp[j]);
+		acc->kl += d;
+		acc->kl2 += d * d;
+		if (ntx_argmax(refrow, V) == ntx_argmax(lp, V))
+			acc->top1++;
+	}
+	return 0;
+}
+
+/* The results from the sums: PPL, its error, and the KL statistics when
+ * there was a reference. */
+static void ppl_result(const struct ppl_acc *acc, int n_chunks, int kld, struct ntx_ppl_result *r)
+{
+	double count = (double)acc->count;
+
+	r->n_chunks = n_chunks;
+	r->n_scored = (int)acc->count;
+	r->nll = acc->nll / count;
+	r->ppl = exp(r->nll);
+	/* llama-perplexity: PPL error from the std error of the mean NLL */
+	{
+		double mean = acc->nll / count, var = acc->nll2 / count - mean * mean;
+
+		r->ppl_err = acc->count > 1 ?
+			     r->ppl * sqrt((var > 0 ? var : 0) / (double)(acc->count - 1)) : 0;
+	}
+	if (kld) {
+		double mean = acc->kl / count, var = acc->kl2 / count - mean * mean;
+
+		r->kld = mean;
+		r->kld_err = acc->count > 1 ? sqrt((var > 0 ? var : 0) / (double)(acc->count - 1)) : 0;
+		r->top1 = (double)acc->top1 / count;
+	}
+}
+
 int ntx_perplexity(struct ntx_engine *e, const int32_t *tokens, int n_tokens, int n_ctx,
 		   int32_t bos, const uint8_t *layer_mask, FILE *kld_out, FILE *kld_ref,
 		   ntx_ppl_progress progress, void *pctx, struct ntx_ppl_result *r,
 		   struct ntx_err *err)
 {
 	int64_t V = ntx_engine_n_vocab(e);
-	int n_chunks, c, first = n_ctx / 2, rc = -1;
+	int n_chunks, c, i, first = n_ctx / 2, rc = -1;
 	int32_t *buf = NULL;
 	float *logits = NULL, *lp = NULL, *refrow = NULL;
-	double nll = 0, nll2 = 0, kl = 0, kl2 = 0;
-	int64_t count = 0, top1 = 0;
+	struct ppl_acc acc = { 0 };
 
 	memset(r, 0, sizeof *r);
 	if (n_ctx < 4 || n_ctx > ntx_engine_n_ctx(e))
@@ -585,94 +691,18 @@ int ntx_perplexity(struct ntx_engine *e, const int32_t *tokens, int n_tokens, in
 		goto out;
 	}
 	for (c = 0; c < n_chunks; c++) {
-		int32_t *pos = malloc((size_t)n_ctx * sizeof *pos);
-		uint8_t *want = malloc((size_t)n_ctx);
-		struct ntx_batch b;
-		int i;
+		const int32_t *chunk = tokens + (int64_t)c * n_ctx;
 
-		if (!pos || !want) {
-			free(pos);
-			free(want);
-			ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		if (ppl_eval_chunk(e, chunk, n_ctx, first, bos, layer_mask, buf, logits, err))
 			goto out;
-		}
-		memcpy(buf, tokens + (int64_t)c * n_ctx, (size_t)n_ctx * sizeof *buf);
-		if (bos >= 0)
-			buf[0] = bos;
-		for (i = 0; i < n_ctx; i++) {
-			pos[i] = i;
-			want[i] = i >= first && i < n_ctx - 1;
-		}
-		memset(&b, 0, sizeof b);
-		b.n_tok = n_ctx;
-		b.tok = buf;
-		b.pos = pos;
-		b.want = want;
-		ntx_engine_kv_truncate(e, 0, 0);
-		i = ntx_engine_eval(e, &b, layer_mask, logits, err);
-		free(pos);
-		free(want);
-		if (i)
-			goto out;
-		for (i = first; i < n_ctx - 1; i++) {
-			const float *row = logits + (int64_t)(i - first) * V;
-			float mx = row[0];
-			double s = 0, logz, x;
-			int64_t j;
-
-			for (j = 1; j < V; j++)
-				mx = row[j] > mx ? row[j] : mx;
-			for (j = 0; j < V; j++)
-				s += exp((double)row[j] - mx);
-			logz = mx + log(s);
-			x = logz - row[tokens[(int64_t)c * n_ctx + i + 1]];
-			nll += x;
-			nll2 += x * x;
-			count++;
-			if (kld_out || kld_ref) {
-				for (j = 0; j < V; j++)
-					lp[j] = (float)(row[j] - logz);
-			}
-			if (kld_out && fwrite(lp, sizeof(float), (size_t)V, kld_out) != (size_t)V) {
-				ntx_err_set(err, NTX_EIO, "writing reference log-probabilities failed");
+		for (i = first; i < n_ctx - 1; i++)
+			if (ppl_score_row(logits + (int64_t)(i - first) * V, V, chunk[i + 1], lp,
+					  refrow, kld_out, kld_ref, &acc, err))
 				goto out;
-			}
-			if (kld_ref) {
-				double d = 0;
-
-				if (fread(refrow, sizeof(float), (size_t)V, kld_ref) != (size_t)V) {
-					ntx_err_set(err, NTX_EIO,
-						    "reading reference log-probabilities failed");
-					goto out;
-				}
-				for (j = 0; j < V; j++)
-					d += exp((double)refrow[j]) * ((double)refrow[j] - lp[j]);
-				kl += d;
-				kl2 += d * d;
-				if (ntx_argmax(refrow, V) == ntx_argmax(lp, V))
-					top1++;
-			}
-		}
 		if (progress)
-			progress(pctx, c + 1, n_chunks, exp(nll / (double)count));
+			progress(pctx, c + 1, n_chunks, exp(acc.nll / (double)acc.count));
 	}
-	r->n_chunks = n_chunks;
-	r->n_scored = (int)count;
-	r->nll = nll / (double)count;
-	r->ppl = exp(r->nll);
-	/* llama-perplexity: PPL error from the std error of the mean NLL */
-	{
-		double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
-
-		r->ppl_err = count > 1 ? r->ppl * sqrt((var > 0 ? var : 0) / (double)(count - 1)) : 0;
-	}
-	if (kld_ref) {
-		double mean = kl / (double)count, var = kl2 / (double)count - mean * mean;
-
-		r->kld = mean;
-		r->kld_err = count > 1 ? sqrt((var > 0 ? var : 0) / (double)(count - 1)) : 0;
-		r->top1 = (double)top1 / (double)count;
-	}
+	ppl_result(&acc, n_chunks, kld_ref != NULL, r);
 	rc = 0;
 out:
 	free(buf);
