@@ -65,7 +65,7 @@ enum ntx_cu_knob {
 	NTX_CU_GEMV_DL,       /* 0/1 */
 	NTX_CU_GEMV_EARLY,    /* 0/1 */
 	NTX_CU_GEMV_DL_SHAPE, /* -1 (the default shape), 0, 1, 2 */
-	NTX_CU_GEMV_MMA,      /* 0 off, 1 one 16-row tile per CTA, 2 several */
+	NTX_CU_GEMV_MMA,      /* 0 off (default), 1 from 6 tokens on, 2 from 2 */
 	NTX_CU_ATTN_PREFETCH, /* 0/1 */
 	NTX_CU_ATTN_CHUNK,    /* a multiple of 32 in [32, 65536] */
 	NTX_CU_NO_PDL,        /* 0/1 */

@@ -22,21 +22,24 @@
  * so the float order is the same. Loads: a quad of lanes (g, c) takes row
  * g and g + 8's parts c and c + 4 (16-byte loads), token g's half-units c,
  * c + 4, c + 8, c + 12, and transposes them in the quad so that lane c
- * holds word c of each, as the mma's fragments want. */
+ * holds word c of each, as the mma's fragments want.
+ *
+ * Off by default (the switch gemv_mma, NTX_GEMV_MMA=1|2): exact, but not
+ * faster yet; PERF-NOTES.md (version 7) has what was measured and why. */
 #include <atomic>
 
 #include "gemv.cuh"
 #include "dlmath.cuh"
 
 #define MM_ROWS 16
-#define MM_NT 8 /* tokens per launch (the mma's n) */
+#define MM_NT 8      /* tokens per launch (the mma's n) */
+#define MM_MIN_TOK 6 /* fewest tokens it takes by default */
 
 struct mm_seg {
 	const uint8_t *w, *w1; /* gate (or the matrix), up for NM = 2 */
 	float *y;
 	uint64_t row_bytes;
 	int n_out, type, epi, ks, cta0;
-	int tpc; /* 16-row tiles per CTA (the activations are staged once per CTA) */
 };
 
 struct mm_args {
@@ -141,261 +144,167 @@ __device__ __forceinline__ int mm_s8(const uint4 &v, int k)
 	return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
 }
 
-/* The activations of all tokens, staged in shared memory once per CTA
- * (mm_stage) in the order the fragments read them:
- *   xs[b][q][t]: token t's 16 int8 of half-unit q (0..15) of block b; lane
- *     (g, c) reads word c of token g: 128 consecutive bytes per warp;
- *   ds[b][k][t]: token t's (d, d*sum) of units 2k, 2k + 1 (a float4); lanes
- *     read tokens 2c, 2c + 1.
- * n_in * 8 + n_in * 2 bytes; tokens past n_tok are zeros. */
-struct mm_acts {
-	const uint32_t *xs;
-	const float4 *ds;
-};
-
-/* Word c of token g's half-units 4 G .. 4 G + 3 of block b. */
-__device__ __forceinline__ void mm_xload(const mm_acts &ac, int b, int G, int g, int c, uint32_t x[4])
+/* Word c of token g's half-units 4 G .. 4 G + 3 of block b (zero past
+ * n_tok: xq NULL). */
+__device__ __forceinline__ void mm_xload(const int8_t *xq, int b, int G, int c, uint32_t x[4])
 {
-#pragma unroll
-	for (int i = 0; i < 4; i++)
-		x[i] = ac.xs[((b * 16 + 4 * G + i) * 8 + g) * 4 + c];
-}
+	const uint4 v = xq ? ntx_ldg128((const uint8_t *)xq + 256 * (int64_t)b + 16 * (4 * G + c))
+			   : make_uint4(0, 0, 0, 0);
 
-/* Tokens 2c and 2c + 1's (d, d*sum) of units 2k, 2k + 1 of block b. */
-__device__ __forceinline__ void mm_dsload(const mm_acts &ac, int b, int k, int c, float4 ds[2])
-{
-	ds[0] = ac.ds[(b * 4 + k) * 8 + 2 * c];
-	ds[1] = ac.ds[(b * 4 + k) * 8 + 2 * c + 1];
-}
-
-__host__ __device__ static size_t mm_acts_bytes(int n_in)
-{
-	return (size_t)n_in * 10;
-}
-
-/* Copy the activations into shared memory (every thread of the CTA). */
-__device__ __forceinline__ void mm_stage(const mm_args &a, uint8_t *sm)
-{
-	const int nb = a.n_in / 256, nx = nb * 16 * 8, nd = nb * 4 * 8;
-
-	for (int i = threadIdx.x; i < nx; i += blockDim.x) {
-		const int t = i & 7, q = (i >> 3) & 15, b = i >> 7;
-		const int tt = min(t, a.n_tok - 1);
-
-		ntx_cp_async16_z(sm + 16 * (size_t)i, a.xqs + (int64_t)tt * a.n_in + 256 * b + 16 * q,
-				 t < a.n_tok ? 16 : 0);
-	}
-	for (int i = threadIdx.x; i < nd; i += blockDim.x) {
-		const int t = i & 7, k = (i >> 3) & 3, b = i >> 5;
-		const int tt = min(t, a.n_tok - 1);
-
-		ntx_cp_async16_z(sm + (size_t)a.n_in * 8 + 16 * (size_t)i,
-				 a.xds + (int64_t)tt * (a.n_in / 32) + 8 * b + 2 * k, t < a.n_tok ? 16 : 0);
-	}
-	ntx_cp_async_commit();
-	ntx_cp_async_wait<0>();
-	__syncthreads();
+	mm_qtr4(v, x, c);
 }
 
 /* One block for this warp: acc[j][e] of part j, entry e of the mma's
- * output, through the same float chain as ntx_dl_dot. */
+ * output, through the same float chain as ntx_dl_dot. xq: token g's int8
+ * row (NULL past n_tok); d0, d1: tokens 2c, 2c + 1's (d, d*sum) rows.
+ * Everything the block needs is loaded first (measured: loads inside the
+ * part loop expose their latency, 6.4 against 4.8 ms for an 8B pass). */
 template <int T>
-__device__ __forceinline__ void mm_block(const mm_raw<T> &w, int b, int g, int c, const mm_acts &ac,
-					 float (*acc)[4])
+__device__ __forceinline__ void mm_block(const mm_raw<T> &w, int b, int c, const int8_t *xq,
+					 const float2 *d0, const float2 *d1, float (*acc)[4])
 {
+	uint32_t x[16]; /* word c of token g's half-units 0..15 */
+	float4 ds[2][4]; /* [token 2c + i][units 2k, 2k + 1] */
 
+#pragma unroll
+	for (int G = 0; G < 4; G++)
+		mm_xload(xq, b, G, c, x + 4 * G);
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		ds[0][k] = ntx_ldg_f4((const float4 *)(d0 + 8 * (int64_t)b + 2 * k));
+		ds[1][k] = ntx_ldg_f4((const float4 *)(d1 + 8 * (int64_t)b + 2 * k));
+	}
 	if constexpr (T == NTX_TYPE_Q4_K) {
+		uint32_t q[2][8];
 		float dd[2], dm[2];
 
 #pragma unroll
 		for (int r = 0; r < 2; r++) {
+			mm_qtr4(w.q[r][0], q[r], c);
+			mm_qtr4(w.q[r][1], q[r] + 4, c);
 			dd[r] = ntx_h2f(w.h[r].x & 0xFFFF);
 			dm[r] = ntx_h2f(w.h[r].x >> 16);
 		}
 #pragma unroll
-		for (int G = 0; G < 2; G++) { /* parts 4 G .. 4 G + 3 */
-			uint32_t q[2][4];
+		for (int j = 0; j < 8; j++) {
+			const int p = j >> 1, h = j & 1;
+			float aa[2], ab[2], ba[2], bb[2];
+			int ia[4], ib[4];
 
 #pragma unroll
-			for (int r = 0; r < 2; r++)
-				mm_qtr4(w.q[r][G], q[r], c);
-#pragma unroll
-			for (int p = 2 * G; p < 2 * G + 2; p++) { /* parts 2p, 2p + 1: units 2p, 2p + 1 */
-				uint32_t x[4];
-				float4 ds[2];
-				float aa[2], ab[2], ba[2], bb[2];
+			for (int r = 0; r < 2; r++) {
+				uint32_t sc, m;
 
-				mm_xload(ac, b, p, g, c, x);
-				mm_dsload(ac, b, p, c, ds);
+				ntx_kscale_pair(p, w.h[r].y, w.h[r].z, w.h[r].w, &sc, &m);
+				aa[r] = ntx_mul(dd[r], (float)(sc & 0xFF));
+				ab[r] = ntx_mul(dd[r], (float)(sc >> 8));
+				/* odd parts add no min terms: -0, as ntx_dl_decode */
+				ba[r] = h ? 0.0f : ntx_mul(dm[r], (float)(m & 0xFF));
+				bb[r] = h ? 0.0f : ntx_mul(dm[r], (float)(m >> 8));
+			}
+			mm_dot(q[0][j] & 0x0F0F0F0Fu, q[1][j] & 0x0F0F0F0Fu, x[4 * p + h], ia);
+			mm_dot((q[0][j] >> 4) & 0x0F0F0F0Fu, (q[1][j] >> 4) & 0x0F0F0F0Fu, x[4 * p + 2 + h], ib);
 #pragma unroll
-				for (int r = 0; r < 2; r++) {
-					uint32_t sc, m;
+			for (int e = 0; e < 4; e++) {
+				const int r = e >> 1;
+				const float4 &s = ds[e & 1][p];
+				float v = acc[j][e];
 
-					ntx_kscale_pair(p, w.h[r].y, w.h[r].z, w.h[r].w, &sc, &m);
-					aa[r] = ntx_mul(dd[r], (float)(sc & 0xFF));
-					ab[r] = ntx_mul(dd[r], (float)(sc >> 8));
-					ba[r] = ntx_mul(dm[r], (float)(m & 0xFF));
-					bb[r] = ntx_mul(dm[r], (float)(m >> 8));
-				}
-#pragma unroll
-				for (int h = 0; h < 2; h++) {
-					const int j = 2 * p + h;
-					const uint32_t q0 = q[0][j & 3], q1 = q[1][j & 3];
-					int ia[4], ib[4];
-
-					mm_dot(q0 & 0x0F0F0F0Fu, q1 & 0x0F0F0F0Fu, x[h], ia);
-					mm_dot((q0 >> 4) & 0x0F0F0F0Fu, (q1 >> 4) & 0x0F0F0F0Fu, x[2 + h], ib);
-#pragma unroll
-					for (int e = 0; e < 4; e++) {
-						const int r = e >> 1;
-						const float4 &s = ds[e & 1];
-						float v = acc[j][e];
-
-						/* odd parts add no min terms: -0, as ntx_dl_decode */
-						v = ntx_fma(ntx_mul(aa[r], s.x), (float)ia[e], v);
-						v = ntx_fma(ntx_mul(ab[r], s.z), (float)ib[e], v);
-						v = ntx_fma(h ? -0.0f : -ba[r], s.y, v);
-						v = ntx_fma(h ? -0.0f : -bb[r], s.w, v);
-						acc[j][e] = v;
-					}
-				}
+				v = ntx_fma(ntx_mul(aa[r], s.x), (float)ia[e], v);
+				v = ntx_fma(ntx_mul(ab[r], s.z), (float)ib[e], v);
+				v = ntx_fma(-ba[r], s.y, v);
+				v = ntx_fma(-bb[r], s.w, v);
+				acc[j][e] = v;
 			}
 		}
 	} else {
+		uint32_t ql[2][8], qh[2][4];
 		float d[2];
-		uint32_t qh[2][4];
 
 #pragma unroll
 		for (int r = 0; r < 2; r++) {
-			d[r] = ntx_h2f(w.d[r]);
+			mm_qtr4(w.ql[r][0], ql[r], c);
+			mm_qtr4(w.ql[r][1], ql[r] + 4, c);
 			mm_qtr4(w.qh[r], qh[r], c);
+			d[r] = ntx_h2f(w.d[r]);
 		}
 #pragma unroll
-		for (int h6 = 0; h6 < 2; h6++) { /* parts 4 h6 ..: units 4 h6 .. 4 h6 + 3 */
-			uint32_t ql[2][4];
+		for (int j = 0; j < 8; j++) {
+			const int h6 = j >> 2, c6 = j & 3, ua = 4 * h6 + (c6 >> 1);
+			const uint32_t s0 = 2u * (uint32_t)(c6 >> 1);
+			uint32_t va[2], vb[2];
+			int ia[4], ib[4];
 
 #pragma unroll
-			for (int r = 0; r < 2; r++)
-				mm_qtr4(w.ql[r][h6], ql[r], c);
-#pragma unroll
-			for (int c6 = 0; c6 < 4; c6++) {
-				const int j = 4 * h6 + c6, ua = 4 * h6 + (c6 >> 1); /* units ua, ua + 2 */
-				const uint32_t s0 = 2u * (uint32_t)(c6 >> 1);
-				/* Q6_K uses d only: float 0 of unit u's (d, d*sum) */
-				const float *dsf = (const float *)ac.ds + ((b * 4 + (ua >> 1)) * 8 + 2 * c) * 4 + 2 * (ua & 1);
-				const float dax[2] = { dsf[0], dsf[4] }, dbx[2] = { dsf[32], dsf[36] };
-				const uint32_t xa = ac.xs[((b * 16 + 8 * h6 + c6) * 8 + g) * 4 + c];
-				const uint32_t xb = ac.xs[((b * 16 + 8 * h6 + c6 + 4) * 8 + g) * 4 + c];
-				uint32_t va[2], vb[2];
-				int ia[4], ib[4];
+			for (int r = 0; r < 2; r++) {
+				const uint32_t lw = ql[r][j], t = qh[r][2 * h6 + (c6 & 1)] >> s0;
 
+				va[r] = __vsub4((lw & 0x0F0F0F0Fu) | ((t & 0x03030303u) << 4), 0x20202020u);
+				vb[r] = __vsub4(((lw >> 4) & 0x0F0F0F0Fu) | (t & 0x30303030u), 0x20202020u);
+			}
+			mm_dot(va[0], va[1], x[8 * h6 + c6], ia);
+			mm_dot(vb[0], vb[1], x[8 * h6 + c6 + 4], ib);
 #pragma unroll
-				for (int r = 0; r < 2; r++) {
-					const uint32_t lw = ql[r][c6], t = qh[r][2 * h6 + (c6 & 1)] >> s0;
+			for (int e = 0; e < 4; e++) {
+				const int r = e >> 1;
+				const float4 &sa = ds[e & 1][ua >> 1], &sb = ds[e & 1][(ua + 2) >> 1];
+				const float dax = (ua & 1) ? sa.z : sa.x, dbx = (ua & 1) ? sb.z : sb.x;
+				float v = acc[j][e];
 
-					va[r] = __vsub4((lw & 0x0F0F0F0Fu) | ((t & 0x03030303u) << 4), 0x20202020u);
-					vb[r] = __vsub4(((lw >> 4) & 0x0F0F0F0Fu) | (t & 0x30303030u), 0x20202020u);
-				}
-				mm_dot(va[0], va[1], xa, ia);
-				mm_dot(vb[0], vb[1], xb, ib);
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					const int r = e >> 1;
-					float v = acc[j][e];
-
-					v = ntx_fma(ntx_mul(d[r], dax[e & 1]), (float)(mm_s8(w.sc[r], 8 * h6 + c6) * ia[e]), v);
-					v = ntx_fma(ntx_mul(d[r], dbx[e & 1]), (float)(mm_s8(w.sc[r], 8 * h6 + c6 + 4) * ib[e]), v);
-					acc[j][e] = v;
-				}
+				v = ntx_fma(ntx_mul(d[r], dax), (float)(mm_s8(w.sc[r], 8 * h6 + c6) * ia[e]), v);
+				v = ntx_fma(ntx_mul(d[r], dbx), (float)(mm_s8(w.sc[r], 8 * h6 + c6 + 4) * ib[e]), v);
+				acc[j][e] = v;
 			}
 		}
 	}
 }
 
-/* Rows g and g + 8 of the 16-row tile `tile` of matrix wm. */
-__device__ __forceinline__ void mm_rows(const uint8_t *wm, const mm_seg &sg, int tile, int g,
-					const uint8_t *rp[2])
-{
-#pragma unroll
-	for (int r = 0; r < 2; r++) /* rows past the end recompute the last (dropped) */
-		rp[r] = wm + (uint64_t)min(tile * MM_ROWS + g + 8 * r, sg.n_out - 1) * sg.row_bytes;
-}
-
-template <int NM>
-__device__ __forceinline__ void mm_reduce_store(float (*acc)[4], const mm_args &a, const mm_seg &sg,
-						int row0, int m, int kw, int bl, bool live, int lane, float *red);
-
-/* Tiles tile0 .. tile1 - 1 of the segment: the activations are staged once
- * (every thread of the CTA), then for each tile this warp's share, blocks
- * (kw + i ks) * 4 + bl, with the next block's weights (the next tile's
- * first, at the end of one) loaded while one is computed, and the CTA's
- * reduction. The first weights go out before the PDL wait (a.early), as in
- * gemv_dl.cu. */
-template <int T, int NM, bool MT>
-__device__ __forceinline__ void mm_run(const mm_args &a, const mm_seg &sg, int tile0, int tile1, int m,
-				       int kw, int bl, bool live, int lane, uint8_t *sm, float *red)
+/* This warp's share: blocks (kw + i ks) * 4 + bl of its 16 rows, the next
+ * block's weights loaded while one is computed. */
+template <int T>
+__device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, const mm_seg &sg, int row0,
+					int kw, int bl, int lane, float (*acc)[4], bool &waited)
 {
 	const int g = lane >> 2, c = lane & 3;
 	const int nb = a.n_in / 256, n_steps = (nb + 3) / 4, ks = sg.ks;
-	const bool has = live && kw < n_steps && 4 * kw + bl < nb; /* blocks in every tile, or none */
-	const uint8_t *wm = m ? sg.w1 : sg.w;
-	const uint8_t *rp[2] = { NULL, NULL }, *rn[2] = { NULL, NULL };
-	const mm_acts ac = { (const uint32_t *)sm, (const float4 *)(sm + (size_t)a.n_in * 8) };
+	const uint8_t *rp[2];
+	const int t0 = min(2 * c, a.n_tok - 1), t1 = min(2 * c + 1, a.n_tok - 1);
+	const int8_t *xq = g < a.n_tok ? a.xqs + (int64_t)g * a.n_in : NULL;
+	const float2 *d0 = a.xds + (int64_t)t0 * (a.n_in / 32), *d1 = a.xds + (int64_t)t1 * (a.n_in / 32);
 	mm_raw<T> cur, nxt;
-	int s = kw;
-
-	if (!a.early) {
-		ntx_pdl_wait();
-		ntx_pdl_trigger();
-	}
-	if (has) {
-		mm_rows(wm, sg, tile0, g, rp);
-		mm_load<T>(rp, nb, 4 * kw + bl, c, cur);
-	}
-	if (a.early) { /* the first weights are in flight: now the activations */
-		ntx_pdl_wait();
-		ntx_pdl_trigger();
-	}
-	mm_stage(a, sm);
-	for (int tile = tile0; tile < (MT ? tile1 : tile0 + 1); tile++) {
-		float acc[8][4];
+	int s = kw, b = 4 * s + bl;
+	bool ok = s < n_steps && b < nb;
 
 #pragma unroll
-		for (int j = 0; j < 8; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				acc[j][e] = 0.0f;
-		while (has) {
-			const int s1 = s + ks, b1 = 4 * s1 + bl;
-			const bool same = s1 < n_steps && b1 < nb, more = same || (MT && tile + 1 < tile1);
+	for (int r = 0; r < 2; r++)
+		rp[r] = wm + (uint64_t)min(row0 + g + 8 * r, sg.n_out - 1) * sg.row_bytes;
+	if (ok)
+		mm_load<T>(rp, nb, b, c, cur);
+	if (!waited) { /* the first weights are in flight: now the activations */
+		ntx_pdl_wait();
+		ntx_pdl_trigger();
+		waited = true;
+	}
+	while (ok) {
+		const int s1 = s + ks, b1 = 4 * s1 + bl;
+		const bool ok1 = s1 < n_steps && b1 < nb;
 
-			if (same) {
-				mm_load<T>(rp, nb, b1, c, nxt);
-			} else if (more) {
-				mm_rows(wm, sg, tile + 1, g, rn);
-				mm_load<T>(rn, nb, 4 * kw + bl, c, nxt);
-			}
-			mm_block<T>(cur, 4 * s + bl, g, c, ac, acc);
-			cur = nxt;
-			if (same) {
-				s = s1;
-				continue;
-			}
-			rp[0] = rn[0], rp[1] = rn[1];
-			s = kw;
-			break;
-		}
-		mm_reduce_store<NM>(acc, a, sg, tile * MM_ROWS, m, kw, bl, live, lane, red);
+		if (ok1)
+			mm_load<T>(rp, nb, b1, c, nxt);
+		mm_block<T>(cur, b, c, xq, d0, d1, acc);
+		cur = nxt;
+		s = s1, b = b1, ok = ok1;
 	}
 }
 
+/* Bytes of shared memory for the reduction of a CTA of NM matrices whose
+ * rows are split ks ways. */
 #define MM_RED 2048 /* floats of one (m, kw)'s partials: [2][8][4][32] */
 #define MM_TOT 128  /* floats of one (m, kw)'s sums: [4][32] */
 
-/* The activations, then the reduction's space. */
-static size_t mm_smem(int nm, int ks, int n_in)
+static size_t mm_smem(int nm, int ks)
 {
-	return mm_acts_bytes(n_in) + (size_t)nm * ks * (MM_RED + MM_TOT) * sizeof(float);
+	return (size_t)nm * ks * (MM_RED + MM_TOT) * sizeof(float);
 }
 
 /* The 32 virtual lanes' sums of each (row, token) through the butterfly's
@@ -403,63 +312,50 @@ static size_t mm_smem(int nm, int ks, int n_in)
  * in order, then the epilogue. Called by every thread of the CTA. */
 template <int NM>
 __device__ __forceinline__ void mm_reduce_store(float (*acc)[4], const mm_args &a, const mm_seg &sg,
-						int row0, int m, int kw, int bl, bool live, int lane,
-						float *mm_red /* [NM][ks][MM_RED], then [NM][ks][MM_TOT] */)
+						int row0, int m, int kw, int bl, bool live, int lane)
 {
+	extern __shared__ float mm_red[]; /* [NM][ks][MM_RED], then [NM][ks][MM_TOT] */
 	const int ks = sg.ks, g = lane >> 2, c = lane & 3;
 	float *mine = mm_red + (m * ks + kw) * MM_RED;
 	float *tot = mm_red + NM * ks * MM_RED;
 
-	__syncthreads(); /* the previous tile's reduction has been read */
-
 	/* a warp past NM * 4 ks (a segment with a smaller ks than the CTA's
 	 * width) is not live but takes part in every barrier */
 	if (live && bl >= 2) /* l + (l ^ 16): bl and bl ^ 2 */
-#pragma unroll
 		for (int j = 0; j < 8; j++)
-#pragma unroll
 			for (int e = 0; e < 4; e++)
 				mine[(((bl - 2) * 8 + j) * 4 + e) * 32 + lane] = acc[j][e];
 	__syncthreads();
 	if (live && bl < 2)
-#pragma unroll
 		for (int j = 0; j < 8; j++)
-#pragma unroll
 			for (int e = 0; e < 4; e++)
 				acc[j][e] = acc[j][e] + mine[((bl * 8 + j) * 4 + e) * 32 + lane];
 	__syncthreads();
 	if (live && bl == 1) /* + (l ^ 8): bl 0 and 1 */
-#pragma unroll
 		for (int j = 0; j < 8; j++)
-#pragma unroll
 			for (int e = 0; e < 4; e++)
 				mine[(j * 4 + e) * 32 + lane] = acc[j][e];
 	__syncthreads();
 	if (live && bl == 0) {
 		float v[4];
 
-#pragma unroll
 		for (int e = 0; e < 4; e++) {
 			float z[8], y2[4];
 
-#pragma unroll
 			for (int j = 0; j < 8; j++)
 				z[j] = acc[j][e] + mine[(j * 4 + e) * 32 + lane];
-#pragma unroll
 			for (int j = 0; j < 4; j++) /* ^ 4 */
 				y2[j] = z[j] + z[j + 4];
 			y2[0] = y2[0] + y2[2]; /* ^ 2 */
 			y2[1] = y2[1] + y2[3];
 			v[e] = y2[0] + y2[1]; /* ^ 1 */
 		}
-#pragma unroll
 		for (int e = 0; e < 4; e++) /* the (m, kw) sums, [NM][ks][4][32] */
 			tot[((m * ks + kw) * 4 + e) * 32 + lane] = v[e];
 	}
 	__syncthreads();
 	if (!live || m || kw || bl)
 		return;
-#pragma unroll
 	for (int e = 0; e < 4; e++) {
 		const int row = row0 + g + 8 * (e >> 1), t = 2 * c + (e & 1);
 		float v = tot[(0 * ks * 4 + e) * 32 + lane], u = 0.0f;
@@ -485,23 +381,39 @@ __device__ __forceinline__ void mm_reduce_store(float (*acc)[4], const mm_args &
 	}
 }
 
-/* MT: several tiles per CTA (sg.tpc), else one (tpc 1). */
-template <int NM, bool MT> __global__ void __launch_bounds__(512, 1) ntx_gemv_mma_kernel(mm_args a)
+template <int NM> __global__ void __launch_bounds__(512, 1) ntx_gemv_mma_kernel(mm_args a)
 {
-	extern __shared__ __align__(16) uint8_t mm_sm[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const mm_seg &sg = a.seg[gv_cta_seg(a.seg, a.n_seg)];
 	const int nw = 4 * sg.ks; /* warps per matrix */
 	const int m = warp / nw, kw = (warp % nw) / 4, bl = warp % 4;
 	const bool live = m < NM;
-	const int tile0 = ((int)blockIdx.x - sg.cta0) * sg.tpc;
-	const int tile1 = min(tile0 + sg.tpc, (sg.n_out + MM_ROWS - 1) / MM_ROWS);
-	float *red = (float *)(mm_sm + mm_acts_bytes(a.n_in));
+	const int row0 = ((int)blockIdx.x - sg.cta0) * MM_ROWS;
+	float acc[8][4];
+	bool waited = !(a.early && live);
 
-	if (sg.type == NTX_TYPE_Q4_K)
-		mm_run<NTX_TYPE_Q4_K, NM, MT>(a, sg, tile0, tile1, m, kw, bl, live, lane, mm_sm, red);
-	else
-		mm_run<NTX_SPLIT | NTX_TYPE_Q6_K, NM, MT>(a, sg, tile0, tile1, m, kw, bl, live, lane, mm_sm, red);
+	if (waited) {
+		ntx_pdl_wait();
+		ntx_pdl_trigger();
+	}
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			acc[j][e] = 0.0f;
+	if (live) {
+		const uint8_t *wm = m ? sg.w1 : sg.w;
+
+		if (sg.type == NTX_TYPE_Q4_K)
+			mm_body<NTX_TYPE_Q4_K>(a, wm, sg, row0, kw, bl, lane, acc, waited);
+		else
+			mm_body<NTX_SPLIT | NTX_TYPE_Q6_K>(a, wm, sg, row0, kw, bl, lane, acc, waited);
+	}
+	if (!waited) {
+		ntx_pdl_wait();
+		ntx_pdl_trigger();
+	}
+	mm_reduce_store<NM>(acc, a, sg, row0, m, kw, bl, live, lane);
 }
 
 /* ---- host ---- */
@@ -538,15 +450,17 @@ int ntx_gv_mma_usable(int nm, const gv_args &g)
 	static std::atomic<int> dev_ok{ -1 };
 	int ok = dev_ok.load(std::memory_order_relaxed);
 
-	if (g.n_tok < 2 || g.n_tok > MM_NT || g.n_in % 256 || !ntx_cu_knob(NTX_CU_GEMV_MMA))
+	const int knob = ntx_cu_knob(NTX_CU_GEMV_MMA);
+
+	/* by default from MM_MIN_TOK tokens on: below, the dp4a lanes are
+	 * faster (PERF-NOTES.md, version 7) */
+	if (!knob || g.n_tok < (knob == 2 ? 2 : MM_MIN_TOK) || g.n_tok > MM_NT || g.n_in % 256)
 		return 0;
 	for (int i = 0; i < g.n_seg; i++) /* 16-byte loads, as gemv_dl.cu's */
 		if (!ntx_gv_mma_type((uint32_t)g.seg[i].type) || g.seg[i].row_bytes % 16 ||
 		    (uintptr_t)g.seg[i].w % 16 || (nm == 2 && (uintptr_t)g.w1 % 16))
 			return 0;
 	if (nm * mm_ks_max(nm, g) > 4) /* a CTA of at most 512 threads */
-		return 0;
-	if (mm_smem(nm, 4, g.n_in) > 200 * 1024) /* the activations in shared memory */
 		return 0;
 	if (ok < 0) {
 		ok = mm_device_ok();
@@ -555,40 +469,15 @@ int ntx_gv_mma_usable(int nm, const gv_args &g)
 	return ok;
 }
 
-/* CTAs of this shape one SM holds at once (registers: 128 per thread). */
-static int mm_ctas_per_sm(int threads, size_t smem)
-{
-	int per = 65536 / (threads * 128), by_smem = (int)((227 * 1024) / smem);
-
-	return max(1, min(per, by_smem));
-}
-
-template <int NM, bool MT>
-static int mm_launch(const mm_args &a, int cta, unsigned threads, size_t smem, cudaStream_t s,
-		     struct ntx_err *err)
-{
-	if (ntx_cu_smem(ntx_gemv_mma_kernel<NM, MT>, smem, "gemv_mma: cudaFuncSetAttribute", err))
-		return -1;
-	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_mma" : "gemv_mma",
-			       ntx_launch(ntx_gemv_mma_kernel<NM, MT>, (unsigned)cta, threads, smem, s, a), err);
-}
-
 int ntx_gv_mma(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 {
 	mm_args a;
-	int cta = 0, ks_max = mm_ks_max(nm, g);
-	const size_t smem = mm_smem(nm, ks_max, g.n_in);
-	const unsigned threads = 4u * ks_max * nm * 32;
-	/* one wave of CTAs over the GPU: a segment with more tiles gives each
-	 * CTA several (fewer copies of the activations) */
-	const bool mt = ntx_cu_knob(NTX_CU_GEMV_MMA) == 2;
-	const int wave = mt ? ntx_gv_want_warps() / 32 * mm_ctas_per_sm((int)threads, smem) : INT32_MAX;
+	int cta = 0, ks_max = 1;
 
 	memset(&a, 0, sizeof a);
 	for (int i = 0; i < g.n_seg; i++) {
 		const gv_seg &gs = g.seg[i];
 		mm_seg &sg = a.seg[i];
-		const int tiles = (gs.n_out + MM_ROWS - 1) / MM_ROWS;
 
 		sg.w = gs.w;
 		sg.w1 = g.w1;
@@ -598,9 +487,9 @@ int ntx_gv_mma(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 		sg.type = gs.type;
 		sg.epi = gs.epi;
 		sg.ks = ntx_gv_dl_ks(gs.type, gs.n_out, g.n_in, nm);
-		sg.tpc = tiles > wave ? (tiles + wave - 1) / wave : 1;
 		sg.cta0 = cta;
-		cta += (tiles + sg.tpc - 1) / sg.tpc;
+		cta += (gs.n_out + MM_ROWS - 1) / MM_ROWS;
+		ks_max = max(ks_max, sg.ks);
 	}
 	a.n_seg = g.n_seg;
 	a.n_in = g.n_in;
@@ -608,8 +497,19 @@ int ntx_gv_mma(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 	a.xqs = g.xqs;
 	a.xds = g.xds;
 	a.early = g.early;
-	if (nm == 2)
-		return mt ? mm_launch<2, true>(a, cta, threads, smem, s, err)
-			  : mm_launch<2, false>(a, cta, threads, smem, s, err);
-	return mt ? mm_launch<1, true>(a, cta, threads, smem, s, err) : mm_launch<1, false>(a, cta, threads, smem, s, err);
+
+	const size_t smem = mm_smem(nm, ks_max);
+	const unsigned threads = 4u * ks_max * nm * 32;
+	cudaError_t e;
+
+	if (nm == 2) {
+		if (ntx_cu_smem(ntx_gemv_mma_kernel<2>, smem, "gemv_mma: cudaFuncSetAttribute", err))
+			return -1;
+		e = ntx_launch(ntx_gemv_mma_kernel<2>, (unsigned)cta, threads, smem, s, a);
+	} else {
+		if (ntx_cu_smem(ntx_gemv_mma_kernel<1>, smem, "gemv_mma: cudaFuncSetAttribute", err))
+			return -1;
+		e = ntx_launch(ntx_gemv_mma_kernel<1>, (unsigned)cta, threads, smem, s, a);
+	}
+	return ntx_cu_launched(nm == 2 ? "gemv_swiglu_mma" : "gemv_mma", e, err);
 }

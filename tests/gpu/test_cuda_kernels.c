@@ -615,6 +615,24 @@ static void test_swiglu_bitwise(void)
 	}
 }
 
+/* The tensor-core GEMV for 2..8 tokens (the switch gemv_mma = 2, off by
+ * default): the same bitwise checks, against the single-token kernel. */
+static void test_gemv_mma(void)
+{
+	struct ntx_tunables tun;
+
+	ntx_tunables_from_env(&tun);
+	tun.gemv_mma = 2;
+	ntx_cuda_tunables_set(&tun);
+	t_diag("GEMV bitwise checks with the tensor-core kernel for 2..8 tokens (gemv_mma = 2)");
+	test_gemv_invariance();
+	test_multi_bitwise();
+	test_swiglu_bitwise();
+	ntx_tunables_from_env(&tun);
+	ntx_cuda_tunables_set(&tun);
+}
+
+
 /* ---- matmul ---- */
 
 static void test_matmul_one(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int acc)
@@ -1030,6 +1048,7 @@ int main(int argc, char **argv)
 			test_swiglu_gemv();
 		}
 		ntx_cuda_gemv_dl_set(-1);
+		test_gemv_mma();
 	}
 	test_matmul();
 	if (!matmul_only) {
