@@ -25,6 +25,19 @@ int tool_usage(const struct tool *t, const char *fmt, ...)
 	return 2;
 }
 
+int tool_backend(const struct tool *t, const char *arg, enum ntx_backend_choice *out)
+{
+	if (!strcmp(arg, "cpu"))
+		*out = NTX_USE_CPU;
+	else if (!strcmp(arg, "cuda"))
+		*out = NTX_USE_CUDA;
+	else if (!strcmp(arg, "auto"))
+		*out = NTX_USE_AUTO;
+	else
+		return tool_usage(t, "--backend: expected cpu, cuda or auto, got '%s'", arg);
+	return 0;
+}
+
 int tool_usage_tail(const struct tool *t)
 {
 	tail(t);

@@ -47,6 +47,8 @@ int tool_double(const struct tool *t, const char *opt, const char *arg, double m
 		double *out);
 int tool_budget(const struct tool *t, const char *opt, const char *arg, int64_t *out);
 int tool_size(const struct tool *t, const char *opt, const char *arg, uint64_t *out);
+/* --backend cpu|cuda|auto: 0, or the usage error's status 2. */
+int tool_backend(const struct tool *t, const char *arg, enum ntx_backend_choice *out);
 
 /* Why getopt_long (its option string starting with ':') returned ch: ':' a
  * missing value, else an unknown option; "PROG: ..." on stderr, without

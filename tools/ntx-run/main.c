@@ -375,16 +375,7 @@ static int opt_model(struct opt_state *s, int ch, const char *a)
 		}
 		return 0;
 	case O_PLAN: o->plan_path = a; return 0;
-	case O_BACKEND:
-		if (!strcmp(a, "cpu"))
-			o->backend = NTX_USE_CPU;
-		else if (!strcmp(a, "cuda"))
-			o->backend = NTX_USE_CUDA;
-		else if (!strcmp(a, "auto"))
-			o->backend = NTX_USE_AUTO;
-		else
-			return bad_value("--backend", "expected cpu, cuda or auto, got '%s'", a);
-		return 0;
+	case O_BACKEND: return tool_backend(&T, a, &o->backend);
 	case 't': case TOOL_OPT_VRAM: case TOOL_OPT_RAM: /* tools/common's */
 		if ((rc = tool_common_opt(&T, ch, a, &s->com)) != 0)
 			return rc;

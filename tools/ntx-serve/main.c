@@ -146,16 +146,7 @@ static int opt_model(struct serve_opts *o, int ch, const char *a, int argc, char
 		}
 		return 0;
 	case O_PLAN: o->plan_path = a; return 0;
-	case O_BACKEND:
-		if (!strcmp(a, "cpu"))
-			o->backend = NTX_USE_CPU;
-		else if (!strcmp(a, "cuda"))
-			o->backend = NTX_USE_CUDA;
-		else if (!strcmp(a, "auto"))
-			o->backend = NTX_USE_AUTO;
-		else
-			return bad("--backend", "expected cpu, cuda or auto, got '%s'", a);
-		return 0;
+	case O_BACKEND: return tool_backend(&T, a, &o->backend);
 	case 't': return tool_int(&T, "--threads", a, 1, 1024, &o->n_threads);
 	case 'c': return tool_int(&T, "--ctx-size", a, 0, 1 << 24, &o->n_ctx);
 	case O_KV:

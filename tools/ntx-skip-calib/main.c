@@ -230,14 +230,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return rc;
 			break;
 		case O_BACKEND:
-			if (!strcmp(optarg, "cpu"))
-				o->backend = NTX_USE_CPU;
-			else if (!strcmp(optarg, "cuda"))
-				o->backend = NTX_USE_CUDA;
-			else if (!strcmp(optarg, "auto"))
-				o->backend = NTX_USE_AUTO;
-			else
-				return tool_usage(&T, "--backend: expected cpu, cuda or auto");
+			if ((rc = tool_backend(&T, optarg, &o->backend)) != 0)
+				return rc;
 			break;
 		case 'h':
 			usage(stdout);
