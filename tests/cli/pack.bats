@@ -232,13 +232,17 @@ no_temps() {
 	[ "$(stat -c %s "$T/r.ntxp")" -gt 1000000 ]
 }
 
-@test "Ctrl-C (SIGINT) while writing: dies of the signal, no output, no temporary" {
-	# zstd level 19 on one thread takes seconds for this model (without the
-	# reference set: an F16 model made for it, the shipped one is too small)
+# M = a model that zstd level 19 on one thread takes seconds to pack (without
+# the reference set: an F16 model made for it, the shipped one is too small)
+slow_model() {
 	if ! have_fixtures; then
 		"$BIN/ntx-gguf-gen" -q --layers 8 --embd 512 --ff 1536 --mix f16 -o "$T/slow.gguf"
 		M=$T/slow.gguf
 	fi
+}
+
+@test "Ctrl-C (SIGINT) while writing: dies of the signal, no output, no temporary" {
+	slow_model
 	run timeout -s INT 0.7 "$BIN/ntx-pack" "$M" --all --compress zstd --level 19 \
 		--threads 1 -o "$T/int.ntxp"
 	[ "$status" -eq 124 ]
@@ -253,6 +257,7 @@ no_temps() {
 }
 
 @test "SIGTERM while writing: no output, no temporary" {
+	slow_model
 	run timeout --preserve-status -s TERM 0.7 "$BIN/ntx-pack" "$M" --all --compress zstd \
 		--level 19 --threads 1 -o "$T/term.ntxp"
 	[ "$status" -eq 143 ]
