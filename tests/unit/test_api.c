@@ -56,6 +56,17 @@ static int on_token(void *user, int32_t id, const char *piece, size_t len)
 	return r->stop_after && r->n >= r->stop_after;
 }
 
+/* Set p on ctx and generate greedily into got (cleared first): the status. */
+static enum ntx_status spec_generate(struct ntx_ctx *ctx, const struct ntx_spec_params *p,
+				     const int32_t *ids, int n, const struct ntx_gen_params *gp,
+				     struct rec *got, struct ntx_gen_result *res, struct ntx_error *err)
+{
+	enum ntx_status st = ntx_ctx_set_spec(ctx, p, err);
+
+	memset(got, 0, sizeof *got);
+	return st == NTX_OK ? ntx_ctx_generate(ctx, 0, ids, n, gp, on_token, got, res, err) : st;
+}
+
 static int internal_tok(void *user, int32_t tok)
 {
 	struct rec *r = user;
@@ -1354,10 +1365,7 @@ int main(void)
 		sp.draft = lm;
 		sp.lookup = 2;
 		sp.draft_k = 3;
-		st = ntx_ctx_set_spec(ctx, &sp, err);
-		memset(&got, 0, sizeof got);
-		if (st == NTX_OK)
-			st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+		st = spec_generate(ctx, &sp, ids, n, &gp, &got, &res, err);
 		t_ok(st == NTX_OK && got.n == ref.n &&
 			     !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids) &&
 			     res.n_drafted > 0 && res.n_accepted <= res.n_drafted &&
@@ -1398,10 +1406,7 @@ int main(void)
 		sp.self_skip = skip1;
 		sp.n_self_skip = 1;
 		sp.draft_k = 2;
-		st = ntx_ctx_set_spec(ctx, &sp, err);
-		memset(&got, 0, sizeof got);
-		if (st == NTX_OK)
-			st = ntx_ctx_generate(ctx, 0, ids, n, &gp, on_token, &got, &res, err);
+		st = spec_generate(ctx, &sp, ids, n, &gp, &got, &res, err);
 		t_ok(st == NTX_OK && got.n == ref.n &&
 			     !memcmp(got.ids, ref.ids, (size_t)ref.n * sizeof *ref.ids) &&
 			     res.n_drafted > 0 && res.n_draft_passes > 0 && res.n_lookup_drafted == 0,
