@@ -273,4 +273,98 @@ template <int T> NTX_HD float ntx_dl_dot(const ntx_dlw &w, const ntx_dlx &x, flo
 	return acc;
 }
 
+/* ---- the canonical K-quant chain (Q4_K, split Q6_K) ----
+ * For these two types the lanes do not accumulate floats of their own: a
+ * block's exact integers (cpu_impl.h's canonical chain)
+ *   Q4_K: I = sum_u sc_u (q . x)_u,  M = sum_u m_u sum(x)_u
+ *   Q6_K: I = sum_s sc_s ((q . x)_s - 32 sum(x)_s)
+ * are summed over the block's 8 lanes in integers, then every lane applies
+ *   a = fma((float)I, dx * d, a) [Q4_K: a = fma(-(float)M, dx * dmin, a)]
+ * to the stream of its block slot bl (block b of a step: b % 4 == bl). The
+ * tensor-core GEMV (gemv_mma.cu) computes the same integers with mma and
+ * runs the same float chain in the same order, so 1 token (here) and 2..8
+ * tokens (there) give the same bits. */
+struct ntx_dlk {
+	uint32_t va[4], vb[4]; /* the lane's 16 values of its two units (Q4_K vb: 16 x) */
+	int sa, sb, ma, mb;    /* integer scales, Q4_K mins (Q6_K: 0) */
+	float d, dm;           /* block d, dmin (Q6_K: 0) */
+};
+
+template <int T> NTX_HD void ntx_dlk_decode(const ntx_dlr<T> &r, int j, ntx_dlk &w)
+{
+	static_assert(T == NTX_TYPE_Q4_K || T == (NTX_SPLIT | NTX_TYPE_Q6_K), "canonical K-quants");
+	if constexpr (T == NTX_TYPE_Q4_K) {
+		const uint32_t qw[4] = { r.q.x, r.q.y, r.q.z, r.q.w };
+		uint32_t sc, m;
+
+		ntx_kscale_pair(j >> 1, r.h.y, r.h.z, r.h.w, &sc, &m);
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			w.va[k] = qw[k] & 0x0F0F0F0Fu;
+			w.vb[k] = qw[k] & 0xF0F0F0F0u;
+		}
+		w.sa = (int)(sc & 0xFF), w.sb = (int)(sc >> 8);
+		w.ma = (int)(m & 0xFF), w.mb = (int)(m >> 8);
+		w.d = ntx_h2f(r.h.x & 0xFFFF), w.dm = ntx_h2f(r.h.x >> 16);
+	} else {
+		ntx_dlw v;
+
+		ntx_dl_decode<T>(r, j, v);
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			w.va[k] = v.va[k], w.vb[k] = v.vb[k];
+		w.sa = v.sa, w.sb = v.sb, w.ma = w.mb = 0;
+		w.d = v.aa, w.dm = 0.0f;
+	}
+}
+
+/* The sums of the lane's 16 activation bytes of each unit (sx[0]: xa). */
+NTX_HD void ntx_dlk_xsum(const ntx_dlx &x, int sx[2])
+{
+	const uint32_t xa[4] = { x.xa.x, x.xa.y, x.xa.z, x.xa.w };
+	const uint32_t xb[4] = { x.xb.x, x.xb.y, x.xb.z, x.xb.w };
+
+	sx[0] = sx[1] = 0;
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		sx[0] = ntx_dp4a(0x01010101u, xa[k], sx[0]);
+		sx[1] = ntx_dp4a(0x01010101u, xb[k], sx[1]);
+	}
+}
+
+/* The lane's shares of the block's I and M (exact integers). */
+template <int T> NTX_HD void ntx_dlk_dot(const ntx_dlk &w, const ntx_dlx &x, const int sx[2], int &ip, int &mp)
+{
+	const uint32_t xa[4] = { x.xa.x, x.xa.y, x.xa.z, x.xa.w };
+	const uint32_t xb[4] = { x.xb.x, x.xb.y, x.xb.z, x.xb.w };
+	int ia = 0, ib = 0;
+
+	if constexpr (T == NTX_TYPE_Q4_K) {
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			ia = ntx_dp4a(w.va[k], xa[k], ia);
+			ib = ntx_dp4a_us(w.vb[k], xb[k], ib);
+		}
+		ip = w.sa * ia + w.sb * (ib >> 4); /* exact: 16 x an integer */
+		mp = w.ma * sx[0] + w.mb * sx[1];
+	} else {
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			ia = ntx_dp4a(w.va[k], xa[k], ia);
+			ib = ntx_dp4a(w.vb[k], xb[k], ib);
+		}
+		ip = w.sa * (ia - 32 * sx[0]) + w.sb * (ib - 32 * sx[1]);
+		mp = 0;
+	}
+}
+
+/* One block's step of the float chain (the same in gemv_mma.cu). */
+template <int T> NTX_HD float ntx_dlk_acc(int I, int M, float dx, float d, float dm, float a)
+{
+	a = ntx_fma((float)I, ntx_mul(dx, d), a);
+	if constexpr (T == NTX_TYPE_Q4_K)
+		a = ntx_fma(-(float)M, ntx_mul(dx, dm), a);
+	return a;
+}
+
 #endif

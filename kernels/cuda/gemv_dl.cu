@@ -123,6 +123,144 @@ __device__ __forceinline__ void dl_body(const dl_args &a, const dl_seg &sg, int 
 	}
 }
 
+/* dl_body for the canonical K-quants (dlmath.cuh: ntx_dlk_*): per step the
+ * block's integers are summed over its 8 lanes, then each lane adds them to
+ * the float stream of its block slot bl. Lanes of a slot past the last
+ * block skip the float step (their 8 lanes agree). */
+template <int T, int NT, int NM, int U>
+__device__ __forceinline__ void dlk_body(const dl_args &a, const dl_seg &sg, int row0, int kw, int ks,
+					 int lane, float *acc, bool &waited)
+{
+	constexpr int RH = dl_rh<NM>(), R = RH * NM, LPB = ntx_dl<T>::LPB, BPS = 32 / LPB;
+	constexpr int HALF = gv_pow2(RH * NT);
+	const int nb = a.n_in / ntx_qt<T>::BS, n_steps = (nb + BPS - 1) / BPS;
+	const int j = lane % LPB, bl = lane / LPB;
+	const uint8_t *rp[R];
+
+#pragma unroll
+	for (int r = 0; r < R; r++) /* rows past the end recompute the last (dropped) */
+		rp[r] = (r < RH ? sg.w : sg.w1) + (uint64_t)min(row0 + r % RH, sg.n_out - 1) * sg.row_bytes;
+
+	for (int s0 = kw; s0 < n_steps; s0 += U * ks) {
+		ntx_dlr<T> raw[U][R];
+		int b[U];
+		bool ok[U];
+
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			b[u] = (s0 + u * ks) * BPS + bl;
+			ok[u] = s0 + u * ks < n_steps && b[u] < nb;
+#pragma unroll
+			for (int r = 0; r < R; r++)
+				if (ok[u])
+					ntx_dl_load<T>(rp[r], nb, b[u], j, raw[u][r]);
+		}
+		if (!waited) {
+			ntx_pdl_wait();
+			ntx_pdl_trigger();
+			waited = true;
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if (s0 + u * ks >= n_steps) /* the whole warp */
+				continue;
+			ntx_dlk w[R];
+
+#pragma unroll
+			for (int r = 0; r < R; r++)
+				ntx_dlk_decode<T>(raw[u][r], j, w[r]);
+#pragma unroll
+			for (int t = 0; t < NT; t++) {
+				if (t < a.n_tok) {
+					const int8_t *xq = a.xqs + (int64_t)t * a.n_in;
+					const float2 *xd = a.xds + (int64_t)t * (a.n_in / 32);
+					ntx_dlx x;
+					int sx[2], ip[R], mp[R];
+					float dx = 0.0f;
+
+					if (ok[u]) {
+						ntx_dl_xload<T>(xq, xd, b[u], j, x);
+						dx = ntx_ldg_f2(xd + 8 * (int64_t)b[u]).x;
+					} else {
+						x.xa = x.xb = make_uint4(0, 0, 0, 0);
+					}
+					ntx_dlk_xsum(x, sx);
+#pragma unroll
+					for (int r = 0; r < R; r++) {
+						ntx_dlk_dot<T>(w[r], x, sx, ip[r], mp[r]);
+#pragma unroll
+						for (int o = 1; o < LPB; o <<= 1) {
+							ip[r] += __shfl_xor_sync(NTX_FULL_MASK, ip[r], o);
+							if (T == NTX_TYPE_Q4_K)
+								mp[r] += __shfl_xor_sync(NTX_FULL_MASK, mp[r], o);
+						}
+					}
+					if (ok[u]) {
+#pragma unroll
+						for (int r = 0; r < R; r++) {
+							float &v = acc[(r / RH) * HALF + (r % RH) * NT + t];
+
+							v = ntx_dlk_acc<T>(ip[r], mp[r], dx, w[r].d, w[r].dm, v);
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+/* The canonical K-quants' reduction: every lane of a slot holds its
+ * stream, the warp's value is (a0 + a2) + (a1 + a3) (slots bl), the ks
+ * warps of a row group are added in order; then the epilogue. */
+template <int NT, int RH, int NM>
+__device__ __forceinline__ void dlk_reduce_store(const float *acc, int lane, int warp, int ks, int kw, int active,
+						 int row0, const gv_out &o, int n_tok)
+{
+	constexpr int HALF = gv_pow2(RH * NT), V = HALF * NM;
+	static_assert(V <= 32, "too many values for one warp");
+	__shared__ float red[GV_WARPS][32];
+	float out = 0.0f, u = 0.0f;
+	int rh, t, row;
+
+#pragma unroll
+	for (int i = 0; i < V; i++) {
+		float v = acc[i] + __shfl_xor_sync(NTX_FULL_MASK, acc[i], 16);
+
+		v = v + __shfl_xor_sync(NTX_FULL_MASK, v, 8);
+		if (lane == i)
+			out = v;
+	}
+	if (ks > 1) {
+		red[warp][lane] = out;
+		__syncthreads();
+		if (kw)
+			return;
+		out = red[warp][lane];
+		for (int k = 1; k < ks; k++)
+			out += red[warp + k][lane];
+	}
+	if (!active)
+		return;
+	if constexpr (NM == 2)
+		u = __shfl_sync(NTX_FULL_MASK, out, (lane + HALF) & 31);
+	if (lane >= HALF)
+		return;
+	rh = lane / NT;
+	t = lane % NT;
+	row = row0 + rh;
+	if (rh >= RH || t >= n_tok || row >= o.n_out)
+		return;
+	float *yp = o.y + (int64_t)t * o.n_out + row;
+	if constexpr (NM == 2)
+		*yp = ntx_silu_mul(out, u);
+	else if (o.epi == GV_EPI_ACC)
+		*yp += out;
+	else if (o.epi == GV_EPI_SWIGLU)
+		*yp = ntx_silu_mul(*yp, out);
+	else
+		*yp = out;
+}
+
 /* MINB CTAs of 4 warps per SM at least (registers: 64K / (128 MINB)). */
 template <int NT, int NM, int U, int MINB>
 __global__ void __launch_bounds__(GV_WARPS * 32, MINB) ntx_gemv_dl_kernel(dl_args a)
@@ -148,10 +286,10 @@ __global__ void __launch_bounds__(GV_WARPS * 32, MINB) ntx_gemv_dl_kernel(dl_arg
 		acc[i] = 0.0f;
 	if (active) {
 		switch (sg.type) {
-		case NTX_TYPE_Q4_K: dl_body<NTX_TYPE_Q4_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
+		case NTX_TYPE_Q4_K: dlk_body<NTX_TYPE_Q4_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
 		case NTX_TYPE_Q5_K: dl_body<NTX_TYPE_Q5_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
 		case NTX_SPLIT | NTX_TYPE_Q6_K:
-			dl_body<NTX_SPLIT | NTX_TYPE_Q6_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
+			dlk_body<NTX_SPLIT | NTX_TYPE_Q6_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
 			break;
 		case NTX_SPLIT | NTX_TYPE_Q4_0:
 			dl_body<NTX_SPLIT | NTX_TYPE_Q4_0, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
@@ -166,7 +304,10 @@ __global__ void __launch_bounds__(GV_WARPS * 32, MINB) ntx_gemv_dl_kernel(dl_arg
 		ntx_pdl_wait();
 		ntx_pdl_trigger();
 	}
-	gv_reduce_store<NT, RH, NM>(acc, lane, warp, ks, kw, active, row0, o, a.n_tok);
+	if (sg.type == NTX_TYPE_Q4_K || sg.type == (NTX_SPLIT | NTX_TYPE_Q6_K))
+		dlk_reduce_store<NT, RH, NM>(acc, lane, warp, ks, kw, active, row0, o, a.n_tok);
+	else
+		gv_reduce_store<NT, RH, NM>(acc, lane, warp, ks, kw, active, row0, o, a.n_tok);
 }
 
 int ntx_gv_dl_type(uint32_t t)

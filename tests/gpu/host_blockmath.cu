@@ -22,7 +22,8 @@
  *     integers and d of ntx_quantize_act_ref (ties of +max and -max, zero
  *     blocks, the clamp at 127);
  *   - the direct-load GEMV (gemv_dl.cu): a warp emulated lane by lane with
- *     the kernel's own lane functions (dlmath.cuh), on Q4_K / Q5_K rows and
+ *     the kernel's own lane functions (dlmath.cuh; Q4_K and split Q6_K
+ *     through the canonical chain, ntx_dlk_*), on Q4_K / Q5_K rows and
  *     split rows of Q4_0 / Q8_0 / Q6_K (ntx_split_row), with activations in
  *     the CPU's q8 format: equals ntx_vec_dot_ref up to float summation
  *     order (NMSE <= 1e-10), token 0 the same with 1 or 3 tokens; split rows
@@ -426,22 +427,57 @@ static void test_q8_formats(void)
 
 /* ---- the direct-load GEMV (gemv_dl.cu), emulated ---- */
 
-/* W[r] . x for n_tok tokens of q8 activations xq [n_tok][n_in] with d, ds
- * [n_tok][n_in/32], computed as one warp of ntx_gemv_dl_kernel does with
- * ks = 1: lane l takes part l % LPB of block step * 32/LPB + l / LPB of
- * every step through dlmath.cuh, accumulating in float; the lanes' sums are
- * then added (the kernel's butterfly adds in another fixed order). w: rows
- * in the layout of T (split rows for the split types), row bytes rb. */
+/* The canonical K-quants (dlmath.cuh, ntx_dlk_*) as a warp of the
+ * direct-load GEMV runs them with ks = 1: per step, each block's integers
+ * summed over its 8 lanes, the float chain per block slot bl, the warp's
+ * value (a0 + a2) + (a1 + a3). */
 template <int T>
-static void emu_dl(const uint8_t *w, size_t rb, int n_rows, int n_in, const int8_t *xq,
-		   const float *d, const float *ds, int n_tok, double *y /* [n_tok][n_rows] */)
+static void emu_dlk(const uint8_t *w, size_t rb, int n_rows, int n_in, const int8_t *xq, const float2 *xds,
+		    int n_tok, double *y)
+{
+	const int nb = n_in / 256, n_steps = (nb + 3) / 4;
+
+	for (int r = 0; r < n_rows; r++) {
+		for (int t = 0; t < n_tok; t++) {
+			float a[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+			for (int s = 0; s < n_steps; s++) {
+				for (int bl = 0; bl < 4; bl++) {
+					const int b = 4 * s + bl;
+					int I = 0, M = 0;
+					float d = 0.0f, dm = 0.0f;
+
+					if (b >= nb)
+						continue;
+					for (int j = 0; j < 8; j++) {
+						ntx_dlr<T> raw;
+						ntx_dlk wd;
+						ntx_dlx x;
+						int sx[2], ip, mp;
+
+						ntx_dl_load<T>(w + (size_t)r * rb, nb, b, j, raw);
+						ntx_dlk_decode<T>(raw, j, wd);
+						ntx_dl_xload<T>(xq + (size_t)t * n_in, xds + (size_t)t * (n_in / 32), b, j, x);
+						ntx_dlk_xsum(x, sx);
+						ntx_dlk_dot<T>(wd, x, sx, ip, mp);
+						I += ip, M += mp, d = wd.d, dm = wd.dm;
+					}
+					a[bl] = ntx_dlk_acc<T>(I, M, xds[(size_t)t * (n_in / 32) + 8 * b].x, d, dm, a[bl]);
+				}
+			}
+			y[(size_t)t * n_rows + r] = (a[0] + a[2]) + (a[1] + a[3]);
+		}
+	}
+}
+
+/* The other types: every lane accumulates in float (ntx_dl_dot). */
+template <int T>
+static void emu_dl_lanes(const uint8_t *w, size_t rb, int n_rows, int n_in, const int8_t *xq,
+			 const float2 *xds, int n_tok, double *y)
 {
 	constexpr int LPB = ntx_dl<T>::LPB, BPS = 32 / LPB, BS = ntx_qt<T>::BS;
 	const int nb = n_in / BS, n_steps = (nb + BPS - 1) / BPS;
-	float2 *xds = (float2 *)malloc(sizeof(float2) * (size_t)n_tok * (n_in / 32));
 
-	for (int i = 0; i < n_tok * (n_in / 32); i++)
-		xds[i] = make_float2(d[i], ds[i]);
 	for (int r = 0; r < n_rows; r++) {
 		float acc[32][8];
 
@@ -472,6 +508,26 @@ static void emu_dl(const uint8_t *w, size_t rb, int n_rows, int n_in, const int8
 			y[(size_t)t * n_rows + r] = v;
 		}
 	}
+}
+
+/* W[r] . x for n_tok tokens of q8 activations xq [n_tok][n_in] with d, ds
+ * [n_tok][n_in/32], computed as one warp of ntx_gemv_dl_kernel does with
+ * ks = 1: lane l takes part l % LPB of block step * 32/LPB + l / LPB of
+ * every step through dlmath.cuh, accumulating in float; the lanes' sums are
+ * then added (the kernel's butterfly adds in another fixed order). w: rows
+ * in the layout of T (split rows for the split types), row bytes rb. */
+template <int T>
+static void emu_dl(const uint8_t *w, size_t rb, int n_rows, int n_in, const int8_t *xq,
+		   const float *d, const float *ds, int n_tok, double *y /* [n_tok][n_rows] */)
+{
+	float2 *xds = (float2 *)malloc(sizeof(float2) * (size_t)n_tok * (n_in / 32));
+
+	for (int i = 0; i < n_tok * (n_in / 32); i++)
+		xds[i] = make_float2(d[i], ds[i]);
+	if constexpr (T == NTX_TYPE_Q4_K || T == (NTX_SPLIT | NTX_TYPE_Q6_K))
+		emu_dlk<T>(w, rb, n_rows, n_in, xq, xds, n_tok, y);
+	else
+		emu_dl_lanes<T>(w, rb, n_rows, n_in, xq, xds, n_tok, y);
 	free(xds);
 }
 
