@@ -65,7 +65,7 @@ enum ntx_cu_knob {
 	NTX_CU_GEMV_DL,       /* 0/1 */
 	NTX_CU_GEMV_EARLY,    /* 0/1 */
 	NTX_CU_GEMV_DL_SHAPE, /* -1 (the default shape), 0, 1, 2 */
-	NTX_CU_GEMV_MMA,      /* 0 off (default), 1 from 6 tokens on, 2 from 2 */
+	NTX_CU_GEMV_MMA,      /* tensor cores for 2..8 tokens of Q4_K / split Q6_K (1, default) */
 	NTX_CU_ATTN_PREFETCH, /* 0/1 */
 	NTX_CU_ATTN_CHUNK,    /* a multiple of 32 in [32, 65536] */
 	NTX_CU_NO_PDL,        /* 0/1 */

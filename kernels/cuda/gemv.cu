@@ -191,11 +191,26 @@ static int gv_use_dl(uint32_t t)
 	return (t & NTX_CUDA_SPLIT) || ntx_cuda_gemv_dl_enabled();
 }
 
-/* The direct-load GEMV's values: for 2..8 tokens of Q4_K / split Q6_K
- * from tensor cores (gemv_mma.cu, bitwise the same), else its own kernel. */
+/* The direct-load GEMV's types: Q4_K and split Q6_K on tensor cores when
+ * the switch gemv_mma is on (gemv_mma.cu: for every token count, so a
+ * matrix's values never depend on which kernel a launch picked), the other
+ * segments of the launch on the dp4a lanes (gemv_dl.cu). */
 static int gv_dl(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
-	return ntx_gv_mma_usable(nm, a) ? ntx_gv_mma(nm, a, s, err) : ntx_gv_dl(nm, a, s, err);
+	gv_args m = a, d = a;
+
+	if (!ntx_gv_mma_usable(nm, a))
+		return ntx_gv_dl(nm, a, s, err);
+	m.n_seg = d.n_seg = 0;
+	for (int i = 0; i < a.n_seg; i++) {
+		if (ntx_gv_mma_seg(nm, a, i))
+			m.seg[m.n_seg++] = a.seg[i];
+		else
+			d.seg[d.n_seg++] = a.seg[i];
+	}
+	if (m.n_seg && ntx_gv_mma(nm, m, s, err))
+		return -1;
+	return d.n_seg ? ntx_gv_dl(nm, d, s, err) : 0;
 }
 
 /* ---- entry points ---- */

@@ -232,14 +232,14 @@ int ntx_gv_dl(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err);
 /* Does type t go through the direct-load GEMV? */
 int ntx_gv_dl_type(uint32_t t);
 /* gemv_dl.cu: the warps ks (1, 2, 4) that split each row of a segment of
- * this shape in the direct-load GEMV (nm = 2: the fused gate/up); its
- * float order depends on ks, so gemv_mma.cu uses the same. */
+ * this shape in the direct-load GEMV (nm = 2: the fused gate/up). */
 int ntx_gv_dl_ks(int type, int n_out, int n_in, int nm);
-
-/* gemv_mma.cu: the direct-load GEMV's values for 2..8 tokens from tensor
- * cores, bitwise (Q4_K, split Q6_K). Usable: every segment of such a type,
- * n_in % 256 == 0, the switch gemv_mma on, compute capability 8.0+. */
+/* gemv_mma.cu: the K-quant GEMV on tensor cores for 1..8 tokens (Q4_K,
+ * split Q6_K; Q8_K activations). Usable: the switch gemv_mma on, n_tok and
+ * n_in fit, compute capability 8.0+; then segment i goes through it when
+ * ntx_gv_mma_seg says so (its type and alignment), the others through
+ * gemv_dl.cu. ntx_gv_mma takes only such segments. */
 int ntx_gv_mma_usable(int nm, const gv_args &a);
+int ntx_gv_mma_seg(int nm, const gv_args &a, int i);
 int ntx_gv_mma(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err);
-
 #endif

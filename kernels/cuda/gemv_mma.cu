@@ -1,45 +1,55 @@
-/* gemv_mma.cu - the direct-load GEMV for 2..8 tokens on tensor cores, for
- * the K-quants the direct-load GEMV reads with 8 lanes per block (Q4_K in
- * GGUF layout, Q6_K in split rows), bitwise equal per token to that GEMV
- * (gemv_dl.cu), which is what a verification pass of speculative decoding
- * needs: its tokens must get the logits a single-token pass gives.
+/* gemv_mma.cu - the K-quant GEMV on int8 tensor cores for 2..8 tokens:
+ * Q4_K in GGUF layout and Q6_K in split rows, with Q8_K activations (the
+ * format ntx_cuda_q8_fmt gives them: one d per 256 values). A verification
+ * pass of speculative decoding runs here, a single token on the dp4a lanes
+ * of gemv_dl.cu; both give the same bits.
  *
- * Why it is exact. A lane of the direct-load GEMV works on part j of a
- * block (dlmath.cuh): two integer dot products ia, ib of 16 weights with 16
- * int8 activations, then a fixed chain of float operations into its
- * accumulator, block after block of its "virtual lane" l = 8 bl + j (block
- * bl of every step s = kw, kw + ks, ...); the 32 lane sums go through the
- * warp's butterfly (pairs l ^ 16, then ^ 8, ^ 4, ^ 2, ^ 1), the ks warps of
- * a row in order. Here one int8 mma m16n8k16 gives ia (or ib) of one part
- * for 16 rows x 8 tokens at once: integer sums, exact in any order. The
- * float chain is then the same instructions in the same order per (row,
- * token, virtual lane), and the reduction follows the same tree: that is
- * the whole contract, and test_cuda_kernels checks it bitwise.
+ * Why: with dp4a lanes every extra token costs the dot products again (a
+ * pass of 8 tokens took 2.5x a pass of 1 on a resident 8B); one mma
+ * m16n8k32 gives 16 rows x 8 tokens of exact integer sums at once.
  *
- * Work split: a CTA owns 16 rows of a segment (and, for the fused gate/up,
- * the same 16 up rows); warp (m, kw, bl) runs virtual lanes 8 bl .. 8 bl + 7
- * of share kw of matrix m, with ks from the single-token plan (ntx_gv_dl_ks)
- * so the float order is the same. Loads: a quad of lanes (g, c) takes row
- * g and g + 8's parts c and c + 4 (16-byte loads), token g's half-units c,
- * c + 4, c + 8, c + 12, and transposes them in the quad so that lane c
- * holds word c of each, as the mma's fragments want.
+ * Arithmetic: the canonical chain of dlmath.cuh (ntx_dlk_*): per row, token
+ * and block b of 256, exact integers
+ *   Q4_K: I_b = sum_u sc_u (q . x)_u,  M_b = sum_u m_u sum(x)_u  (8 units
+ *         of 32);
+ *   Q6_K: I_b = sum_s sc_s ((q . x)_s - 32 sum(x)_s)  (16 units of 16);
+ * then ntx_dlk_acc into the float stream of the block's slot b % 4, over
+ * the steps kw, kw + ks, ... (4 blocks each) of the warp's share kw of the
+ * row, (a0 + a2) + (a1 + a3), the ks shares added in order, ks from the
+ * direct-load GEMV's plan (ntx_gv_dl_ks). Integers are exact in any order,
+ * so these are gemv_dl.cu's values bit for bit, and a token's value
+ * depends on nothing else in the launch (its own mma column).
  *
- * Off by default (the switch gemv_mma, NTX_GEMV_MMA=1|2): exact, but not
- * faster yet; PERF-NOTES.md (version 7) has what was measured and why. */
+ * Lanes: lane (g, t) of a warp holds rows g and g + 8 of its 16-row tile
+ * and token column g (the mma fragments). Q4_K: its 8 bytes 8t .. 8t + 7 of
+ * each 32-byte chunk of qs (low nibbles: unit 2c, high: 2c + 1, used in
+ * place as 16 x the value with u8 x s8; one 8-byte load per row and chunk,
+ * a quad reads whole 32-byte sectors), mapped to the mma's k positions
+ * 4t .. 4t + 3 and 16 + 4t .. 16 + 4t + 3, and the token's activation bytes
+ * at the same positions; M from a second mma whose weights are the mins.
+ * Q6_K: m16n8k16 per unit of 16 on 4-byte pieces of ql and qh, the sums of
+ * x from an all-ones mma. Q4_K keeps the next block's weights in flight
+ * while one is computed; the first weights are loaded before the PDL wait
+ * (the kernel before never writes weights). */
 #include <atomic>
 
 #include "gemv.cuh"
 #include "dlmath.cuh"
 
 #define MM_ROWS 16
-#define MM_NT 8      /* tokens per launch (the mma's n) */
-#define MM_MIN_TOK 6 /* fewest tokens it takes by default */
+#define MM_NT 8    /* tokens per launch: the mma's n */
+#define MM_WARPS 8 /* warps per CTA */
+#define MM_SB 2    /* warps per share (one per slot pair); 4, a slot each, measured slower */
 
 struct mm_seg {
-	const uint8_t *w, *w1; /* gate (or the matrix), up for NM = 2 */
+	const uint8_t *w, *w1; /* the matrix (gate for NM = 2), up for NM = 2 */
 	float *y;
 	uint64_t row_bytes;
-	int n_out, type, epi, ks, cta0;
+	int n_out, type, epi;
+	int ks;   /* shares of a row (the direct-load GEMV's ks) */
+	int sb;   /* warps per share: 2 (slots q, q + 2 each) or 1 */
+	int tpc;  /* tiles per CTA */
+	int cta0; /* first CTA of the segment */
 };
 
 struct mm_args {
@@ -50,71 +60,70 @@ struct mm_args {
 	int early;
 };
 
-/* ---- a quad's 4 x 4 word transpose ----
- * In: lane c of the quad holds row c (m[0..3]); out: lane c holds column c,
- * t[q] = row q's word c. Two exchanges of two words each. */
-__device__ __forceinline__ void mm_qtr(const uint32_t m[4], uint32_t t[4], int c)
-{
-	const bool hi = c & 2, lo = c & 1;
-	uint32_t a[4], s0, s1, r0, r1;
+/* ---- the mma shapes (int8, s32 accumulators) ---- */
 
-	s0 = hi ? m[0] : m[2];
-	s1 = hi ? m[1] : m[3];
-	r0 = __shfl_xor_sync(NTX_FULL_MASK, s0, 2);
-	r1 = __shfl_xor_sync(NTX_FULL_MASK, s1, 2);
-	a[0] = hi ? r0 : m[0];
-	a[1] = hi ? r1 : m[1];
-	a[2] = hi ? m[2] : r0;
-	a[3] = hi ? m[3] : r1;
-	/* a[k] = row ((c & 1) | (k & 2))'s word 2 hi + (k & 1) */
-	s0 = lo ? a[0] : a[1];
-	s1 = lo ? a[2] : a[3];
-	r0 = __shfl_xor_sync(NTX_FULL_MASK, s0, 1);
-	r1 = __shfl_xor_sync(NTX_FULL_MASK, s1, 1);
-	t[0] = lo ? r0 : a[0];
-	t[1] = lo ? a[1] : r0;
-	t[2] = lo ? r1 : a[2];
-	t[3] = lo ? a[3] : r1;
-}
-
-__device__ __forceinline__ void mm_qtr4(const uint4 &v, uint32_t *t, int c)
-{
-	const uint32_t m[4] = { v.x, v.y, v.z, v.w };
-
-	mm_qtr(m, t, c);
-}
-
-/* d[e] = A (rows g, g + 8: a0, a1) . B (token column g: b) over 16 int8
- * values: d[0] (g, 2c), d[1] (g, 2c + 1), d[2] (g + 8, 2c), d[3] (g + 8,
- * 2c + 1). */
-__device__ __forceinline__ void mm_dot(uint32_t a0, uint32_t a1, uint32_t b, int d[4])
+/* c = A (u8: rows g, g + 8) . B (s8: token column g) over 32 k, + c0. */
+__device__ __forceinline__ void mm_k32u(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+					uint32_t b1, const int c0[4], int c[4])
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-	    "{%7, %7, %7, %7};"
-	    : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-	    : "r"(a0), "r"(a1), "r"(b), "r"(0));
+	asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+	    "{%8, %9}, {%10, %11, %12, %13};"
+	    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c0[0]), "r"(c0[1]), "r"(c0[2]),
+	      "r"(c0[3]));
 #else
-	d[0] = d[1] = d[2] = d[3] = 0 * (int)(a0 + a1 + b);
+	for (int i = 0; i < 4; i++)
+		c[i] = c0[i] + 0 * (int)(a0 + a1 + a2 + a3 + b0 + b1);
 #endif
 }
 
-/* ---- weights: what a lane loads per block ---- */
+/* The same over 16 k (a0, a1; b), from zero. */
+__device__ __forceinline__ void mm_k16u(uint32_t a0, uint32_t a1, uint32_t b, int c[4])
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm("mma.sync.aligned.m16n8k16.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+	    "{%7, %7, %7, %7};"
+	    : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+	    : "r"(a0), "r"(a1), "r"(b), "r"(0));
+#else
+	c[0] = c[1] = c[2] = c[3] = 0 * (int)(a0 + a1 + b);
+#endif
+}
 
-template <int T> struct mm_raw;
-template <> struct mm_raw<NTX_TYPE_Q4_K> {
-	uint4 h[2];    /* the 16-byte header of rows g, g + 8 */
-	uint4 q[2][2]; /* [row][G]: part 4 G + c */
+__device__ __forceinline__ uint32_t mm_ldg32(const uint8_t *p)
+{
+	uint32_t v;
+
+	asm("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+	return v;
+}
+
+__device__ __forceinline__ uint2 mm_ldg64s(const uint8_t *p) /* weights: past L1 */
+{
+	uint2 v;
+
+	asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+	return v;
+}
+
+/* ---- per type: what a lane loads for one block of its two rows, and the
+ * block's integer sums ---- */
+
+template <int T> struct mm_w;
+template <> struct mm_w<NTX_TYPE_Q4_K> {
+	uint4 h[2];    /* [row]: d, dmin, scales */
+	uint2 q[2][4]; /* [row][chunk]: qs bytes 32 c + 8 t .. + 8 */
 };
-template <> struct mm_raw<NTX_SPLIT | NTX_TYPE_Q6_K> {
-	uint4 ql[2][2]; /* [row][G]: ql part 4 G + c */
-	uint4 qh[2];    /* [row]: qh chunk c */
-	uint4 sc[2];    /* [row]: the 16 scales */
+template <> struct mm_w<NTX_SPLIT | NTX_TYPE_Q6_K> {
+	uint32_t ql[2][2][2][2]; /* [row][half n][l-half h][+32]: ql[64 n + 32 i + 16 h + 4 t] */
+	uint32_t qh[2][2][2];    /* [row][n][h]: qh[32 n + 16 h + 4 t] */
+	uint4 sc[2];             /* [row]: the 16 int8 scales */
 	uint32_t d[2];
 };
 
 template <int T>
-__device__ __forceinline__ void mm_load(const uint8_t *const rp[2], int nb, int b, int c, mm_raw<T> &w)
+__device__ __forceinline__ void mm_load(const uint8_t *const rp[2], int nb, int b, int t, mm_w<T> &w)
 {
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -122,21 +131,55 @@ __device__ __forceinline__ void mm_load(const uint8_t *const rp[2], int nb, int 
 			const uint8_t *blk = rp[r] + (int64_t)b * 144;
 
 			w.h[r] = ntx_ldg128(blk);
-			w.q[r][0] = ntx_ldg128s(blk + 16 + 16 * c);
-			w.q[r][1] = ntx_ldg128s(blk + 80 + 16 * c);
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				w.q[r][c] = mm_ldg64s(blk + 16 + 32 * c + 8 * t);
 		} else {
 			const uint8_t *blk = rp[r] + (int64_t)b * 208;
 
-			w.ql[r][0] = ntx_ldg128s(blk + 16 * c);
-			w.ql[r][1] = ntx_ldg128s(blk + 64 + 16 * c);
-			w.qh[r] = ntx_ldg128s(blk + 128 + 16 * c);
+#pragma unroll
+			for (int n = 0; n < 2; n++)
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					w.ql[r][n][h][0] = mm_ldg32(blk + 64 * n + 16 * h + 4 * t);
+					w.ql[r][n][h][1] = mm_ldg32(blk + 64 * n + 32 + 16 * h + 4 * t);
+					w.qh[r][n][h] = mm_ldg32(blk + 128 + 32 * n + 16 * h + 4 * t);
+				}
 			w.sc[r] = ntx_ldg128(blk + 192);
 			w.d[r] = ntx_ldg16(rp[r] + (int64_t)nb * 208 + 2 * b);
 		}
 	}
 }
 
-/* Byte k (0..15) of v, sign-extended. */
+/* What a lane loads of token g's activations for one block (zero past
+ * n_tok: xq NULL), and the block's d of tokens 2t, 2t + 1. */
+template <int T> struct mm_x {
+	uint32_t x[16]; /* Q4_K: unit u's 8 bytes 8t.. in x[2u], x[2u + 1];
+			 * Q6_K: unit s's 4 bytes 4t.. in x[s] */
+	float dx[2];
+};
+
+template <int T>
+__device__ __forceinline__ void mm_xload(const int8_t *xq, const float2 *const xd[2], int b, int t, mm_x<T> &x)
+{
+	const uint8_t *xp = xq ? (const uint8_t *)xq + 256 * (int64_t)b : NULL;
+
+#pragma unroll
+	for (int u = 0; u < 8; u++) {
+		if constexpr (T == NTX_TYPE_Q4_K) {
+			const uint2 v = xp ? ntx_ldg64(xp + 32 * u + 8 * t) : make_uint2(0, 0);
+
+			x.x[2 * u] = v.x, x.x[2 * u + 1] = v.y;
+		} else {
+			x.x[2 * u] = xp ? mm_ldg32(xp + 32 * u + 4 * t) : 0u;
+			x.x[2 * u + 1] = xp ? mm_ldg32(xp + 32 * u + 16 + 4 * t) : 0u;
+		}
+	}
+	x.dx[0] = ntx_ldg_f2(xd[0] + 8 * (int64_t)b).x;
+	x.dx[1] = ntx_ldg_f2(xd[1] + 8 * (int64_t)b).x;
+}
+
+/* Byte k of v as a signed int. */
 __device__ __forceinline__ int mm_s8(const uint4 &v, int k)
 {
 	const uint32_t w = k < 4 ? v.x : k < 8 ? v.y : k < 12 ? v.z : v.w;
@@ -144,252 +187,192 @@ __device__ __forceinline__ int mm_s8(const uint4 &v, int k)
 	return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
 }
 
-/* Word c of token g's half-units 4 G .. 4 G + 3 of block b (zero past
- * n_tok: xq NULL). */
-__device__ __forceinline__ void mm_xload(const int8_t *xq, int b, int G, int c, uint32_t x[4])
-{
-	const uint4 v = xq ? ntx_ldg128((const uint8_t *)xq + 256 * (int64_t)b + 16 * (4 * G + c))
-			   : make_uint4(0, 0, 0, 0);
-
-	mm_qtr4(v, x, c);
-}
-
-/* One block for this warp: acc[j][e] of part j, entry e of the mma's
- * output, through the same float chain as ntx_dl_dot. xq: token g's int8
- * row (NULL past n_tok); d0, d1: tokens 2c, 2c + 1's (d, d*sum) rows.
- * Everything the block needs is loaded first (measured: loads inside the
- * part loop expose their latency, 6.4 against 4.8 ms for an 8B pass). */
+/* The block's I[e] and M[e] for the lane's 4 outputs e: (row g, token 2t),
+ * (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1), from its weights w and token
+ * g's activations xv. */
 template <int T>
-__device__ __forceinline__ void mm_block(const mm_raw<T> &w, int b, int c, const int8_t *xq,
-					 const float2 *d0, const float2 *d1, float (*acc)[4])
+__device__ __forceinline__ void mm_block_sums(const mm_w<T> &w, const mm_x<T> &xv, int I[4], int M[4])
 {
-	uint32_t x[16]; /* word c of token g's half-units 0..15 */
-	float4 ds[2][4]; /* [token 2c + i][units 2k, 2k + 1] */
-
 #pragma unroll
-	for (int G = 0; G < 4; G++)
-		mm_xload(xq, b, G, c, x + 4 * G);
-#pragma unroll
-	for (int k = 0; k < 4; k++) {
-		ds[0][k] = ntx_ldg_f4((const float4 *)(d0 + 8 * (int64_t)b + 2 * k));
-		ds[1][k] = ntx_ldg_f4((const float4 *)(d1 + 8 * (int64_t)b + 2 * k));
-	}
+	for (int e = 0; e < 4; e++)
+		I[e] = M[e] = 0;
 	if constexpr (T == NTX_TYPE_Q4_K) {
-		uint32_t q[2][8];
-		float dd[2], dm[2];
+		const int z[4] = { 0, 0, 0, 0 };
+		uint32_t sc[2][2], mn[2][2]; /* [row][units 0-3, 4-7]: one byte per unit */
+		int Ih[4] = { 0, 0, 0, 0 };  /* high-nibble units: 16 x their sums */
+		int Mh[4] = { 0, 0, 0, 0 };
 
 #pragma unroll
-		for (int r = 0; r < 2; r++) {
-			mm_qtr4(w.q[r][0], q[r], c);
-			mm_qtr4(w.q[r][1], q[r] + 4, c);
-			dd[r] = ntx_h2f(w.h[r].x & 0xFFFF);
-			dm[r] = ntx_h2f(w.h[r].x >> 16);
+		for (int r = 0; r < 2; r++) { /* the 6-bit scales and mins (ggml's get_scale_min_k4) */
+			const uint4 h = w.h[r];
+
+			sc[r][0] = h.y & 0x3F3F3F3Fu;
+			mn[r][0] = h.z & 0x3F3F3F3Fu;
+			sc[r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+			mn[r][1] = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
 		}
 #pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const int p = j >> 1, h = j & 1;
-			float aa[2], ab[2], ba[2], bb[2];
-			int ia[4], ib[4];
+		for (int u = 0; u < 8; u++) {
+			const int c = u >> 1, k = u & 3, hi = u & 1;
+			const uint32_t mask = hi ? 0xF0F0F0F0u : 0x0F0F0F0Fu, sel = 0x1111u * (uint32_t)k;
+			const uint32_t ma = __byte_perm(mn[0][u >> 2], 0, sel), mb = __byte_perm(mn[1][u >> 2], 0, sel);
+			int C[4];
 
-#pragma unroll
-			for (int r = 0; r < 2; r++) {
-				uint32_t sc, m;
-
-				ntx_kscale_pair(p, w.h[r].y, w.h[r].z, w.h[r].w, &sc, &m);
-				aa[r] = ntx_mul(dd[r], (float)(sc & 0xFF));
-				ab[r] = ntx_mul(dd[r], (float)(sc >> 8));
-				/* odd parts add no min terms: -0, as ntx_dl_decode */
-				ba[r] = h ? 0.0f : ntx_mul(dm[r], (float)(m & 0xFF));
-				bb[r] = h ? 0.0f : ntx_mul(dm[r], (float)(m >> 8));
-			}
-			mm_dot(q[0][j] & 0x0F0F0F0Fu, q[1][j] & 0x0F0F0F0Fu, x[4 * p + h], ia);
-			mm_dot((q[0][j] >> 4) & 0x0F0F0F0Fu, (q[1][j] >> 4) & 0x0F0F0F0Fu, x[4 * p + 2 + h], ib);
+			mm_k32u(w.q[0][c].x & mask, w.q[1][c].x & mask, w.q[0][c].y & mask, w.q[1][c].y & mask, xv.x[2 * u],
+				xv.x[2 * u + 1], z, C);
+			if (hi) /* M += m_u . sum(x)_u, in two chains */
+				mm_k32u(ma, mb, ma, mb, xv.x[2 * u], xv.x[2 * u + 1], Mh, Mh);
+			else
+				mm_k32u(ma, mb, ma, mb, xv.x[2 * u], xv.x[2 * u + 1], M, M);
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
-				const int r = e >> 1;
-				const float4 &s = ds[e & 1][p];
-				float v = acc[j][e];
+				const int s8 = (int)((sc[e >> 1][u >> 2] >> (8 * k)) & 0xFFu);
 
-				v = ntx_fma(ntx_mul(aa[r], s.x), (float)ia[e], v);
-				v = ntx_fma(ntx_mul(ab[r], s.z), (float)ib[e], v);
-				v = ntx_fma(-ba[r], s.y, v);
-				v = ntx_fma(-bb[r], s.w, v);
-				acc[j][e] = v;
+				if (hi)
+					Ih[e] += s8 * C[e];
+				else
+					I[e] += s8 * C[e];
 			}
 		}
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			I[e] += Ih[e] >> 4, M[e] += Mh[e]; /* exact: Ih is a multiple of 16 */
 	} else {
-		uint32_t ql[2][8], qh[2][4];
-		float d[2];
+#pragma unroll
+		for (int s = 0; s < 16; s++) {
+			/* unit s = 8 n + 2 qq + h: quarter qq of half n, l-half h */
+			const int n = s >> 3, qq = (s >> 1) & 3, h = s & 1;
+			uint32_t a[2];
+			int C[4], S[4];
 
 #pragma unroll
-		for (int r = 0; r < 2; r++) {
-			mm_qtr4(w.ql[r][0], ql[r], c);
-			mm_qtr4(w.ql[r][1], ql[r] + 4, c);
-			mm_qtr4(w.qh[r], qh[r], c);
-			d[r] = ntx_h2f(w.d[r]);
-		}
+			for (int r = 0; r < 2; r++)
+				a[r] = ((w.ql[r][n][h][qq & 1] >> (4 * (qq >> 1))) & 0x0F0F0F0Fu) |
+				       (((w.qh[r][n][h] >> (2 * qq)) & 0x03030303u) << 4);
+			mm_k16u(a[0], a[1], xv.x[s], C);
+			mm_k16u(0x01010101u, 0x01010101u, xv.x[s], S);
 #pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const int h6 = j >> 2, c6 = j & 3, ua = 4 * h6 + (c6 >> 1);
-			const uint32_t s0 = 2u * (uint32_t)(c6 >> 1);
-			uint32_t va[2], vb[2];
-			int ia[4], ib[4];
-
-#pragma unroll
-			for (int r = 0; r < 2; r++) {
-				const uint32_t lw = ql[r][j], t = qh[r][2 * h6 + (c6 & 1)] >> s0;
-
-				va[r] = __vsub4((lw & 0x0F0F0F0Fu) | ((t & 0x03030303u) << 4), 0x20202020u);
-				vb[r] = __vsub4(((lw >> 4) & 0x0F0F0F0Fu) | (t & 0x30303030u), 0x20202020u);
-			}
-			mm_dot(va[0], va[1], x[8 * h6 + c6], ia);
-			mm_dot(vb[0], vb[1], x[8 * h6 + c6 + 4], ib);
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				const int r = e >> 1;
-				const float4 &sa = ds[e & 1][ua >> 1], &sb = ds[e & 1][(ua + 2) >> 1];
-				const float dax = (ua & 1) ? sa.z : sa.x, dbx = (ua & 1) ? sb.z : sb.x;
-				float v = acc[j][e];
-
-				v = ntx_fma(ntx_mul(d[r], dax), (float)(mm_s8(w.sc[r], 8 * h6 + c6) * ia[e]), v);
-				v = ntx_fma(ntx_mul(d[r], dbx), (float)(mm_s8(w.sc[r], 8 * h6 + c6 + 4) * ib[e]), v);
-				acc[j][e] = v;
-			}
+			for (int e = 0; e < 4; e++)
+				I[e] += mm_s8(w.sc[e >> 1], s) * (C[e] - 32 * S[e]);
 		}
 	}
 }
 
-/* This warp's share: blocks (kw + i ks) * 4 + bl of its 16 rows, the next
- * block's weights loaded while one is computed. */
+/* acc[e] += the block, in the canonical float chain. dx[i]: tokens 2t + i's
+ * activation d for the block. */
 template <int T>
-__device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, const mm_seg &sg, int row0,
-					int kw, int bl, int lane, float (*acc)[4], bool &waited)
+__device__ __forceinline__ void mm_block(const mm_w<T> &w, const mm_x<T> &xv, float acc[4])
 {
-	const int g = lane >> 2, c = lane & 3;
-	const int nb = a.n_in / 256, n_steps = (nb + 3) / 4, ks = sg.ks;
+	const float *dx = xv.dx;
+	int I[4], M[4];
+	float d[2], dm[2];
+
+	mm_block_sums<T>(w, xv, I, M);
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		if constexpr (T == NTX_TYPE_Q4_K) {
+			d[r] = ntx_h2f(w.h[r].x & 0xFFFF);
+			dm[r] = ntx_h2f(w.h[r].x >> 16);
+		} else {
+			d[r] = ntx_h2f(w.d[r]);
+			dm[r] = 0.0f;
+		}
+	}
+#pragma unroll
+	for (int e = 0; e < 4; e++)
+		acc[e] = ntx_dlk_acc<T>(I[e], M[e], dx[e & 1], d[e >> 1], dm[e >> 1], acc[e]);
+}
+
+/* The k-th block of a warp that runs slots q, q + SB, ... of every step of
+ * its share kw (NPS = 4 / SB of them per step), or nb past its last. */
+template <int SB> __device__ __forceinline__ int mm_blk(int k, int kw, int ks, int q, int nb, int n_steps)
+{
+	constexpr int NPS = 4 / SB;
+	const int s = kw + ks * (k / NPS), b = 4 * s + q + SB * (k % NPS);
+
+	return s < n_steps && b < nb ? b : nb;
+}
+
+/* One warp's blocks of its tile's rows row0 .. row0 + 15 of matrix wm: the
+ * slots bl = q, q + SB, ... of the steps kw, kw + ks, ... (4 blocks each),
+ * slot bl into stream acc[bl / SB] (the direct-load GEMV's order,
+ * dlmath.cuh). Q4_K keeps the next block's weights in flight while one is
+ * computed (two named buffers, no copies); Q6_K takes one block at a time
+ * (registers). The activations (L1) are loaded just before their block. */
+template <int T, int SB>
+__device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, const mm_seg &sg, int row0,
+					int kw, int q, int lane, float acc[4][4], bool &waited)
+{
+	constexpr int NPS = 4 / SB, P = NPS > 2 ? NPS : 2;
+	const int g = lane >> 2, t = lane & 3, nb = a.n_in / 256, ks = sg.ks, n_steps = (nb + 3) / 4;
 	const uint8_t *rp[2];
-	const int t0 = min(2 * c, a.n_tok - 1), t1 = min(2 * c + 1, a.n_tok - 1);
 	const int8_t *xq = g < a.n_tok ? a.xqs + (int64_t)g * a.n_in : NULL;
-	const float2 *d0 = a.xds + (int64_t)t0 * (a.n_in / 32), *d1 = a.xds + (int64_t)t1 * (a.n_in / 32);
-	mm_raw<T> cur, nxt;
-	int s = kw, b = 4 * s + bl;
-	bool ok = s < n_steps && b < nb;
+	const float2 *xd[2];
+	mm_w<T> w0, w1;
+	mm_x<T> x;
+	int b = mm_blk<SB>(0, kw, ks, q, nb, n_steps);
 
 #pragma unroll
-	for (int r = 0; r < 2; r++)
+	for (int r = 0; r < 2; r++) /* rows past the end recompute the last (dropped) */
 		rp[r] = wm + (uint64_t)min(row0 + g + 8 * r, sg.n_out - 1) * sg.row_bytes;
-	if (ok)
-		mm_load<T>(rp, nb, b, c, cur);
+#pragma unroll
+	for (int i = 0; i < 2; i++) /* tokens past n_tok read token 0's d (dropped) */
+		xd[i] = a.xds + (int64_t)(2 * t + i < a.n_tok ? 2 * t + i : 0) * (a.n_in / 32);
+	if (b < nb)
+		mm_load<T>(rp, nb, b, t, w0);
 	if (!waited) { /* the first weights are in flight: now the activations */
 		ntx_pdl_wait();
 		ntx_pdl_trigger();
 		waited = true;
 	}
-	while (ok) {
-		const int s1 = s + ks, b1 = 4 * s1 + bl;
-		const bool ok1 = s1 < n_steps && b1 < nb;
-
-		if (ok1)
-			mm_load<T>(rp, nb, b1, c, nxt);
-		mm_block<T>(cur, b, c, xq, d0, d1, acc);
-		cur = nxt;
-		s = s1, b = b1, ok = ok1;
-	}
-}
-
-/* Bytes of shared memory for the reduction of a CTA of NM matrices whose
- * rows are split ks ways. */
-#define MM_RED 2048 /* floats of one (m, kw)'s partials: [2][8][4][32] */
-#define MM_TOT 128  /* floats of one (m, kw)'s sums: [4][32] */
-
-static size_t mm_smem(int nm, int ks)
-{
-	return (size_t)nm * ks * (MM_RED + MM_TOT) * sizeof(float);
-}
-
-/* The 32 virtual lanes' sums of each (row, token) through the butterfly's
- * tree (l ^ 16, ^ 8 across warps bl; ^ 4, ^ 2, ^ 1 across j), the ks shares
- * in order, then the epilogue. Called by every thread of the CTA. */
-template <int NM>
-__device__ __forceinline__ void mm_reduce_store(float (*acc)[4], const mm_args &a, const mm_seg &sg,
-						int row0, int m, int kw, int bl, bool live, int lane)
-{
-	extern __shared__ float mm_red[]; /* [NM][ks][MM_RED], then [NM][ks][MM_TOT] */
-	const int ks = sg.ks, g = lane >> 2, c = lane & 3;
-	float *mine = mm_red + (m * ks + kw) * MM_RED;
-	float *tot = mm_red + NM * ks * MM_RED;
-
-	/* a warp past NM * 4 ks (a segment with a smaller ks than the CTA's
-	 * width) is not live but takes part in every barrier */
-	if (live && bl >= 2) /* l + (l ^ 16): bl and bl ^ 2 */
-		for (int j = 0; j < 8; j++)
-			for (int e = 0; e < 4; e++)
-				mine[(((bl - 2) * 8 + j) * 4 + e) * 32 + lane] = acc[j][e];
-	__syncthreads();
-	if (live && bl < 2)
-		for (int j = 0; j < 8; j++)
-			for (int e = 0; e < 4; e++)
-				acc[j][e] = acc[j][e] + mine[((bl * 8 + j) * 4 + e) * 32 + lane];
-	__syncthreads();
-	if (live && bl == 1) /* + (l ^ 8): bl 0 and 1 */
-		for (int j = 0; j < 8; j++)
-			for (int e = 0; e < 4; e++)
-				mine[(j * 4 + e) * 32 + lane] = acc[j][e];
-	__syncthreads();
-	if (live && bl == 0) {
-		float v[4];
-
-		for (int e = 0; e < 4; e++) {
-			float z[8], y2[4];
-
-			for (int j = 0; j < 8; j++)
-				z[j] = acc[j][e] + mine[(j * 4 + e) * 32 + lane];
-			for (int j = 0; j < 4; j++) /* ^ 4 */
-				y2[j] = z[j] + z[j + 4];
-			y2[0] = y2[0] + y2[2]; /* ^ 2 */
-			y2[1] = y2[1] + y2[3];
-			v[e] = y2[0] + y2[1]; /* ^ 1 */
+	if constexpr (T != NTX_TYPE_Q4_K || SB == 1) { /* Q6_K, SB 1: one block at a time (registers) */
+		for (int k = 0; b < nb; k += NPS) {
+#pragma unroll
+			for (int i = 0; i < NPS; i++) {
+				b = mm_blk<SB>(k + i, kw, ks, q, nb, n_steps);
+				if (b >= nb)
+					break;
+				if (k + i)
+					mm_load<T>(rp, nb, b, t, w0);
+				mm_xload<T>(xq, xd, b, t, x);
+				mm_block<T>(w0, x, acc[i]);
+			}
 		}
-		for (int e = 0; e < 4; e++) /* the (m, kw) sums, [NM][ks][4][32] */
-			tot[((m * ks + kw) * 4 + e) * 32 + lane] = v[e];
-	}
-	__syncthreads();
-	if (!live || m || kw || bl)
-		return;
-	for (int e = 0; e < 4; e++) {
-		const int row = row0 + g + 8 * (e >> 1), t = 2 * c + (e & 1);
-		float v = tot[(0 * ks * 4 + e) * 32 + lane], u = 0.0f;
+	} else {
+		for (int k = 0; b < nb; k += P) {
+#pragma unroll
+			for (int i = 0; i < P; i++) {
+				mm_w<T> &cur = (i & 1) ? w1 : w0, &nxt = (i & 1) ? w0 : w1;
+				const int bn = mm_blk<SB>(k + i + 1, kw, ks, q, nb, n_steps);
 
-		for (int k = 1; k < ks; k++)
-			v += tot[(k * 4 + e) * 32 + lane];
-		if constexpr (NM == 2) {
-			u = tot[((ks + 0) * 4 + e) * 32 + lane];
-			for (int k = 1; k < ks; k++)
-				u += tot[((ks + k) * 4 + e) * 32 + lane];
+				if (bn < nb)
+					mm_load<T>(rp, nb, bn, t, nxt);
+				mm_xload<T>(xq, xd, b, t, x);
+				mm_block<T>(cur, x, acc[i % NPS]);
+				b = bn;
+				if (b >= nb)
+					break;
+			}
 		}
-		if (row >= sg.n_out || t >= a.n_tok)
-			continue;
-		float *yp = sg.y + (int64_t)t * sg.n_out + row;
-		if constexpr (NM == 2)
-			*yp = ntx_silu_mul(v, u);
-		else if (sg.epi == GV_EPI_ACC)
-			*yp += v;
-		else if (sg.epi == GV_EPI_SWIGLU)
-			*yp = ntx_silu_mul(*yp, v);
-		else
-			*yp = v;
 	}
 }
 
-template <int NM> __global__ void __launch_bounds__(512, 1) ntx_gemv_mma_kernel(mm_args a)
+/* CTA: MM_WARPS warps, tiles of NM * ks * SB warps each (warp w of a
+ * tile: matrix w / (ks SB), share (w / SB) % ks, slots q = w % SB); the
+ * slots, the shares and, for NM = 2, gate and up meet in shared memory,
+ * where the tile's first warp adds them in the chain's order. */
+template <int NM, int TS>
+__global__ void __launch_bounds__(MM_WARPS * 32, 2) ntx_gemv_mma_kernel(mm_args a)
 {
+	__shared__ float red[MM_WARPS][4][32];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const mm_seg &sg = a.seg[gv_cta_seg(a.seg, a.n_seg)];
-	const int nw = 4 * sg.ks; /* warps per matrix */
-	const int m = warp / nw, kw = (warp % nw) / 4, bl = warp % 4;
-	const bool live = m < NM;
-	const int row0 = ((int)blockIdx.x - sg.cta0) * MM_ROWS;
-	float acc[8][4];
+	const int ks = sg.ks, sb = sg.sb, per = NM * ks * sb, w = warp % per;
+	const int tile = warp / per, m = w / (ks * sb), kw = (w / sb) % ks, q = w % sb;
+	const int row0 = (((int)blockIdx.x - sg.cta0) * sg.tpc + tile) * MM_ROWS;
+	const bool live = tile < sg.tpc && row0 < sg.n_out;
+	const int g = lane >> 2, t = lane & 3;
+	float acc[4][4];
 	bool waited = !(a.early && live);
 
 	if (waited) {
@@ -397,23 +380,61 @@ template <int NM> __global__ void __launch_bounds__(512, 1) ntx_gemv_mma_kernel(
 		ntx_pdl_trigger();
 	}
 #pragma unroll
-	for (int j = 0; j < 8; j++)
+	for (int k = 0; k < 4; k++)
 #pragma unroll
 		for (int e = 0; e < 4; e++)
-			acc[j][e] = 0.0f;
+			acc[k][e] = 0.0f;
 	if (live) {
 		const uint8_t *wm = m ? sg.w1 : sg.w;
 
-		if (sg.type == NTX_TYPE_Q4_K)
-			mm_body<NTX_TYPE_Q4_K>(a, wm, sg, row0, kw, bl, lane, acc, waited);
+		constexpr int T = TS == 1 ? NTX_TYPE_Q4_K : (NTX_SPLIT | NTX_TYPE_Q6_K);
+
+		if (sb == 2)
+			mm_body<T, 2>(a, wm, sg, row0, kw, q, lane, acc, waited);
 		else
-			mm_body<NTX_SPLIT | NTX_TYPE_Q6_K>(a, wm, sg, row0, kw, bl, lane, acc, waited);
+			mm_body<T, 1>(a, wm, sg, row0, kw, q, lane, acc, waited);
 	}
 	if (!waited) {
 		ntx_pdl_wait();
 		ntx_pdl_trigger();
 	}
-	mm_reduce_store<NM>(acc, a, sg, row0, m, kw, bl, live, lane);
+	/* the warp's streams: slots q + q + 2 (SB = 2), or all four */
+#pragma unroll
+	for (int e = 0; e < 4; e++)
+		red[warp][e][lane] = sb == 2 ? acc[0][e] + acc[1][e] : (acc[0][e] + acc[2][e]) + (acc[1][e] + acc[3][e]);
+	__syncthreads();
+	if (!live || w)
+		return;
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		const int row = row0 + g + 8 * (e >> 1), tok = 2 * t + (e & 1);
+
+		if (tok >= a.n_tok || row >= sg.n_out)
+			continue;
+		float *yp = sg.y + (int64_t)tok * sg.n_out + row;
+		float val[2];
+
+		for (int mm = 0; mm < NM; mm++) { /* (a0 + a2) + (a1 + a3), then the shares in order */
+			const float *r0 = &red[warp + mm * ks * sb][e][lane];
+			float vv = 0.0f;
+
+			for (int k = 0; k < ks; k++) {
+				const float *r = r0 + k * sb * 4 * 32;
+				const float sh = sb == 2 ? r[0] + r[4 * 32] : r[0];
+
+				vv = k ? vv + sh : sh;
+			}
+			val[mm] = vv;
+		}
+		if constexpr (NM == 2)
+			*yp = ntx_silu_mul(val[0], val[1]);
+		else if (sg.epi == GV_EPI_ACC)
+			*yp += val[0];
+		else if (sg.epi == GV_EPI_SWIGLU)
+			*yp = ntx_silu_mul(*yp, val[0]);
+		else
+			*yp = val[0];
+	}
 }
 
 /* ---- host ---- */
@@ -423,62 +444,54 @@ int ntx_gv_mma_type(uint32_t t)
 	return t == NTX_TYPE_Q4_K || t == (NTX_SPLIT | NTX_TYPE_Q6_K);
 }
 
-/* Tensor cores with int8 mma: compute capability 8.0 or more (all the
- * architectures this is built for; checked in case of a PTX JIT). */
+/* int8 mma: compute capability 8.0 or more (every architecture this is
+ * built for; checked in case of a PTX JIT). */
 static int mm_device_ok(void)
 {
-	int dev = 0, major = 0;
+	static std::atomic<int> ok{ -1 };
+	int v = ok.load(std::memory_order_relaxed), dev = 0, major = 0;
 
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-		return 0;
-	return major >= 8;
+	if (v < 0) {
+		v = cudaGetDevice(&dev) == cudaSuccess &&
+		    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+		    major >= 8;
+		ok.store(v, std::memory_order_relaxed);
+	}
+	return v;
 }
 
-/* The widest ks of a's segments. */
-static int mm_ks_max(int nm, const gv_args &g)
+int ntx_gv_mma_seg(int nm, const gv_args &g, int i)
 {
-	int k = 1;
+	const gv_seg &s = g.seg[i];
 
-	for (int i = 0; i < g.n_seg; i++)
-		k = max(k, ntx_gv_dl_ks(g.seg[i].type, g.seg[i].n_out, g.n_in, nm));
-	return k;
+	return ntx_gv_mma_type((uint32_t)s.type) && (uintptr_t)s.w % 16 == 0 && s.row_bytes % 16 == 0 &&
+	       (nm == 1 || (uintptr_t)g.w1 % 16 == 0);
 }
 
 int ntx_gv_mma_usable(int nm, const gv_args &g)
 {
-	static std::atomic<int> dev_ok{ -1 };
-	int ok = dev_ok.load(std::memory_order_relaxed);
-
-	const int knob = ntx_cu_knob(NTX_CU_GEMV_MMA);
-
-	/* by default from MM_MIN_TOK tokens on: below, the dp4a lanes are
-	 * faster (PERF-NOTES.md, version 7) */
-	if (!knob || g.n_tok < (knob == 2 ? 2 : MM_MIN_TOK) || g.n_tok > MM_NT || g.n_in % 256)
-		return 0;
-	for (int i = 0; i < g.n_seg; i++) /* 16-byte loads, as gemv_dl.cu's */
-		if (!ntx_gv_mma_type((uint32_t)g.seg[i].type) || g.seg[i].row_bytes % 16 ||
-		    (uintptr_t)g.seg[i].w % 16 || (nm == 2 && (uintptr_t)g.w1 % 16))
-			return 0;
-	if (nm * mm_ks_max(nm, g) > 4) /* a CTA of at most 512 threads */
-		return 0;
-	if (ok < 0) {
-		ok = mm_device_ok();
-		dev_ok.store(ok, std::memory_order_relaxed);
-	}
-	return ok;
+	(void)nm;
+	return ntx_cu_knob(NTX_CU_GEMV_MMA) && g.n_tok >= 2 && g.n_tok <= MM_NT && g.n_in % 256 == 0 &&
+	       mm_device_ok();
 }
 
-int ntx_gv_mma(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
+/* One launch over g's segments of type t (TS 1: Q4_K, 2: split Q6_K; a
+ * kernel per type keeps each one's registers). */
+template <int NM, int TS> static int mm_launch(const gv_args &g, cudaStream_t s, struct ntx_err *err)
 {
+	const int t = TS == 1 ? NTX_TYPE_Q4_K : (NTX_SPLIT | NTX_TYPE_Q6_K);
 	mm_args a;
-	int cta = 0, ks_max = 1;
+	int cta = 0;
 
 	memset(&a, 0, sizeof a);
 	for (int i = 0; i < g.n_seg; i++) {
 		const gv_seg &gs = g.seg[i];
-		mm_seg &sg = a.seg[i];
+		mm_seg &sg = a.seg[a.n_seg];
+		const int tiles = (gs.n_out + MM_ROWS - 1) / MM_ROWS;
 
+		if (gs.type != t)
+			continue;
+		a.n_seg++;
 		sg.w = gs.w;
 		sg.w1 = g.w1;
 		sg.y = gs.y;
@@ -486,30 +499,26 @@ int ntx_gv_mma(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 		sg.n_out = gs.n_out;
 		sg.type = gs.type;
 		sg.epi = gs.epi;
-		sg.ks = ntx_gv_dl_ks(gs.type, gs.n_out, g.n_in, nm);
+		sg.ks = ntx_gv_dl_ks(gs.type, gs.n_out, g.n_in, NM);
+		sg.sb = min(MM_SB, MM_WARPS / (NM * sg.ks));
+		sg.tpc = MM_WARPS / (NM * sg.ks * sg.sb);
 		sg.cta0 = cta;
-		cta += (gs.n_out + MM_ROWS - 1) / MM_ROWS;
-		ks_max = max(ks_max, sg.ks);
+		cta += (tiles + sg.tpc - 1) / sg.tpc;
 	}
-	a.n_seg = g.n_seg;
+	if (!a.n_seg)
+		return 0;
 	a.n_in = g.n_in;
 	a.n_tok = g.n_tok;
 	a.xqs = g.xqs;
 	a.xds = g.xds;
 	a.early = g.early;
+	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_mma" : "gemv_mma",
+			       ntx_launch(ntx_gemv_mma_kernel<NM, TS>, (unsigned)cta, 32u * MM_WARPS, 0, s, a), err);
+}
 
-	const size_t smem = mm_smem(nm, ks_max);
-	const unsigned threads = 4u * ks_max * nm * 32;
-	cudaError_t e;
-
-	if (nm == 2) {
-		if (ntx_cu_smem(ntx_gemv_mma_kernel<2>, smem, "gemv_mma: cudaFuncSetAttribute", err))
-			return -1;
-		e = ntx_launch(ntx_gemv_mma_kernel<2>, (unsigned)cta, threads, smem, s, a);
-	} else {
-		if (ntx_cu_smem(ntx_gemv_mma_kernel<1>, smem, "gemv_mma: cudaFuncSetAttribute", err))
-			return -1;
-		e = ntx_launch(ntx_gemv_mma_kernel<1>, (unsigned)cta, threads, smem, s, a);
-	}
-	return ntx_cu_launched(nm == 2 ? "gemv_swiglu_mma" : "gemv_mma", e, err);
+int ntx_gv_mma(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
+{
+	if (nm == 2)
+		return mm_launch<2, 1>(g, s, err) || mm_launch<2, 2>(g, s, err) ? -1 : 0;
+	return mm_launch<1, 1>(g, s, err) || mm_launch<1, 2>(g, s, err) ? -1 : 0;
 }

@@ -25,8 +25,8 @@ struct ntx_tunables {
 	int gemv_dl;        /* NTX_GEMV_DL: direct-load GEMV for Q4_K, Q5_K and split rows (1) */
 	int gemv_early;     /* NTX_GEMV_EARLY: its first weight loads before the PDL wait (1) */
 	int gemv_dl_shape;  /* NTX_GEMV_DL_SHAPE: single-token direct-load shape 0..2, -1 the default (1) */
-	int gemv_mma;       /* NTX_GEMV_MMA: tensor cores for Q4_K / split Q6_K: 0 off,
-			     * 1 for 6..8 tokens, 2 for 2..8 tokens (0: slower so far) */
+	int gemv_mma;       /* NTX_GEMV_MMA: tensor cores for 2..8 tokens of Q4_K / split Q6_K,
+			     * the same bits as the dp4a lanes (1) */
 	int attn_prefetch;  /* NTX_ATTN_PREFETCH: decode attention prefetches into L2 (1) */
 	int attn_chunk;     /* NTX_ATTN_CHUNK: least positions per attention split, a multiple of 32 (32) */
 	int no_pdl;         /* NTX_NO_PDL: no programmatic dependent launch (0) */

@@ -137,6 +137,14 @@ static void test_quantize_fmt(void)
 	}
 }
 
+/* The q8 format the engine gives weight type t (ntx_cuda_q8_fmt). */
+static int q8_fmt_of(uint32_t t)
+{
+	int f = ntx_cuda_q8_fmt(t);
+
+	return f < 0 ? NTX_CUDA_Q8F_32 : f;
+}
+
 /* ---- GEMV ---- */
 
 static double gemv_case(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int acc, int strict)
@@ -170,7 +178,7 @@ static double gemv_case(uint32_t t, int64_t n_in, int64_t n_out, int n_tok, int 
 		dev_poison(dy, (size_t)n_tok * n_out * 4);
 	if (q8) {
 		dxq = dev_alloc(ntx_cuda_q8_bytes(n_in, n_tok));
-		T_CUDA(ntx_cuda_quantize_q8(dx, dxq, n_in, n_tok, NULL, &g_err));
+		T_CUDA(ntx_cuda_quantize_q8_fmt(dx, dxq, n_in, n_tok, q8_fmt_of(t), NULL, &g_err));
 	}
 	T_CUDA(ntx_cuda_gemv(t, dw, n_in, n_out, dx, dxq, dy, n_tok, acc, NULL, &g_err));
 	dev_get(y, dy, (size_t)n_tok * n_out * 4);
@@ -393,13 +401,6 @@ static void test_swiglu_gemv(void)
 
 /* ---- bitwise guarantees of the GEMVs ---- */
 
-static int q8_fmt_of(uint32_t t)
-{
-	int f = ntx_cuda_q8_fmt(t);
-
-	return f < 0 ? NTX_CUDA_Q8F_32 : f;
-}
-
 /* Upload n_tok rows of x (float and q8 in the type's format). */
 static void acts_up(uint32_t t, const float *x, int64_t n_in, int n_tok, float **dx, void **dxq)
 {
@@ -615,19 +616,24 @@ static void test_swiglu_bitwise(void)
 	}
 }
 
-/* The tensor-core GEMV for 2..8 tokens (the switch gemv_mma = 2, off by
- * default): the same bitwise checks, against the single-token kernel. */
+/* The checks again with the tensor-core GEMV off (the switch gemv_mma = 0:
+ * the dp4a lanes for every token count); on (the default) the 2..8-token
+ * launches of Q4_K / split Q6_K went through it above, and each check
+ * compares them with the single-token dp4a kernel bitwise. */
 static void test_gemv_mma(void)
 {
 	struct ntx_tunables tun;
 
 	ntx_tunables_from_env(&tun);
-	tun.gemv_mma = 2;
+	tun.gemv_mma = 0;
 	ntx_cuda_tunables_set(&tun);
-	t_diag("GEMV bitwise checks with the tensor-core kernel for 2..8 tokens (gemv_mma = 2)");
+	t_diag("GEMV checks with the tensor-core kernel off (gemv_mma = 0)");
+	test_gemv();
 	test_gemv_invariance();
 	test_multi_bitwise();
 	test_swiglu_bitwise();
+	test_gemv_multi();
+	test_swiglu_gemv();
 	ntx_tunables_from_env(&tun);
 	ntx_cuda_tunables_set(&tun);
 }

@@ -38,7 +38,7 @@ static void test_defaults(void)
 
 	ntx_tunables_default(&d);
 	t_ok(!d.cpu_scalar && !d.no_amx && d.gemv_dl == 1 && d.gemv_early == 1 &&
-		     d.gemv_dl_shape == -1 && d.gemv_mma == 0 && d.attn_prefetch == 1 && d.attn_chunk == 32 && !d.no_pdl &&
+		     d.gemv_dl_shape == -1 && d.gemv_mma == 1 && d.attn_prefetch == 1 && d.attn_chunk == 32 && !d.no_pdl &&
 		     !d.no_cublas && !d.cublas[0] && !d.no_graphs && !d.no_hugepages &&
 		     d.fault_read == 0 && !d.fault_read_every && !d.dio_buffered,
 	     "defaults: every switch at what ntx does without them");
@@ -91,10 +91,10 @@ static void test_on_flags(void)
 	t_ok(t.gemv_early == 0 && t.gemv_dl == 1, "NTX_GEMV_EARLY=0: off");
 	t = with("NTX_ATTN_PREFETCH", "0");
 	t_ok(t.attn_prefetch == 0 && t.gemv_dl == 1, "NTX_ATTN_PREFETCH=0: off");
-	t = with("NTX_GEMV_MMA", "2");
-	t_ok(t.gemv_mma == 2 && t.gemv_dl == 1 && t.gemv_early == 1, "NTX_GEMV_MMA=2: from 2 tokens on");
+	t = with("NTX_GEMV_MMA", "0");
+	t_ok(t.gemv_mma == 0 && t.gemv_dl == 1 && t.gemv_early == 1, "NTX_GEMV_MMA=0: off");
 	t = with("NTX_GEMV_MMA", "on");
-	t_ok(t.gemv_mma == 0, "NTX_GEMV_MMA=on: off (only 1 and 2 turn it on)");
+	t_ok(t.gemv_mma == 1, "NTX_GEMV_MMA=on: on (only \"0\" turns it off)");
 	t = with("NTX_GEMV_DL", "");
 	t_ok(t.gemv_dl == 1, "NTX_GEMV_DL=\"\": on (only \"0\" turns it off)");
 	t = with("NTX_ATTN_PREFETCH", "00");
