@@ -19,7 +19,10 @@
  * ks is the smallest of 1, 2, 4 that gives about 32 warps per SM, keeping a
  * step per warp; each segment has its own range of CTAs. The accumulation
  * order of a (row, token) value depends on ks only, never on n_tok or U:
- * batch invariant. */
+ * batch invariant. Q4_K and split Q6_K take the canonical chain
+ * (dlmath.cuh ntx_dlk_*: per block exact integers over its 8 lanes, one
+ * float step per block slot), whose values gemv_mma.cu gives for 2..8
+ * tokens on tensor cores, bit for bit. */
 #include <atomic>
 
 #include "gemv.cuh"
