@@ -220,57 +220,45 @@ NTX_HD void ntx_dl_xload(const int8_t *xq, const float2 *xds, int b, int j, ntx_
 	}
 }
 
-/* acc + this lane's share of one (row, block) for one token. */
-template <int T> NTX_HD float ntx_dl_dot(const ntx_dlw &w, const ntx_dlx &x, float acc)
+/* The lane's two signed dot products: ia = va . xa, ib = vb . xb. */
+NTX_HD void ntx_dl_dots(const uint32_t va[4], const uint32_t vb[4], const ntx_dlx &x, int &ia, int &ib)
 {
 	const uint32_t xa[4] = { x.xa.x, x.xa.y, x.xa.z, x.xa.w };
 	const uint32_t xb[4] = { x.xb.x, x.xb.y, x.xb.z, x.xb.w };
+
+	ia = ib = 0;
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		ia = ntx_dp4a(va[k], xa[k], ia);
+		ib = ntx_dp4a(vb[k], xb[k], ib);
+	}
+}
+
+/* acc + this lane's share of one (row, block) for one token (Q5_K, split
+ * Q4_0 and Q8_0; Q4_K and split Q6_K take the canonical chain below). */
+template <int T> NTX_HD float ntx_dl_dot(const ntx_dlw &w, const ntx_dlx &x, float acc)
+{
+	static_assert(T != NTX_TYPE_Q4_K && T != (NTX_SPLIT | NTX_TYPE_Q6_K), "canonical chain: ntx_dlk_*");
 	int ia = 0, ib = 0;
 
-	if constexpr (T == NTX_TYPE_Q4_K) {
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			ia = ntx_dp4a(w.va[k], xa[k], ia);
-			ib = ntx_dp4a_us(w.vb[k], xb[k], ib);
-		}
-		ib >>= 4; /* exact: 16 x an integer */
-	} else if constexpr (T == (NTX_SPLIT | NTX_TYPE_Q8_0)) {
+	if constexpr (T == (NTX_SPLIT | NTX_TYPE_Q8_0)) {
+		const uint32_t xa[4] = { x.xa.x, x.xa.y, x.xa.z, x.xa.w };
+
 #pragma unroll
 		for (int k = 0; k < 4; k++)
 			ia = ntx_dp4a(w.va[k], xa[k], ia);
 		return ntx_fma(ntx_mul(w.aa, x.da.x), (float)ia, acc);
 	} else if constexpr (T == (NTX_SPLIT | NTX_TYPE_Q4_0)) {
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			ia = ntx_dp4a(w.va[k], xa[k], ia);
-			ia = ntx_dp4a(w.vb[k], xb[k], ia);
-		}
-		acc = ntx_fma(ntx_mul(w.aa, x.da.x), (float)ia, acc);
+		ntx_dl_dots(w.va, w.vb, x, ia, ib);
+		acc = ntx_fma(ntx_mul(w.aa, x.da.x), (float)(ia + ib), acc);
 		return ntx_fma(-w.ba, x.da.y, acc);
 	} else {
-		int sa = 0, sb = 0;
-
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			ia = ntx_dp4a(w.va[k], xa[k], ia);
-			ib = ntx_dp4a(w.vb[k], xb[k], ib);
-			if (T == (NTX_SPLIT | NTX_TYPE_Q6_K)) {
-				sa = ntx_dp4a(0x01010101u, xa[k], sa);
-				sb = ntx_dp4a(0x01010101u, xb[k], sb);
-			}
-		}
-		if (T == (NTX_SPLIT | NTX_TYPE_Q6_K)) { /* (v - 32) . x = v . x - 32 sum x */
-			ia = w.sa * (ia - 32 * sa);
-			ib = w.sb * (ib - 32 * sb);
-		}
-	}
-	acc = ntx_fma(ntx_mul(w.aa, x.da.x), (float)ia, acc);
-	acc = ntx_fma(ntx_mul(w.ab, x.db.x), (float)ib, acc);
-	if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K) {
+		ntx_dl_dots(w.va, w.vb, x, ia, ib);
+		acc = ntx_fma(ntx_mul(w.aa, x.da.x), (float)ia, acc);
+		acc = ntx_fma(ntx_mul(w.ab, x.db.x), (float)ib, acc);
 		acc = ntx_fma(-w.ba, x.da.y, acc);
-		acc = ntx_fma(-w.bb, x.db.y, acc);
+		return ntx_fma(-w.bb, x.db.y, acc);
 	}
-	return acc;
 }
 
 /* ---- the canonical K-quant chain (Q4_K, split Q6_K) ----
@@ -335,11 +323,12 @@ NTX_HD void ntx_dlk_xsum(const ntx_dlx &x, int sx[2])
 /* The lane's shares of the block's I and M (exact integers). */
 template <int T> NTX_HD void ntx_dlk_dot(const ntx_dlk &w, const ntx_dlx &x, const int sx[2], int &ip, int &mp)
 {
-	const uint32_t xa[4] = { x.xa.x, x.xa.y, x.xa.z, x.xa.w };
-	const uint32_t xb[4] = { x.xb.x, x.xb.y, x.xb.z, x.xb.w };
 	int ia = 0, ib = 0;
 
-	if constexpr (T == NTX_TYPE_Q4_K) {
+	if constexpr (T == NTX_TYPE_Q4_K) { /* vb: 16 x the high nibbles, unsigned */
+		const uint32_t xa[4] = { x.xa.x, x.xa.y, x.xa.z, x.xa.w };
+		const uint32_t xb[4] = { x.xb.x, x.xb.y, x.xb.z, x.xb.w };
+
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
 			ia = ntx_dp4a(w.va[k], xa[k], ia);
@@ -348,11 +337,7 @@ template <int T> NTX_HD void ntx_dlk_dot(const ntx_dlk &w, const ntx_dlx &x, con
 		ip = w.sa * ia + w.sb * (ib >> 4); /* exact: 16 x an integer */
 		mp = w.ma * sx[0] + w.mb * sx[1];
 	} else {
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			ia = ntx_dp4a(w.va[k], xa[k], ia);
-			ib = ntx_dp4a(w.vb[k], xb[k], ib);
-		}
+		ntx_dl_dots(w.va, w.vb, x, ia, ib);
 		ip = w.sa * (ia - 32 * sx[0]) + w.sb * (ib - 32 * sx[1]);
 		mp = 0;
 	}

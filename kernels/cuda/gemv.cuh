@@ -134,6 +134,23 @@ struct gv_out {
 	int epi;    /* GV_EPI_* (NM = 1) */
 };
 
+/* The epilogue of one value: y[t][row] = v, += v, silu(y) * v (NM = 1, by
+ * o.epi), or silu(v) * u (NM = 2: v gate, u up). */
+template <int NM>
+__device__ __forceinline__ void gv_store(const gv_out &o, int t, int row, float v, float u)
+{
+	float *yp = o.y + (int64_t)t * o.n_out + row;
+
+	if constexpr (NM == 2)
+		*yp = ntx_silu_mul(v, u);
+	else if (o.epi == GV_EPI_ACC)
+		*yp += v;
+	else if (o.epi == GV_EPI_SWIGLU)
+		*yp = ntx_silu_mul(*yp, v);
+	else
+		*yp = v;
+}
+
 /* acc layout: index m * HALF + rh * NT + t, HALF = gv_pow2(RH * NT). The ks
  * warps of a row group are consecutive in the CTA (warp kw of them holds
  * its share of the row). Every thread of the CTA must call this with the
@@ -180,15 +197,7 @@ __device__ __forceinline__ void gv_reduce_store(float *acc, int lane, int warp, 
 	row = row0 + rh;
 	if (rh >= RH || t >= n_tok || row >= o.n_out)
 		return;
-	float *yp = o.y + (int64_t)t * o.n_out + row;
-	if constexpr (NM == 2)
-		*yp = ntx_silu_mul(v, u);
-	else if (o.epi == GV_EPI_ACC)
-		*yp += v;
-	else if (o.epi == GV_EPI_SWIGLU)
-		*yp = ntx_silu_mul(*yp, v);
-	else
-		*yp = v;
+	gv_store<NM>(o, t, row, v, u);
 }
 
 template <int NT, int RH, int NM>

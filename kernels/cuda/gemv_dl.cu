@@ -64,13 +64,91 @@ static int dl_bps(int t)
 	}
 }
 
+/* One step of one warp, every lane accumulating its own floats
+ * (ntx_dl_dot: Q5_K, split Q4_0 and Q8_0). */
+template <int T, int NT, int NM>
+__device__ __forceinline__ void dl_step(const dl_args &a, const ntx_dlr<T> *raw, int b, int j, float *acc)
+{
+	constexpr int RH = dl_rh<NM>(), R = RH * NM, HALF = gv_pow2(RH * NT);
+	ntx_dlw w[R];
+
+#pragma unroll
+	for (int r = 0; r < R; r++)
+		ntx_dl_decode<T>(raw[r], j, w[r]);
+#pragma unroll
+	for (int t = 0; t < NT; t++) {
+		if (t >= a.n_tok)
+			continue;
+		ntx_dlx x;
+
+		ntx_dl_xload<T>(a.xqs + (int64_t)t * a.n_in, a.xds + (int64_t)t * (a.n_in / 32), b, j, x);
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			float &v = acc[(r / RH) * HALF + (r % RH) * NT + t];
+
+			v = ntx_dl_dot<T>(w[r], x, v);
+		}
+	}
+}
+
+/* One step of one warp for the canonical K-quants (dlmath.cuh: ntx_dlk_*):
+ * the block's integers are summed over its 8 lanes, then each lane adds
+ * them to the float stream of its block slot bl. Lanes of a slot past the
+ * last block (ok false: their 8 lanes agree) take part in the sums and
+ * skip the float step. */
+template <int T, int NT, int NM>
+__device__ __forceinline__ void dlk_step(const dl_args &a, const ntx_dlr<T> *raw, int b, bool ok, int j,
+					 float *acc)
+{
+	constexpr int RH = dl_rh<NM>(), R = RH * NM, LPB = ntx_dl<T>::LPB, HALF = gv_pow2(RH * NT);
+	ntx_dlk w[R];
+
+#pragma unroll
+	for (int r = 0; r < R; r++)
+		ntx_dlk_decode<T>(raw[r], j, w[r]);
+#pragma unroll
+	for (int t = 0; t < NT; t++) {
+		if (t >= a.n_tok)
+			continue;
+		const float2 *xd = a.xds + (int64_t)t * (a.n_in / 32);
+		ntx_dlx x;
+		int sx[2], ip[R], mp[R];
+		float dx = 0.0f;
+
+		if (ok) {
+			ntx_dl_xload<T>(a.xqs + (int64_t)t * a.n_in, xd, b, j, x);
+			dx = ntx_ldg_f2(xd + 8 * (int64_t)b).x;
+		} else {
+			x.xa = x.xb = make_uint4(0, 0, 0, 0);
+		}
+		ntx_dlk_xsum(x, sx);
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			ntx_dlk_dot<T>(w[r], x, sx, ip[r], mp[r]);
+#pragma unroll
+			for (int o = 1; o < LPB; o <<= 1) {
+				ip[r] += __shfl_xor_sync(NTX_FULL_MASK, ip[r], o);
+				if (T == NTX_TYPE_Q4_K)
+					mp[r] += __shfl_xor_sync(NTX_FULL_MASK, mp[r], o);
+			}
+		}
+		if (!ok)
+			continue;
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			float &v = acc[(r / RH) * HALF + (r % RH) * NT + t];
+
+			v = ntx_dlk_acc<T>(ip[r], mp[r], dx, w[r].d, w[r].dm, v);
+		}
+	}
+}
+
 /* One warp's share of its row group for type T: steps kw, kw + ks, ... */
 template <int T, int NT, int NM, int U>
 __device__ __forceinline__ void dl_body(const dl_args &a, const dl_seg &sg, int row0, int kw, int ks,
 					int lane, float *acc, bool &waited)
 {
 	constexpr int RH = dl_rh<NM>(), R = RH * NM, LPB = ntx_dl<T>::LPB, BPS = 32 / LPB;
-	constexpr int HALF = gv_pow2(RH * NT);
 	const int nb = a.n_in / ntx_qt<T>::BS, n_steps = (nb + BPS - 1) / BPS;
 	const int j = lane % LPB, bl = lane / LPB;
 	const uint8_t *rp[R];
@@ -100,114 +178,12 @@ __device__ __forceinline__ void dl_body(const dl_args &a, const dl_seg &sg, int 
 		}
 #pragma unroll
 		for (int u = 0; u < U; u++) {
-			if (!ok[u])
-				continue;
-			ntx_dlw w[R];
-
-#pragma unroll
-			for (int r = 0; r < R; r++)
-				ntx_dl_decode<T>(raw[u][r], j, w[r]);
-#pragma unroll
-			for (int t = 0; t < NT; t++) {
-				if (t < a.n_tok) {
-					ntx_dlx x;
-
-					ntx_dl_xload<T>(a.xqs + (int64_t)t * a.n_in, a.xds + (int64_t)t * (a.n_in / 32),
-							b[u], j, x);
-#pragma unroll
-					for (int r = 0; r < R; r++) {
-						float &v = acc[(r / RH) * HALF + (r % RH) * NT + t];
-
-						v = ntx_dl_dot<T>(w[r], x, v);
-					}
-				}
-			}
-		}
-	}
-}
-
-/* dl_body for the canonical K-quants (dlmath.cuh: ntx_dlk_*): per step the
- * block's integers are summed over its 8 lanes, then each lane adds them to
- * the float stream of its block slot bl. Lanes of a slot past the last
- * block skip the float step (their 8 lanes agree). */
-template <int T, int NT, int NM, int U>
-__device__ __forceinline__ void dlk_body(const dl_args &a, const dl_seg &sg, int row0, int kw, int ks,
-					 int lane, float *acc, bool &waited)
-{
-	constexpr int RH = dl_rh<NM>(), R = RH * NM, LPB = ntx_dl<T>::LPB, BPS = 32 / LPB;
-	constexpr int HALF = gv_pow2(RH * NT);
-	const int nb = a.n_in / ntx_qt<T>::BS, n_steps = (nb + BPS - 1) / BPS;
-	const int j = lane % LPB, bl = lane / LPB;
-	const uint8_t *rp[R];
-
-#pragma unroll
-	for (int r = 0; r < R; r++) /* rows past the end recompute the last (dropped) */
-		rp[r] = (r < RH ? sg.w : sg.w1) + (uint64_t)min(row0 + r % RH, sg.n_out - 1) * sg.row_bytes;
-
-	for (int s0 = kw; s0 < n_steps; s0 += U * ks) {
-		ntx_dlr<T> raw[U][R];
-		int b[U];
-		bool ok[U];
-
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			b[u] = (s0 + u * ks) * BPS + bl;
-			ok[u] = s0 + u * ks < n_steps && b[u] < nb;
-#pragma unroll
-			for (int r = 0; r < R; r++)
-				if (ok[u])
-					ntx_dl_load<T>(rp[r], nb, b[u], j, raw[u][r]);
-		}
-		if (!waited) {
-			ntx_pdl_wait();
-			ntx_pdl_trigger();
-			waited = true;
-		}
-#pragma unroll
-		for (int u = 0; u < U; u++) {
 			if (s0 + u * ks >= n_steps) /* the whole warp */
 				continue;
-			ntx_dlk w[R];
-
-#pragma unroll
-			for (int r = 0; r < R; r++)
-				ntx_dlk_decode<T>(raw[u][r], j, w[r]);
-#pragma unroll
-			for (int t = 0; t < NT; t++) {
-				if (t < a.n_tok) {
-					const int8_t *xq = a.xqs + (int64_t)t * a.n_in;
-					const float2 *xd = a.xds + (int64_t)t * (a.n_in / 32);
-					ntx_dlx x;
-					int sx[2], ip[R], mp[R];
-					float dx = 0.0f;
-
-					if (ok[u]) {
-						ntx_dl_xload<T>(xq, xd, b[u], j, x);
-						dx = ntx_ldg_f2(xd + 8 * (int64_t)b[u]).x;
-					} else {
-						x.xa = x.xb = make_uint4(0, 0, 0, 0);
-					}
-					ntx_dlk_xsum(x, sx);
-#pragma unroll
-					for (int r = 0; r < R; r++) {
-						ntx_dlk_dot<T>(w[r], x, sx, ip[r], mp[r]);
-#pragma unroll
-						for (int o = 1; o < LPB; o <<= 1) {
-							ip[r] += __shfl_xor_sync(NTX_FULL_MASK, ip[r], o);
-							if (T == NTX_TYPE_Q4_K)
-								mp[r] += __shfl_xor_sync(NTX_FULL_MASK, mp[r], o);
-						}
-					}
-					if (ok[u]) {
-#pragma unroll
-						for (int r = 0; r < R; r++) {
-							float &v = acc[(r / RH) * HALF + (r % RH) * NT + t];
-
-							v = ntx_dlk_acc<T>(ip[r], mp[r], dx, w[r].d, w[r].dm, v);
-						}
-					}
-				}
-			}
+			if constexpr (T == NTX_TYPE_Q4_K || T == (NTX_SPLIT | NTX_TYPE_Q6_K))
+				dlk_step<T, NT, NM>(a, raw[u], b[u], ok[u], j, acc);
+			else if (ok[u])
+				dl_step<T, NT, NM>(a, raw[u], b[u], j, acc);
 		}
 	}
 }
@@ -253,15 +229,7 @@ __device__ __forceinline__ void dlk_reduce_store(const float *acc, int lane, int
 	row = row0 + rh;
 	if (rh >= RH || t >= n_tok || row >= o.n_out)
 		return;
-	float *yp = o.y + (int64_t)t * o.n_out + row;
-	if constexpr (NM == 2)
-		*yp = ntx_silu_mul(out, u);
-	else if (o.epi == GV_EPI_ACC)
-		*yp += out;
-	else if (o.epi == GV_EPI_SWIGLU)
-		*yp = ntx_silu_mul(*yp, out);
-	else
-		*yp = out;
+	gv_store<NM>(o, t, row, out, u);
 }
 
 /* MINB CTAs of 4 warps per SM at least (registers: 64K / (128 MINB)). */
@@ -289,10 +257,10 @@ __global__ void __launch_bounds__(GV_WARPS * 32, MINB) ntx_gemv_dl_kernel(dl_arg
 		acc[i] = 0.0f;
 	if (active) {
 		switch (sg.type) {
-		case NTX_TYPE_Q4_K: dlk_body<NTX_TYPE_Q4_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
+		case NTX_TYPE_Q4_K: dl_body<NTX_TYPE_Q4_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
 		case NTX_TYPE_Q5_K: dl_body<NTX_TYPE_Q5_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited); break;
 		case NTX_SPLIT | NTX_TYPE_Q6_K:
-			dlk_body<NTX_SPLIT | NTX_TYPE_Q6_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
+			dl_body<NTX_SPLIT | NTX_TYPE_Q6_K, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);
 			break;
 		case NTX_SPLIT | NTX_TYPE_Q4_0:
 			dl_body<NTX_SPLIT | NTX_TYPE_Q4_0, NT, NM, U>(a, sg, row0, kw, ks, lane, acc, waited);

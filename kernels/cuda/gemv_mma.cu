@@ -411,8 +411,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32, 2) ntx_gemv_mma_kernel(mm_args 
 
 		if (tok >= a.n_tok || row >= sg.n_out)
 			continue;
-		float *yp = sg.y + (int64_t)tok * sg.n_out + row;
-		float val[2];
+		const gv_out o = { sg.y, sg.n_out, sg.epi };
+		float val[2] = { 0.0f, 0.0f };
 
 		for (int mm = 0; mm < NM; mm++) { /* (a0 + a2) + (a1 + a3), then the shares in order */
 			const float *r0 = &red[warp + mm * ks * sb][e][lane];
@@ -426,14 +426,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32, 2) ntx_gemv_mma_kernel(mm_args 
 			}
 			val[mm] = vv;
 		}
-		if constexpr (NM == 2)
-			*yp = ntx_silu_mul(val[0], val[1]);
-		else if (sg.epi == GV_EPI_ACC)
-			*yp += val[0];
-		else if (sg.epi == GV_EPI_SWIGLU)
-			*yp = ntx_silu_mul(*yp, val[0]);
-		else
-			*yp = val[0];
+		gv_store<NM>(o, tok, row, val[0], val[1]);
 	}
 }
 
