@@ -616,6 +616,18 @@ static void test_swiglu_bitwise(void)
 	}
 }
 
+/* Every GEMV check: accuracy, batch invariance, gemv_multi and the fused
+ * gate/up, bitwise where the kernels promise it. */
+static void test_gemv_all(void)
+{
+	test_gemv();
+	test_gemv_invariance();
+	test_multi_bitwise();
+	test_swiglu_bitwise();
+	test_gemv_multi();
+	test_swiglu_gemv();
+}
+
 /* The checks again with the tensor-core GEMV off (the switch gemv_mma = 0:
  * the dp4a lanes for every token count); on (the default) the 2..8-token
  * launches of Q4_K / split Q6_K went through it above, and each check
@@ -628,12 +640,7 @@ static void test_gemv_mma(void)
 	tun.gemv_mma = 0;
 	ntx_cuda_tunables_set(&tun);
 	t_diag("GEMV checks with the tensor-core kernel off (gemv_mma = 0)");
-	test_gemv();
-	test_gemv_invariance();
-	test_multi_bitwise();
-	test_swiglu_bitwise();
-	test_gemv_multi();
-	test_swiglu_gemv();
+	test_gemv_all();
 	ntx_tunables_from_env(&tun);
 	ntx_cuda_tunables_set(&tun);
 }
@@ -1046,12 +1053,7 @@ int main(int argc, char **argv)
 		for (int dl = 0; dl < 2; dl++) {
 			ntx_cuda_gemv_dl_set(dl);
 			t_diag("GEMV checks with the direct-load kernel %s for Q4_K / Q5_K", dl ? "on" : "off");
-			test_gemv();
-			test_gemv_invariance();
-			test_multi_bitwise();
-			test_swiglu_bitwise();
-			test_gemv_multi();
-			test_swiglu_gemv();
+			test_gemv_all();
 		}
 		ntx_cuda_gemv_dl_set(-1);
 		test_gemv_mma();
