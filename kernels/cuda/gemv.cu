@@ -191,10 +191,11 @@ static int gv_use_dl(uint32_t t)
 	return (t & NTX_CUDA_SPLIT) || ntx_cuda_gemv_dl_enabled();
 }
 
-/* The direct-load GEMV's types: Q4_K and split Q6_K on tensor cores when
- * the switch gemv_mma is on (gemv_mma.cu: for every token count, so a
- * matrix's values never depend on which kernel a launch picked), the other
- * segments of the launch on the dp4a lanes (gemv_dl.cu). */
+/* The direct-load GEMV's types: the Q4_K and split Q6_K segments of a
+ * 2..8-token launch on tensor cores when the switch gemv_mma is on
+ * (gemv_mma.cu gives the dp4a kernel's bits, so a matrix's values never
+ * depend on which kernel ran), everything else on the dp4a lanes
+ * (gemv_dl.cu). */
 static int gv_dl(int nm, const gv_args &a, cudaStream_t s, struct ntx_err *err)
 {
 	gv_args m = a, d = a;
