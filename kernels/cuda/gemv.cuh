@@ -243,8 +243,9 @@ int ntx_gv_dl_type(uint32_t t);
 /* gemv_dl.cu: the warps ks (1, 2, 4) that split each row of a segment of
  * this shape in the direct-load GEMV (nm = 2: the fused gate/up). */
 int ntx_gv_dl_ks(int type, int n_out, int n_in, int nm);
-/* gemv_mma.cu: the K-quant GEMV on tensor cores for 1..8 tokens (Q4_K,
- * split Q6_K; Q8_K activations). Usable: the switch gemv_mma on, n_tok and
+/* gemv_mma.cu: the K-quant GEMV on tensor cores for 2..8 tokens (Q4_K,
+ * split Q6_K; Q8_K activations), bit for bit the direct-load GEMV's values
+ * (same blocks, streams and ks). Usable: the switch gemv_mma on, n_tok and
  * n_in fit, compute capability 8.0+; then segment i goes through it when
  * ntx_gv_mma_seg says so (its type and alignment), the others through
  * gemv_dl.cu. ntx_gv_mma takes only such segments. */
