@@ -25,10 +25,11 @@
  *     l + 16: high nibble) and d.
  *   Q8_0 (split), LPB 2: qs[16j ..+16] and d.
  *
- * A lane holds at most 16 elements of a unit, so the min terms of Q4_K / Q5_K
+ * Q4_K and split Q6_K take the canonical chain at the end of this file
+ * (per block exact integers, one float step per block slot). For the other
+ * types a lane holds at most 16 elements of a unit, so Q5_K's min terms
  * (which cover a whole unit through d * sum(q)) are added by the even lanes
- * only, and Q6_K's -32 is applied through the sum of the lane's 16 activation
- * bytes. Every lane accumulates in float, step after step, with the same
+ * only. Every lane accumulates in float, step after step, with the same
  * instructions whatever the number of tokens: a token's value does not
  * depend on the other tokens of the launch (batch invariance). */
 #ifndef NTX_CUDA_DLMATH_CUH
