@@ -28,6 +28,10 @@
  *     "# bench layer pdl=off: Y us ...": on devices without PDL, both off);
  *     and with each GEMV (staged with GGUF Q6_K, direct-load with split
  *     Q6_K): the sequence, then each of its 9 kernels alone.
+ * --k8: only Q4_K and split Q6_K GEMVs at 1, 2, 4, 8 tokens; --layer8: only
+ *   the layer benchmarks, for 1 token and then for verification passes of
+ *   8 and 2 tokens (the sequence and each kernel, the head at that width);
+ * --one q4k|q6ks N_IN N_OUT N_TOK SWIGLU: one GEMV (a target for ncu).
  * Each timing is the median over 5 repetitions of back-to-back launches
  * timed with CUDA events, after a warm-up. Lines start with "# bench". */
 #include "gpu_util.h"
@@ -279,6 +283,45 @@ static void run_gemv(void)
 		     "gemv %s at 8B shapes: sampled rows vs ntx_vec_dot_ref NMSE %.3g <= %g",
 		     type_name(all_types[ti]), worst, NMSE_SAMPLE_EXACT);
 	}
+}
+
+static int type_index(uint32_t t);
+
+/* The GEMVs a verification pass of a K-quant model runs (Q4_K, split
+ * Q6_K) at 1, 2, 4 and 8 tokens, and Q4_K gate/up (--k8). */
+static void run_gemv_k8(void)
+{
+	static const int64_t shapes[4][2] = { { 4096, 4096 }, { 4096, 14336 }, { 14336, 4096 },
+					      { 4096, 128256 } };
+	static const uint32_t types[2] = { NTX_TYPE_Q4_K, SPLIT(NTX_TYPE_Q6_K) };
+	double worst = 0, e;
+
+	for (int ti = 0; ti < 2; ti++)
+		for (int s = 0; s < 4; s++) {
+			struct wm m;
+			double ms1 = 0;
+
+			wm_init(&m, type_index(types[ti]), shapes[s][0], shapes[s][1], 1);
+			for (int nt = 1; nt <= 8; nt *= 2) {
+				const double ms = bench_gemv(&m, nt, 0, &e);
+
+				ms1 = nt == 1 ? ms : ms1;
+				worst = e > worst ? e : worst;
+				t_diag("bench gemv %-10s %5lldx%-6lld n_tok %d: %8.2f us %7.0f GB/s (%.2fx n_tok 1)",
+				       type_name(m.t), (long long)m.n_in, (long long)m.n_out, nt, ms * 1e3,
+				       m.bytes / ms * 1e-6, ms / ms1);
+			}
+			if (ti == 0 && s == 1)
+				for (int nt = 1; nt <= 8; nt += 7) {
+					const double ms = bench_gemv(&m, nt, 1, &e);
+
+					t_diag("bench gemv_swiglu %-10s 4096->14336 (gate+up) n_tok %d: %8.2f us %7.0f GB/s",
+					       type_name(m.t), nt, ms * 1e3, 2.0 * m.bytes / ms * 1e-6);
+				}
+			dev_free(m.d);
+		}
+	t_ok(worst <= NMSE_SAMPLE_EXACT, "K-quant gemv at 8B shapes, 1..8 tokens: NMSE %.3g <= %g", worst,
+	     NMSE_SAMPLE_EXACT);
 }
 
 /* ---- activation producers ---- */
@@ -606,6 +649,7 @@ struct layer_ctx {
 	float *freqs;
 	double *rope_inv; /* the engine's table of inverse frequencies */
 	int fused;
+	int n_tok;    /* tokens per layer pass (1, or up to 8: a verification pass) */
 	int dl;       /* the direct-load GEMV and split rows (else staged, GGUF layout) */
 	unsigned ops; /* fused sequence: the kernels to enqueue (bit k: LAYER_OPS[k]), 0 = all */
 };
@@ -641,6 +685,7 @@ static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStrea
 	ntx_stream_t s = (ntx_stream_t)st;
 	const unsigned ops = c->ops ? c->ops : 0x1FF;
 	const int K = NTX_CUDA_Q8F_Q8_K; /* the CPU's activations for K-quant weights */
+	const int nt = c->n_tok;
 
 	if (!c->fused) {
 		if (ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->an, 1, E, 1e-5f, s, &g_err))
@@ -655,20 +700,20 @@ static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStrea
 		    ntx_cuda_quantize_q8_fmt(c->att, c->xq, E, 1, K, s, &g_err))
 			return -1;
 	} else {
-		if (((ops & 1) && ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->an, 1, E, 1e-5f, s, &g_err)) ||
-		    ((ops & 2) && ntx_cuda_gemv_multi(qkv, 3, E, c->xb, c->xq, 1, s, &g_err)) ||
-		    ((ops & 4) && ntx_cuda_rope_store(c->q, c->k, c->v, 1, NH, &L->kv, c->dseq, c->dpos,
+		if (((ops & 1) && ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->an, nt, E, 1e-5f, s, &g_err)) ||
+		    ((ops & 2) && ntx_cuda_gemv_multi(qkv, 3, E, c->xb, c->xq, nt, s, &g_err)) ||
+		    ((ops & 4) && ntx_cuda_rope_store(c->q, c->k, c->v, nt, NH, &L->kv, c->dseq, c->dpos,
 						      &rope, s, &g_err)) ||
-		    ((ops & 8) && ntx_cuda_attention_q8_fmt(c->att, c->xq, K, c->q, 1, NH, &L->kv, c->dseq,
+		    ((ops & 8) && ntx_cuda_attention_q8_fmt(c->att, c->xq, K, c->q, nt, NH, &L->kv, c->dseq,
 							    c->dpos, c->ws, c->wsb, s, &g_err)))
 			return -1;
 	}
-	return ((ops & 16) && ntx_cuda_gemv(NTX_TYPE_Q4_K, L->wo, E, E, c->att, c->xq, c->xr, 1, 1, s, &g_err)) ||
-	       ((ops & 32) && ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->fn, 1, E, 1e-5f, s, &g_err)) ||
+	return ((ops & 16) && ntx_cuda_gemv(NTX_TYPE_Q4_K, L->wo, E, E, c->att, c->xq, c->xr, nt, 1, s, &g_err)) ||
+	       ((ops & 32) && ntx_cuda_rmsnorm_fmt(c->xb, c->xq, K, c->x, L->fn, nt, E, 1e-5f, s, &g_err)) ||
 	       ((ops & 64) && ntx_cuda_gemv_swiglu(NTX_TYPE_Q4_K, L->wg, NTX_TYPE_Q4_K, L->wu, E, F, c->xb,
-						   c->xq, c->h, 1, s, &g_err)) ||
-	       ((ops & 128) && ntx_cuda_quantize_q8_fmt(c->h, c->xq, F, 1, K, s, &g_err)) ||
-	       ((ops & 256) && ntx_cuda_gemv(q6, wd, F, E, c->h, c->xq, c->xr, 1, 1, s, &g_err));
+						   c->xq, c->h, nt, s, &g_err)) ||
+	       ((ops & 128) && ntx_cuda_quantize_q8_fmt(c->h, c->xq, F, nt, K, s, &g_err)) ||
+	       ((ops & 256) && ntx_cuda_gemv(q6, wd, F, E, c->h, c->xq, c->xr, nt, 1, s, &g_err));
 }
 
 /* us per layer of a graph of LAYER_COPIES layers replayed n times. */
@@ -715,29 +760,29 @@ static double layer_time_us(struct layer_ctx *c, int n)
 	return ms[1] * 1e3 / ((double)n * LAYER_COPIES);
 }
 
-/* The output head as the engine runs it: rmsnorm + q8, Q6_K GEMV (dl: in
- * split rows, with the direct-load GEMV). */
-static double head_time_us(int dl)
+/* The output head as the engine runs it for nt tokens: rmsnorm + q8, Q6_K
+ * GEMV (dl: in split rows, with the direct-load GEMV). */
+static double head_time_us(int dl, int nt)
 {
 	struct wm m;
-	float *x = rnd_gauss_vec(4096, 1.0f), *w = rnd_gauss_vec(4096, 1.0f), *dx, *dw, *dy;
+	float *x = rnd_gauss_vec(4096 * nt, 1.0f), *w = rnd_gauss_vec(4096, 1.0f), *dx, *dw, *dy;
 	void *dxq;
 	cudaEvent_t a, b;
 	float ms;
 	const int n = 50;
 
 	wm_init(&m, type_index(dl ? SPLIT(NTX_TYPE_Q6_K) : NTX_TYPE_Q6_K), 4096, 128256, 0);
-	dx = dev_up(x, 4096 * 4), dw = dev_up(w, 4096 * 4);
-	dy = dev_alloc((size_t)128256 * 4);
-	dxq = dev_alloc(ntx_cuda_q8_bytes(4096, 1));
+	dx = dev_up(x, 4096 * 4 * nt), dw = dev_up(w, 4096 * 4);
+	dy = dev_alloc((size_t)128256 * 4 * nt);
+	dxq = dev_alloc(ntx_cuda_q8_bytes(4096, nt));
 	CK(cudaEventCreate(&a));
 	CK(cudaEventCreate(&b));
 	for (int r = 0; r < 2; r++) { /* the first round warms up */
 		CK(cudaEventRecord(a, 0));
 		for (int i = 0; i < n; i++) {
-			T_CUDA(ntx_cuda_rmsnorm_fmt(NULL, dxq, NTX_CUDA_Q8F_Q8_K, dx, dw, 1, 4096, 1e-5f, NULL,
+			T_CUDA(ntx_cuda_rmsnorm_fmt(NULL, dxq, NTX_CUDA_Q8F_Q8_K, dx, dw, nt, 4096, 1e-5f, NULL,
 						    &g_err));
-			T_CUDA(ntx_cuda_gemv(m.t, m.d, 4096, 128256, NULL, dxq, dy, 1, 0, NULL, &g_err));
+			T_CUDA(ntx_cuda_gemv(m.t, m.d, 4096, 128256, NULL, dxq, dy, nt, 0, NULL, &g_err));
 		}
 		CK(cudaEventRecord(b, 0));
 		CK(cudaEventSynchronize(b));
@@ -750,7 +795,9 @@ static double head_time_us(int dl)
 	return ms * 1e3 / n;
 }
 
-static void run_layer(void)
+/* nt 1: the whole comparison; nt 2..8: the engine's sequence and each of
+ * its kernels (a verification pass at positions pos .. pos + nt - 1). */
+static void run_layer(int nt)
 {
 	const int E = 4096, KV = 1024, F = 14336, NH = 32, n_ctx = 4096;
 	struct layer_ctx c;
@@ -758,10 +805,11 @@ static void run_layer(void)
 	size_t cel = (size_t)n_ctx * KV;
 	uint16_t *hk = malloc(cel * 2);
 	float *x = rnd_gauss_vec(E, 1.0f), *nw = rnd_gauss_vec(E, 1.0f);
-	int32_t zero = 0;
-	double head[2] = { head_time_us(0), head_time_us(1) }, bytes;
+	int32_t zero[8] = { 0 }, pv[8];
+	double head[2] = { head_time_us(0, nt), head_time_us(1, nt) }, bytes;
 
 	memset(&c, 0, sizeof c);
+	c.n_tok = nt;
 	for (size_t i = 0; i < cel; i++)
 		hk[i] = ntx_fp32_to_fp16(rnd_gauss());
 	for (int l = 0; l < LAYER_COPIES; l++) {
@@ -779,27 +827,49 @@ static void run_layer(void)
 	}
 	bytes = (double)row_bytes(NTX_TYPE_Q4_K, E) * (2 * E + KV + 2 * F) +
 		(double)row_bytes(NTX_TYPE_Q6_K, E) * KV + (double)row_bytes(NTX_TYPE_Q6_K, F) * E;
-	c.x = dev_up(x, E * 4), c.xb = dev_alloc(E * 4), c.xr = dev_alloc(E * 4);
-	CK(cudaMemset(c.xr, 0, E * 4));
-	c.q = dev_alloc(E * 4), c.k = dev_alloc(KV * 4), c.v = dev_alloc(KV * 4);
-	c.att = dev_alloc(E * 4), c.h = dev_alloc(F * 4);
-	c.xq = dev_alloc(ntx_cuda_q8_bytes(F, 1));
-	c.wsb = ntx_cuda_attention_ws_bytes(1, NH, 128, n_ctx);
+	c.x = dev_alloc(E * 4 * nt), c.xb = dev_alloc(E * 4 * nt), c.xr = dev_alloc(E * 4 * nt);
+	for (int k = 0; k < nt; k++)
+		CK(cudaMemcpy(c.x + (size_t)k * E, x, E * 4, cudaMemcpyHostToDevice));
+	CK(cudaMemset(c.xr, 0, E * 4 * nt));
+	c.q = dev_alloc(E * 4 * nt), c.k = dev_alloc(KV * 4 * nt), c.v = dev_alloc(KV * 4 * nt);
+	c.att = dev_alloc(E * 4 * nt), c.h = dev_alloc(F * 4 * nt);
+	c.xq = dev_alloc(ntx_cuda_q8_bytes(F, nt));
+	c.wsb = ntx_cuda_attention_ws_bytes(nt, NH, 128, n_ctx);
 	c.ws = dev_alloc(c.wsb);
 	CK(cudaMemset(c.ws, 0, c.wsb));
-	c.dseq = dev_up(&zero, 4);
-	c.dpos = dev_alloc(4);
+	c.dseq = dev_up(zero, 4 * nt);
+	c.dpos = dev_alloc(4 * nt);
 	{
 		struct ntx_cuda_rope rp = { 128, 500000.0f, 1.0f, NULL, NULL };
 
 		c.rope_inv = dev_alloc(64 * sizeof(double));
 		T_CUDA(ntx_cuda_rope_table(&rp, c.rope_inv, NULL, &g_err));
 	}
-	t_diag("bench layer: 8B Q4_K_M layer = %.1f MB of weights; head (rmsnorm + Q6_K 4096x128256 GEMV) %.1f us"
-	       " (staged), %.1f us (direct-load, split rows)",
-	       bytes / 1e6, head[0], head[1]);
+	t_diag("bench layer: 8B Q4_K_M layer = %.1f MB of weights; head (rmsnorm + Q6_K 4096x128256 GEMV)"
+	       " n_tok %d: %.1f us (staged), %.1f us (direct-load, split rows)",
+	       bytes / 1e6, nt, head[0], head[1]);
 	for (int pi = 0; pi < 2; pi++) {
-		CK(cudaMemcpy(c.dpos, &positions[pi], 4, cudaMemcpyHostToDevice));
+		for (int k = 0; k < nt; k++)
+			pv[k] = positions[pi] + k;
+		CK(cudaMemcpy(c.dpos, pv, 4 * nt, cudaMemcpyHostToDevice));
+		if (nt > 1) { /* the engine's sequence and its kernels, direct-load */
+			double sum = 0, us;
+
+			c.fused = 1, c.dl = 1;
+			us = layer_time_us(&c, 250);
+			t_diag("bench layer n_tok %d pos %4d: %7.2f us per layer -> 32 layers + head: %7.1f us per pass",
+			       nt, positions[pi], us, 32 * us + head[1]);
+			for (int k = 0; k < 9; k++) {
+				c.ops = 1u << k;
+				us = layer_time_us(&c, 250);
+				sum += us;
+				t_diag("bench layer n_tok %d op %-15s pos %4d: %7.2f us", nt, LAYER_OPS[k],
+				       positions[pi], us);
+			}
+			c.ops = 0;
+			t_diag("bench layer n_tok %d ops alone pos %4d: %7.2f us in all", nt, positions[pi], sum);
+			continue;
+		}
 		for (int fused = 1; fused >= 0; fused--) {
 			double us;
 
@@ -888,9 +958,31 @@ int main(int argc, char **argv)
 			t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
 			return t_done();
 		}
+		if (!strcmp(argv[i], "--one") && i + 5 < argc) { /* --one q4k|q6ks N_IN N_OUT N_TOK SWIGLU: for ncu */
+			struct wm m;
+			double e;
+			const uint32_t t = strcmp(argv[i + 1], "q4k") ? SPLIT(NTX_TYPE_Q6_K) : NTX_TYPE_Q4_K;
+
+			wm_init(&m, type_index(t), atoll(argv[i + 2]), atoll(argv[i + 3]), 1);
+			t_diag("bench one %s: %.2f us", argv[i + 1],
+			       1e3 * bench_gemv(&m, atoi(argv[i + 4]), atoi(argv[i + 5]), &e));
+			return t_done();
+		}
+		if (!strcmp(argv[i], "--k8")) {
+			run_gemv_k8();
+			t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
+			return t_done();
+		}
+		if (!strcmp(argv[i], "--layer8")) { /* the layer's kernels for 1, 8 and 2 tokens */
+			run_layer(1);
+			run_layer(8);
+			run_layer(2);
+			t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
+			return t_done();
+		}
 		if (!strcmp(argv[i], "--layer")) {
 			run_gemv_multi();
-			run_layer();
+			run_layer(1);
 			t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
 			return t_done();
 		}
@@ -898,7 +990,7 @@ int main(int argc, char **argv)
 	run_gemv();
 	run_producers();
 	run_gemv_multi();
-	run_layer();
+	run_layer(1);
 	run_matmul();
 	run_attention();
 	for (int i = 0; i < N_TYPES; i++)
