@@ -29,8 +29,10 @@
  * at the same positions; M from a second mma whose weights are the mins.
  * Q6_K: m16n8k16 per unit of 16 on 4-byte pieces of ql and qh, the sums of
  * x from an all-ones mma. Q4_K keeps the next block's weights in flight
- * while one is computed; the first weights are loaded before the PDL wait
- * (the kernel before never writes weights). */
+ * while one is computed; split Q6_K, whose block does not fit twice in the
+ * registers, the other half of the block (or the next block's first half)
+ * while one half is computed. The first weights are loaded before the PDL
+ * wait (the kernel before never writes weights). */
 #include <atomic>
 
 #include "gemv.cuh"
@@ -107,7 +109,7 @@ __device__ __forceinline__ uint2 mm_ldg64s(const uint8_t *p) /* weights: past L1
 	return v;
 }
 
-/* ---- per type: what a lane loads for one block of its two rows, and the
+/* ---- Q4_K: what a lane loads for one block of its two rows, and the
  * block's integer sums ---- */
 
 template <int T> struct mm_w;
@@ -115,47 +117,26 @@ template <> struct mm_w<NTX_TYPE_Q4_K> {
 	uint4 h[2];    /* [row]: d, dmin, scales */
 	uint2 q[2][4]; /* [row][chunk]: qs bytes 32 c + 8 t .. + 8 */
 };
-template <> struct mm_w<NTX_SPLIT | NTX_TYPE_Q6_K> {
-	uint32_t ql[2][2][2][2]; /* [row][half n][l-half h][+32]: ql[64 n + 32 i + 16 h + 4 t] */
-	uint32_t qh[2][2][2];    /* [row][n][h]: qh[32 n + 16 h + 4 t] */
-	uint4 sc[2];             /* [row]: the 16 int8 scales */
-	uint32_t d[2];
-};
 
 template <int T>
-__device__ __forceinline__ void mm_load(const uint8_t *const rp[2], int nb, int b, int t, mm_w<T> &w)
+__device__ __forceinline__ void mm_load(const uint8_t *const rp[2], int b, int t, mm_w<T> &w)
 {
+	static_assert(T == NTX_TYPE_Q4_K, "split Q6_K loads half blocks (mm_load6h)");
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
-		if constexpr (T == NTX_TYPE_Q4_K) {
-			const uint8_t *blk = rp[r] + (int64_t)b * 144;
+		const uint8_t *blk = rp[r] + (int64_t)b * 144;
 
-			w.h[r] = ntx_ldg128(blk);
+		w.h[r] = ntx_ldg128(blk);
 #pragma unroll
-			for (int c = 0; c < 4; c++)
-				w.q[r][c] = mm_ldg64s(blk + 16 + 32 * c + 8 * t);
-		} else {
-			const uint8_t *blk = rp[r] + (int64_t)b * 208;
-
-#pragma unroll
-			for (int n = 0; n < 2; n++)
-#pragma unroll
-				for (int h = 0; h < 2; h++) {
-					w.ql[r][n][h][0] = mm_ldg32(blk + 64 * n + 16 * h + 4 * t);
-					w.ql[r][n][h][1] = mm_ldg32(blk + 64 * n + 32 + 16 * h + 4 * t);
-					w.qh[r][n][h] = mm_ldg32(blk + 128 + 32 * n + 16 * h + 4 * t);
-				}
-			w.sc[r] = ntx_ldg128(blk + 192);
-			w.d[r] = ntx_ldg16(rp[r] + (int64_t)nb * 208 + 2 * b);
-		}
+		for (int c = 0; c < 4; c++)
+			w.q[r][c] = mm_ldg64s(blk + 16 + 32 * c + 8 * t);
 	}
 }
 
 /* What a lane loads of token g's activations for one block (zero past
  * n_tok: xq NULL), and the block's d of tokens 2t, 2t + 1. */
 template <int T> struct mm_x {
-	uint32_t x[16]; /* Q4_K: unit u's 8 bytes 8t.. in x[2u], x[2u + 1];
-			 * Q6_K: unit s's 4 bytes 4t.. in x[s] */
+	uint32_t x[16]; /* unit u's 8 bytes 8t.. in x[2u], x[2u + 1] */
 	float dx[2];
 };
 
@@ -166,25 +147,12 @@ __device__ __forceinline__ void mm_xload(const int8_t *xq, const float2 *const x
 
 #pragma unroll
 	for (int u = 0; u < 8; u++) {
-		if constexpr (T == NTX_TYPE_Q4_K) {
-			const uint2 v = xp ? ntx_ldg64(xp + 32 * u + 8 * t) : make_uint2(0, 0);
+		const uint2 v = xp ? ntx_ldg64(xp + 32 * u + 8 * t) : make_uint2(0, 0);
 
-			x.x[2 * u] = v.x, x.x[2 * u + 1] = v.y;
-		} else {
-			x.x[2 * u] = xp ? mm_ldg32(xp + 32 * u + 4 * t) : 0u;
-			x.x[2 * u + 1] = xp ? mm_ldg32(xp + 32 * u + 16 + 4 * t) : 0u;
-		}
+		x.x[2 * u] = v.x, x.x[2 * u + 1] = v.y;
 	}
 	x.dx[0] = ntx_ldg_f2(xd[0] + 8 * (int64_t)b).x;
 	x.dx[1] = ntx_ldg_f2(xd[1] + 8 * (int64_t)b).x;
-}
-
-/* Byte k of v as a signed int. */
-__device__ __forceinline__ int mm_s8(const uint4 &v, int k)
-{
-	const uint32_t w = k < 4 ? v.x : k < 8 ? v.y : k < 12 ? v.z : v.w;
-
-	return (int)(int8_t)(uint8_t)(w >> (8 * (k & 3)));
 }
 
 /* The block's I[e] and M[e] for the lane's 4 outputs e: (row g, token 2t),
@@ -237,24 +205,6 @@ __device__ __forceinline__ void mm_block_sums(const mm_w<T> &w, const mm_x<T> &x
 #pragma unroll
 		for (int e = 0; e < 4; e++)
 			I[e] += Ih[e] >> 4, M[e] += Mh[e]; /* exact: Ih is a multiple of 16 */
-	} else {
-#pragma unroll
-		for (int s = 0; s < 16; s++) {
-			/* unit s = 8 n + 2 qq + h: quarter qq of half n, l-half h */
-			const int n = s >> 3, qq = (s >> 1) & 3, h = s & 1;
-			uint32_t a[2];
-			int C[4], S[4];
-
-#pragma unroll
-			for (int r = 0; r < 2; r++)
-				a[r] = ((w.ql[r][n][h][qq & 1] >> (4 * (qq >> 1))) & 0x0F0F0F0Fu) |
-				       (((w.qh[r][n][h] >> (2 * qq)) & 0x03030303u) << 4);
-			mm_k16u(a[0], a[1], xv.x[s], C);
-			mm_k16u(0x01010101u, 0x01010101u, xv.x[s], S);
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				I[e] += mm_s8(w.sc[e >> 1], s) * (C[e] - 32 * S[e]);
-		}
 	}
 }
 
@@ -270,17 +220,89 @@ __device__ __forceinline__ void mm_block(const mm_w<T> &w, const mm_x<T> &xv, fl
 	mm_block_sums<T>(w, xv, I, M);
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
-		if constexpr (T == NTX_TYPE_Q4_K) {
-			d[r] = ntx_h2f(w.h[r].x & 0xFFFF);
-			dm[r] = ntx_h2f(w.h[r].x >> 16);
-		} else {
-			d[r] = ntx_h2f(w.d[r]);
-			dm[r] = 0.0f;
-		}
+		d[r] = ntx_h2f(w.h[r].x & 0xFFFF);
+		dm[r] = ntx_h2f(w.h[r].x >> 16);
 	}
 #pragma unroll
 	for (int e = 0; e < 4; e++)
 		acc[e] = ntx_dlk_acc<T>(I[e], M[e], dx[e & 1], d[e >> 1], dm[e >> 1], acc[e]);
+}
+
+/* ---- split Q6_K in half blocks (units 8 n .. 8 n + 7 of half n), so
+ * that one half is in flight while the other is computed: a whole block
+ * in each of two buffers does not fit the registers ---- */
+
+struct mm_h6 {
+	uint32_t ql[2][2][2]; /* [row][l-half h][+32]: ql[64 n + 32 i + 16 h + 4 t] */
+	uint32_t qh[2][2];    /* [row][h]: qh[32 n + 16 h + 4 t] */
+	uint2 sc[2];          /* [row]: scales 8 n .. 8 n + 7 */
+	uint32_t d[2];        /* [row]: the block's d (loaded with half 0) */
+};
+
+__device__ __forceinline__ void mm_load6h(const uint8_t *const rp[2], int nb, int b, int n, int t, mm_h6 &w)
+{
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		const uint8_t *blk = rp[r] + (int64_t)b * 208;
+
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			w.ql[r][h][0] = mm_ldg32(blk + 64 * n + 16 * h + 4 * t);
+			w.ql[r][h][1] = mm_ldg32(blk + 64 * n + 32 + 16 * h + 4 * t);
+			w.qh[r][h] = mm_ldg32(blk + 128 + 32 * n + 16 * h + 4 * t);
+		}
+		w.sc[r] = ntx_ldg64(blk + 192 + 8 * n);
+		if (n == 0)
+			w.d[r] = ntx_ldg16(rp[r] + (int64_t)nb * 208 + 2 * b);
+	}
+}
+
+/* Token g's activations of half n of block b (units 8 n .. 8 n + 7: 4
+ * bytes 4t.. each), and with half 0 the block's d of tokens 2t, 2t + 1. */
+struct mm_x6h {
+	uint32_t x[8];
+	float dx[2];
+};
+
+__device__ __forceinline__ void mm_xload6h(const int8_t *xq, const float2 *const xd[2], int b, int n, int t,
+					   mm_x6h &x)
+{
+	const uint8_t *xp = xq ? (const uint8_t *)xq + 256 * (int64_t)b + 128 * n : NULL;
+
+#pragma unroll
+	for (int u = 0; u < 4; u++) {
+		x.x[2 * u] = xp ? mm_ldg32(xp + 32 * u + 4 * t) : 0u;
+		x.x[2 * u + 1] = xp ? mm_ldg32(xp + 32 * u + 16 + 4 * t) : 0u;
+	}
+	if (n == 0) {
+		x.dx[0] = ntx_ldg_f2(xd[0] + 8 * (int64_t)b).x;
+		x.dx[1] = ntx_ldg_f2(xd[1] + 8 * (int64_t)b).x;
+	}
+}
+
+/* I[e] += half n's sum_s sc_s ((q . x)_s - 32 sum(x)_s) (exact). */
+__device__ __forceinline__ void mm_half6(const mm_h6 &w, const mm_x6h &xv, int I[4])
+{
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		/* unit 8 n + j: quarter qq = j >> 1 of the half, l-half h = j & 1 */
+		const int qq = j >> 1, h = j & 1;
+		uint32_t a[2];
+		int C[4], S[4];
+
+#pragma unroll
+		for (int r = 0; r < 2; r++)
+			a[r] = ((w.ql[r][h][qq & 1] >> (4 * (qq >> 1))) & 0x0F0F0F0Fu) |
+			       (((w.qh[r][h] >> (2 * qq)) & 0x03030303u) << 4);
+		mm_k16u(a[0], a[1], xv.x[j], C);
+		mm_k16u(0x01010101u, 0x01010101u, xv.x[j], S);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const uint32_t sw = (j < 4 ? w.sc[e >> 1].x : w.sc[e >> 1].y) >> (8 * (j & 3));
+
+			I[e] += (int)(int8_t)(uint8_t)sw * (C[e] - 32 * S[e]);
+		}
+	}
 }
 
 /* The k-th block of a warp that runs slots q, q + SB, ... of every step of
@@ -297,8 +319,10 @@ template <int SB> __device__ __forceinline__ int mm_blk(int k, int kw, int ks, i
  * slots bl = q, q + SB, ... of the steps kw, kw + ks, ... (4 blocks each),
  * slot bl into stream acc[bl / SB] (the direct-load GEMV's order,
  * dlmath.cuh). Q4_K keeps the next block's weights in flight while one is
- * computed (two named buffers, no copies); Q6_K takes one block at a time
- * (registers). The activations (L1) are loaded just before their block. */
+ * computed (two named buffers, no copies; SB 1: one block at a time);
+ * split Q6_K a half block while the other half is computed (a block in two
+ * buffers spilled; a ring of three live halves spilled too). The
+ * activations (L1) are loaded just before their block or half. */
 template <int T, int SB>
 __device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, const mm_seg &sg, int row0,
 					int kw, int q, int lane, float acc[4][4], bool &waited)
@@ -308,8 +332,9 @@ __device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, con
 	const uint8_t *rp[2];
 	const int8_t *xq = g < a.n_tok ? a.xqs + (int64_t)g * a.n_in : NULL;
 	const float2 *xd[2];
-	mm_w<T> w0, w1;
-	mm_x<T> x;
+	mm_w<NTX_TYPE_Q4_K> w0, w1;
+	mm_x<NTX_TYPE_Q4_K> x;
+	mm_h6 h0, h1;
 	int b = mm_blk<SB>(0, kw, ks, q, nb, n_steps);
 
 #pragma unroll
@@ -318,14 +343,46 @@ __device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, con
 #pragma unroll
 	for (int i = 0; i < 2; i++) /* tokens past n_tok read token 0's d (dropped) */
 		xd[i] = a.xds + (int64_t)(2 * t + i < a.n_tok ? 2 * t + i : 0) * (a.n_in / 32);
-	if (b < nb)
-		mm_load<T>(rp, nb, b, t, w0);
+	if (b < nb) {
+		if constexpr (T == NTX_TYPE_Q4_K)
+			mm_load<T>(rp, b, t, w0);
+		else
+			mm_load6h(rp, nb, b, 0, t, h0);
+	}
 	if (!waited) { /* the first weights are in flight: now the activations */
 		ntx_pdl_wait();
 		ntx_pdl_trigger();
 		waited = true;
 	}
-	if constexpr (T != NTX_TYPE_Q4_K || SB == 1) { /* Q6_K, SB 1: one block at a time (registers) */
+	if constexpr (T != NTX_TYPE_Q4_K) { /* half blocks: one in flight while one is computed */
+		mm_x6h xh;
+		float dx[2];
+		uint32_t d[2];
+
+		for (int k = 0; b < nb; k += NPS) {
+#pragma unroll
+			for (int i = 0; i < NPS; i++) {
+				const int bn = mm_blk<SB>(k + i + 1, kw, ks, q, nb, n_steps);
+				int I[4] = { 0, 0, 0, 0 };
+
+				mm_load6h(rp, nb, b, 1, t, h1);
+				mm_xload6h(xq, xd, b, 0, t, xh);
+				dx[0] = xh.dx[0], dx[1] = xh.dx[1];
+				d[0] = h0.d[0], d[1] = h0.d[1];
+				mm_half6(h0, xh, I);
+				if (bn < nb)
+					mm_load6h(rp, nb, bn, 0, t, h0);
+				mm_xload6h(xq, xd, b, 1, t, xh);
+				mm_half6(h1, xh, I);
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					acc[i][e] = ntx_dlk_acc<T>(I[e], 0, dx[e & 1], ntx_h2f(d[e >> 1]), 0.0f, acc[i][e]);
+				b = bn;
+				if (b >= nb)
+					break;
+			}
+		}
+	} else if constexpr (SB == 1) { /* Q4_K, SB 1: one block at a time (registers) */
 		for (int k = 0; b < nb; k += NPS) {
 #pragma unroll
 			for (int i = 0; i < NPS; i++) {
@@ -333,7 +390,7 @@ __device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, con
 				if (b >= nb)
 					break;
 				if (k + i)
-					mm_load<T>(rp, nb, b, t, w0);
+					mm_load<T>(rp, b, t, w0);
 				mm_xload<T>(xq, xd, b, t, x);
 				mm_block<T>(w0, x, acc[i]);
 			}
@@ -346,7 +403,7 @@ __device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, con
 				const int bn = mm_blk<SB>(k + i + 1, kw, ks, q, nb, n_steps);
 
 				if (bn < nb)
-					mm_load<T>(rp, nb, bn, t, nxt);
+					mm_load<T>(rp, bn, t, nxt);
 				mm_xload<T>(xq, xd, b, t, x);
 				mm_block<T>(cur, x, acc[i % NPS]);
 				b = bn;
