@@ -795,6 +795,24 @@ static double head_time_us(int dl, int nt)
 	return ms * 1e3 / n;
 }
 
+/* Each of the layer's 9 kernels alone (a graph of 4 layers' worth), and
+ * their sum. */
+static void layer_ops(struct layer_ctx *c, const char *what, int pos)
+{
+	double sum = 0;
+
+	for (int k = 0; k < 9; k++) {
+		double us;
+
+		c->ops = 1u << k;
+		us = layer_time_us(c, 250);
+		sum += us;
+		t_diag("bench layer %-11s op %-15s pos %4d: %7.2f us", what, LAYER_OPS[k], pos, us);
+	}
+	c->ops = 0;
+	t_diag("bench layer %-11s ops alone pos %4d: %7.2f us in all", what, pos, sum);
+}
+
 /* nt 1: the whole comparison; nt 2..8: the engine's sequence and each of
  * its kernels (a verification pass at positions pos .. pos + nt - 1). */
 static void run_layer(int nt)
@@ -853,21 +871,15 @@ static void run_layer(int nt)
 			pv[k] = positions[pi] + k;
 		CK(cudaMemcpy(c.dpos, pv, 4 * nt, cudaMemcpyHostToDevice));
 		if (nt > 1) { /* the engine's sequence and its kernels, direct-load */
-			double sum = 0, us;
+			char what[16];
+			double us;
 
 			c.fused = 1, c.dl = 1;
 			us = layer_time_us(&c, 250);
 			t_diag("bench layer n_tok %d pos %4d: %7.2f us per layer -> 32 layers + head: %7.1f us per pass",
 			       nt, positions[pi], us, 32 * us + head[1]);
-			for (int k = 0; k < 9; k++) {
-				c.ops = 1u << k;
-				us = layer_time_us(&c, 250);
-				sum += us;
-				t_diag("bench layer n_tok %d op %-15s pos %4d: %7.2f us", nt, LAYER_OPS[k],
-				       positions[pi], us);
-			}
-			c.ops = 0;
-			t_diag("bench layer n_tok %d ops alone pos %4d: %7.2f us in all", nt, positions[pi], sum);
+			snprintf(what, sizeof what, "n_tok %d", nt);
+			layer_ops(&c, what, positions[pi]);
 			continue;
 		}
 		for (int fused = 1; fused >= 0; fused--) {
@@ -886,7 +898,7 @@ static void run_layer(int nt)
 			/* the sequence, then each kernel alone (a graph of 4 layers'
 			 * worth), with either GEMV and layout */
 			const char *what = dl ? "direct-load" : "staged";
-			double sum = 0, us;
+			double us;
 
 			c.dl = dl;
 			ntx_cuda_gemv_dl_set(dl);
@@ -894,15 +906,7 @@ static void run_layer(int nt)
 			t_diag("bench layer %-11s pos %4d n_tok 1: %7.2f us per layer (%5.0f GB/s of weights)"
 			       " -> 32 layers + head: %7.1f tok/s",
 			       what, positions[pi], us, bytes / us * 1e-3, 1e6 / (32 * us + head[dl]));
-			for (int k = 0; k < 9; k++) {
-				c.ops = 1u << k;
-				us = layer_time_us(&c, 250);
-				sum += us;
-				t_diag("bench layer %-11s op %-15s pos %4d: %7.2f us", what, LAYER_OPS[k],
-				       positions[pi], us);
-			}
-			c.ops = 0;
-			t_diag("bench layer %-11s ops alone pos %4d: %7.2f us in all", what, positions[pi], sum);
+			layer_ops(&c, what, positions[pi]);
 		}
 		c.dl = 1;
 		ntx_cuda_gemv_dl_set(-1);
