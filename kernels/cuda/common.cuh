@@ -66,6 +66,7 @@ enum ntx_cu_knob {
 	NTX_CU_GEMV_EARLY,    /* 0/1 */
 	NTX_CU_GEMV_DL_SHAPE, /* -1 (the default shape), 0, 1, 2 */
 	NTX_CU_GEMV_MMA,      /* tensor cores for 2..8 tokens of Q4_K / split Q6_K (1, default) */
+	NTX_CU_GEMV_MMA_OVERLAP, /* 0/1: a GEMV's second type beside its first (1, default) */
 	NTX_CU_ATTN_PREFETCH, /* 0/1 */
 	NTX_CU_ATTN_CHUNK,    /* a multiple of 32 in [32, 65536] */
 	NTX_CU_NO_PDL,        /* 0/1 */
@@ -204,7 +205,12 @@ template <typename K> static inline int ntx_cu_smem(K kernel, size_t bytes, cons
  * below) and by ntx_repack_kernel, which never triggers early. And the
  * decode attention (attention.cu) prefetches its first K/V tile into L2
  * before the wait: a hint, which L2 keeps coherent with the writes of the
- * kernel before, at addresses from range-checked pos / seq.
+ * kernel before, at addresses from range-checked pos / seq. And the
+ * second launch of a tensor-core GEMV whose segments are of two weight
+ * types (gemv_mma.cu, mm_args.beside): it reads only weights and the
+ * activations that the first launch waited for, and writes outputs the
+ * first does not touch, so it triggers at once and waits at its end; the
+ * kernel after it still finds both complete.
  * Since every kernel waits before touching memory, and its own trigger
  * comes only after that wait, the order of all memory accesses is that of
  * plain stream order (read-after-write, write-after-read on shared

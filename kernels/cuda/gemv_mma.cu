@@ -60,6 +60,9 @@ struct mm_args {
 	const int8_t *xqs;
 	const float2 *xds;
 	int early;
+	int beside; /* the second launch of one GEMV (its other weight type): it
+		     * reads nothing the launch before writes, so it does not wait
+		     * for it until its end (common.cuh) */
 };
 
 /* ---- the mma shapes (int8, s32 accumulators) ---- */
@@ -430,9 +433,11 @@ __global__ void __launch_bounds__(MM_WARPS * 32, 2) ntx_gemv_mma_kernel(mm_args 
 	const bool live = tile < sg.tpc && row0 < sg.n_out;
 	const int g = lane >> 2, t = lane & 3;
 	float acc[4][4];
-	bool waited = !(a.early && live);
+	bool waited = a.beside || !(a.early && live);
 
-	if (waited) {
+	if (a.beside)
+		ntx_pdl_trigger();
+	else if (waited) {
 		ntx_pdl_wait();
 		ntx_pdl_trigger();
 	}
@@ -460,10 +465,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32, 2) ntx_gemv_mma_kernel(mm_args 
 	for (int e = 0; e < 4; e++)
 		red[warp][e][lane] = sb == 2 ? acc[0][e] + acc[1][e] : (acc[0][e] + acc[2][e]) + (acc[1][e] + acc[3][e]);
 	__syncthreads();
-	if (!live || w)
-		return;
 #pragma unroll
-	for (int e = 0; e < 4; e++) {
+	for (int e = 0; e < 4 && live && !w; e++) {
 		const int row = row0 + g + 8 * (e >> 1), tok = 2 * t + (e & 1);
 
 		if (tok >= a.n_tok || row >= sg.n_out)
@@ -485,6 +488,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32, 2) ntx_gemv_mma_kernel(mm_args 
 		}
 		gv_store<NM>(o, tok, row, val[0], val[1]);
 	}
+	if (a.beside) /* this grid completes after the one before: the next kernel waits for both */
+		ntx_pdl_wait();
 }
 
 /* ---- host ---- */
@@ -525,12 +530,12 @@ int ntx_gv_mma_usable(int nm, const gv_args &g)
 	       mm_device_ok();
 }
 
-/* One launch over g's segments of type t (TS 1: Q4_K, 2: split Q6_K; a
- * kernel per type keeps each one's registers). */
-template <int NM, int TS> static int mm_launch(const gv_args &g, cudaStream_t s, struct ntx_err *err)
+/* The launch over g's segments of type t (TS 1: Q4_K, 2: split Q6_K; a
+ * kernel per type keeps each one's registers): its arguments, and its CTA
+ * count (0: no segment of that type). */
+template <int TS> static int mm_plan(int nm, const gv_args &g, mm_args &a)
 {
 	const int t = TS == 1 ? NTX_TYPE_Q4_K : (NTX_SPLIT | NTX_TYPE_Q6_K);
-	mm_args a;
 	int cta = 0;
 
 	memset(&a, 0, sizeof a);
@@ -549,26 +554,46 @@ template <int NM, int TS> static int mm_launch(const gv_args &g, cudaStream_t s,
 		sg.n_out = gs.n_out;
 		sg.type = gs.type;
 		sg.epi = gs.epi;
-		sg.ks = ntx_gv_dl_ks(gs.type, gs.n_out, g.n_in, NM);
-		sg.sb = min(MM_SB, MM_WARPS / (NM * sg.ks));
-		sg.tpc = MM_WARPS / (NM * sg.ks * sg.sb);
+		sg.ks = ntx_gv_dl_ks(gs.type, gs.n_out, g.n_in, nm);
+		sg.sb = min(MM_SB, MM_WARPS / (nm * sg.ks));
+		sg.tpc = MM_WARPS / (nm * sg.ks * sg.sb);
 		sg.cta0 = cta;
 		cta += (tiles + sg.tpc - 1) / sg.tpc;
 	}
-	if (!a.n_seg)
-		return 0;
 	a.n_in = g.n_in;
 	a.n_tok = g.n_tok;
 	a.xqs = g.xqs;
 	a.xds = g.xds;
 	a.early = g.early;
+	return cta;
+}
+
+template <int NM, int TS> static int mm_launch(const mm_args &a, int cta, cudaStream_t s, struct ntx_err *err)
+{
+	if (!cta)
+		return 0;
 	return ntx_cu_launched(NM == 2 ? "gemv_swiglu_mma" : "gemv_mma",
 			       ntx_launch(ntx_gemv_mma_kernel<NM, TS>, (unsigned)cta, 32u * MM_WARPS, 0, s, a), err);
 }
 
+/* With both types, two launches: the one of fewer CTAs first, the other
+ * beside it (NTX_GEMV_MMA_OVERLAP=0: Q4_K, then split Q6_K after it). */
+template <int NM> static int mm_run(const gv_args &g, cudaStream_t s, struct ntx_err *err)
+{
+	mm_args a4, a6;
+	const int c4 = mm_plan<1>(NM, g, a4), c6 = mm_plan<2>(NM, g, a6);
+
+	if (!ntx_cu_knob(NTX_CU_GEMV_MMA_OVERLAP) || !c4 || !c6)
+		return mm_launch<NM, 1>(a4, c4, s, err) || mm_launch<NM, 2>(a6, c6, s, err) ? -1 : 0;
+	if (c6 <= c4) {
+		a4.beside = 1;
+		return mm_launch<NM, 2>(a6, c6, s, err) || mm_launch<NM, 1>(a4, c4, s, err) ? -1 : 0;
+	}
+	a6.beside = 1;
+	return mm_launch<NM, 1>(a4, c4, s, err) || mm_launch<NM, 2>(a6, c6, s, err) ? -1 : 0;
+}
+
 int ntx_gv_mma(int nm, const gv_args &g, cudaStream_t s, struct ntx_err *err)
 {
-	if (nm == 2)
-		return mm_launch<2, 1>(g, s, err) || mm_launch<2, 2>(g, s, err) ? -1 : 0;
-	return mm_launch<1, 1>(g, s, err) || mm_launch<1, 2>(g, s, err) ? -1 : 0;
+	return nm == 2 ? mm_run<2>(g, s, err) : mm_run<1>(g, s, err);
 }

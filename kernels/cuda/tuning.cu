@@ -25,6 +25,7 @@ static void knobs_store(const struct ntx_tunables *t)
 	knob[NTX_CU_GEMV_DL_SHAPE].store(t->gemv_dl_shape >= 0 && t->gemv_dl_shape <= 2 ? t->gemv_dl_shape : -1,
 					 std::memory_order_relaxed);
 	knob[NTX_CU_GEMV_MMA].store(!!t->gemv_mma, std::memory_order_relaxed);
+	knob[NTX_CU_GEMV_MMA_OVERLAP].store(!!t->gemv_mma_overlap, std::memory_order_relaxed);
 	knob[NTX_CU_ATTN_PREFETCH].store(!!t->attn_prefetch, std::memory_order_relaxed);
 	knob[NTX_CU_ATTN_CHUNK].store(c >= 32 && c <= 65536 && c % 32 == 0 ? c : 32,
 				      std::memory_order_relaxed);

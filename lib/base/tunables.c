@@ -31,6 +31,7 @@ void ntx_tunables_default(struct ntx_tunables *t)
 	t->gemv_early = 1;
 	t->gemv_dl_shape = -1;
 	t->gemv_mma = 1;
+	t->gemv_mma_overlap = 1;
 	t->attn_prefetch = 1;
 	t->attn_chunk = 32;
 }
@@ -73,6 +74,7 @@ void ntx_tunables_from_env(struct ntx_tunables *t)
 	s = getenv("NTX_GEMV_DL_SHAPE");
 	t->gemv_dl_shape = s && *s >= '0' && *s <= '2' && !s[1] ? *s - '0' : -1;
 	t->gemv_mma = env_on("NTX_GEMV_MMA");
+	t->gemv_mma_overlap = env_on("NTX_GEMV_MMA_OVERLAP");
 	t->attn_prefetch = env_on("NTX_ATTN_PREFETCH");
 	t->attn_chunk = attn_chunk(getenv("NTX_ATTN_CHUNK"));
 	t->no_pdl = env_set("NTX_NO_PDL");

@@ -27,6 +27,8 @@ struct ntx_tunables {
 	int gemv_dl_shape;  /* NTX_GEMV_DL_SHAPE: single-token direct-load shape 0..2, -1 the default (1) */
 	int gemv_mma;       /* NTX_GEMV_MMA: tensor cores for 2..8 tokens of Q4_K / split Q6_K,
 			     * the same bits as the dp4a lanes (1) */
+	int gemv_mma_overlap; /* NTX_GEMV_MMA_OVERLAP: a GEMV's second launch (its other weight
+			       * type) runs beside its first instead of after it (1) */
 	int attn_prefetch;  /* NTX_ATTN_PREFETCH: decode attention prefetches into L2 (1) */
 	int attn_chunk;     /* NTX_ATTN_CHUNK: least positions per attention split, a multiple of 32 (32) */
 	int no_pdl;         /* NTX_NO_PDL: no programmatic dependent launch (0) */

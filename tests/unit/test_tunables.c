@@ -11,7 +11,8 @@ static const char *const vars[] = {
 	"NTX_CPU_SCALAR",    "NTX_NO_AMX",       "NTX_GEMV_DL",          "NTX_GEMV_EARLY",
 	"NTX_GEMV_DL_SHAPE", "NTX_ATTN_PREFETCH", "NTX_ATTN_CHUNK",      "NTX_NO_PDL",
 	"NTX_NO_CUBLAS",     "NTX_CUBLAS",        "NTX_NO_GRAPHS",       "NTX_NO_HUGEPAGES",
-	"NTX_FAULT_READ",    "NTX_FAULT_READ_EVERY", "NTX_DIO_BUFFERED",
+	"NTX_FAULT_READ",    "NTX_FAULT_READ_EVERY", "NTX_DIO_BUFFERED", "NTX_GEMV_MMA",
+	"NTX_GEMV_MMA_OVERLAP",
 };
 
 static void clear_env(void)
@@ -38,7 +39,8 @@ static void test_defaults(void)
 
 	ntx_tunables_default(&d);
 	t_ok(!d.cpu_scalar && !d.no_amx && d.gemv_dl == 1 && d.gemv_early == 1 &&
-		     d.gemv_dl_shape == -1 && d.gemv_mma == 1 && d.attn_prefetch == 1 && d.attn_chunk == 32 && !d.no_pdl &&
+		     d.gemv_dl_shape == -1 && d.gemv_mma == 1 && d.gemv_mma_overlap == 1 && d.attn_prefetch == 1 &&
+		     d.attn_chunk == 32 && !d.no_pdl &&
 		     !d.no_cublas && !d.cublas[0] && !d.no_graphs && !d.no_hugepages &&
 		     d.fault_read == 0 && !d.fault_read_every && !d.dio_buffered,
 	     "defaults: every switch at what ntx does without them");
@@ -95,6 +97,8 @@ static void test_on_flags(void)
 	t_ok(t.gemv_mma == 0 && t.gemv_dl == 1 && t.gemv_early == 1, "NTX_GEMV_MMA=0: off");
 	t = with("NTX_GEMV_MMA", "on");
 	t_ok(t.gemv_mma == 1, "NTX_GEMV_MMA=on: on (only \"0\" turns it off)");
+	t = with("NTX_GEMV_MMA_OVERLAP", "0");
+	t_ok(t.gemv_mma_overlap == 0 && t.gemv_mma == 1, "NTX_GEMV_MMA_OVERLAP=0: off");
 	t = with("NTX_GEMV_DL", "");
 	t_ok(t.gemv_dl == 1, "NTX_GEMV_DL=\"\": on (only \"0\" turns it off)");
 	t = with("NTX_ATTN_PREFETCH", "00");
