@@ -442,11 +442,6 @@ static size_t at_tail_floats(int GMAX, int G, int hd)
 template <int GMAX, bool F16, int HDM>
 __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_kernel(at_args a)
 {
-	if (a.prefetch)
-		at_prefetch<F16>(a, a.n_tok - 1 - (int)blockIdx.x, blockIdx.y, blockIdx.z);
-	ntx_pdl_wait();
-	ntx_pdl_trigger();
-
 	constexpr int SEGW = HDM / 32, VMAX = HDM / 16;
 	extern __shared__ __align__(16) float at_smem[];
 	/* the latest tokens (most positions) first: a prefill's longest CTAs
@@ -461,12 +456,20 @@ __global__ void __launch_bounds__(AT_THREADS, GMAX >= 16 ? 3 : 5) ntx_attn_kerne
 	at_geo geo;
 	int n_pos, sq, beg, end;
 
+	/* pos and seq are copied from the host before any kernel of the step
+	 * (at_prefetch), so a CTA with no split to run leaves before the PDL
+	 * wait; split 0 of every (t, kvh) runs and waits, so the grid still
+	 * completes after the kernel before (common.cuh) */
 	if (!at_valid(a, t, &n_pos, &sq))
 		n_pos = 0;
 	const int n_eff = at_n_eff(n_pos, a.n_split, a.min_chunk);
 
 	if (split >= (n_eff > 1 ? n_eff : 1))
-		return; /* empty split: not counted, the merge skips it */
+		return; /* empty splits are not counted: the merge skips them */
+	if (a.prefetch)
+		at_prefetch<F16>(a, t, kvh, split);
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
 	at_range(n_pos, a.n_split, a.min_chunk, split, &beg, &end);
 	geo.rs = (int64_t)a.n_kv * hd;
 	geo.kv0 = ((int64_t)sq * a.n_ctx) * geo.rs + (int64_t)kvh * hd;

@@ -205,7 +205,10 @@ template <typename K> static inline int ntx_cu_smem(K kernel, size_t bytes, cons
  * below) and by ntx_repack_kernel, which never triggers early. And the
  * decode attention (attention.cu) prefetches its first K/V tile into L2
  * before the wait: a hint, which L2 keeps coherent with the writes of the
- * kernel before, at addresses from range-checked pos / seq. And the
+ * kernel before, at addresses from range-checked pos / seq; its CTAs whose
+ * split holds no position leave before the wait (pos and seq are copied
+ * from the host ahead of the step's first kernel and no kernel writes them;
+ * split 0 of every token and kv head runs and waits). And the
  * second launch of a tensor-core GEMV whose segments are of two weight
  * types (gemv_mma.cu, mm_args.beside): it reads only weights and the
  * activations that the first launch waited for, and writes outputs the
