@@ -41,6 +41,7 @@
 #define MM_ROWS 16
 #define MM_NT 8    /* tokens per launch: the mma's n */
 #define MM_WARPS 8 /* warps per CTA */
+#define MM_CTAS_SM 2 /* CTAs per SM (__launch_bounds__: 128 registers) */
 #define MM_SB 2    /* warps per share (one per slot pair); 4, a slot each, measured slower */
 
 struct mm_seg {
@@ -422,7 +423,7 @@ __device__ __forceinline__ void mm_body(const mm_args &a, const uint8_t *wm, con
  * slots, the shares and, for NM = 2, gate and up meet in shared memory,
  * where the tile's first warp adds them in the chain's order. */
 template <int NM, int TS>
-__global__ void __launch_bounds__(MM_WARPS * 32, 2) ntx_gemv_mma_kernel(mm_args a)
+__global__ void __launch_bounds__(MM_WARPS * 32, MM_CTAS_SM) ntx_gemv_mma_kernel(mm_args a)
 {
 	__shared__ float red[MM_WARPS][4][32];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -531,9 +532,9 @@ int ntx_gv_mma_usable(int nm, const gv_args &g)
 }
 
 /* The launch over g's segments of type t (TS 1: Q4_K, 2: split Q6_K; a
- * kernel per type keeps each one's registers): its arguments, and its CTA
- * count (0: no segment of that type). */
-template <int TS> static int mm_plan(int nm, const gv_args &g, mm_args &a)
+ * kernel per type keeps each one's registers) with at most sb_max warps per
+ * share: its arguments, and its CTA count (0: no segment of that type). */
+template <int TS> static int mm_plan_sb(int nm, const gv_args &g, mm_args &a, int sb_max)
 {
 	const int t = TS == 1 ? NTX_TYPE_Q4_K : (NTX_SPLIT | NTX_TYPE_Q6_K);
 	int cta = 0;
@@ -555,7 +556,7 @@ template <int TS> static int mm_plan(int nm, const gv_args &g, mm_args &a)
 		sg.type = gs.type;
 		sg.epi = gs.epi;
 		sg.ks = ntx_gv_dl_ks(gs.type, gs.n_out, g.n_in, nm);
-		sg.sb = min(MM_SB, MM_WARPS / (nm * sg.ks));
+		sg.sb = min(sb_max, MM_WARPS / (nm * sg.ks));
 		sg.tpc = MM_WARPS / (nm * sg.ks * sg.sb);
 		sg.cta0 = cta;
 		cta += (tiles + sg.tpc - 1) / sg.tpc;
@@ -566,6 +567,21 @@ template <int TS> static int mm_plan(int nm, const gv_args &g, mm_args &a)
 	a.xds = g.xds;
 	a.early = g.early;
 	return cta;
+}
+
+/* The launch's plan: a warp per slot pair (MM_SB), unless its CTAs then
+ * take more than one wave (MM_CTAS_SM per SM; on an H200 q, k, v of 4096
+ * columns, gate / up, the head): then a warp for all four slots, half the
+ * CTAs. Its chain is twice as long (for Q4_K one block at a time) but the
+ * second wave's latency goes: a pass of 8 tokens on a resident 8B Q4_K_M
+ * 3.23 -> 3.09 ms (q, k, v 13.8 -> 11.4 us, gate / up 33.2 -> 31.7, the
+ * split Q6_K head the same; PERF-NOTES.md, version 10). The shares and
+ * slots, so the bits, are the same either way. */
+template <int TS> static int mm_plan(int nm, const gv_args &g, mm_args &a)
+{
+	const int cta = mm_plan_sb<TS>(nm, g, a, MM_SB);
+
+	return cta > MM_CTAS_SM * (ntx_gv_want_warps() / 32) ? mm_plan_sb<TS>(nm, g, a, 1) : cta;
 }
 
 template <int NM, int TS> static int mm_launch(const mm_args &a, int cta, cudaStream_t s, struct ntx_err *err)
