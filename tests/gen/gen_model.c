@@ -218,6 +218,9 @@ static int add_one(struct gen_model *m, struct ntx_gguf_writer *w, struct gen_fi
 	return 0;
 }
 
+/* the tensors of a dense Llama layer */
+#define GEN_DENSE_NT 9
+
 int gen_describe(struct gen_model *m, struct ntx_gguf_writer *w, struct gen_fill **fillp,
 		 struct ntx_err *err)
 {
@@ -225,7 +228,7 @@ int gen_describe(struct gen_model *m, struct ntx_gguf_writer *w, struct gen_fill
 		const char *suffix;
 		int a, b; /* 0 embd, 1 q, 2 kv, 3 ff, 4 one */
 		enum gen_dist dist;
-	} lt[NTX_LAYER_NT] = {
+	} lt[GEN_DENSE_NT] = {
 		{ "attn_norm", 0, 4, DIST_NORM }, { "attn_q", 0, 1, DIST_WEIGHT },
 		{ "attn_k", 0, 2, DIST_WEIGHT },  { "attn_v", 0, 2, DIST_WEIGHT },
 		{ "attn_output", 1, 0, DIST_WEIGHT }, { "ffn_norm", 0, 4, DIST_NORM },
@@ -242,7 +245,7 @@ int gen_describe(struct gen_model *m, struct ntx_gguf_writer *w, struct gen_fill
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	f->seed = m->seed;
 	f->threads = m->threads;
-	f->t = calloc((size_t)m->n_layer * NTX_LAYER_NT + 4, sizeof *f->t);
+	f->t = calloc((size_t)m->n_layer * GEN_DENSE_NT + 4, sizeof *f->t);
 	if (!f->t)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	if (add_meta(m, w, err) ||
@@ -258,7 +261,7 @@ int gen_describe(struct gen_model *m, struct ntx_gguf_writer *w, struct gen_fill
 			return -1;
 	}
 	for (l = 0; l < m->n_layer; l++) {
-		for (k = 0; k < NTX_LAYER_NT; k++) {
+		for (k = 0; k < GEN_DENSE_NT; k++) {
 			snprintf(name, sizeof name, "blk.%d.%s.weight", l, lt[k].suffix);
 			if (add_one(m, w, f, name, l, dim[lt[k].a], dim[lt[k].b], lt[k].dist, err))
 				return -1;
