@@ -127,6 +127,8 @@ struct ntx_lm_info {
 	int n_ctx_train;          /* the context length it was trained with */
 	int32_t n_vocab;
 	int32_t bos, eos;         /* -1: none */
+	const char *chat_template; /* tokenizer.chat_template, the Jinja text
+				    * (borrowed); NULL: the model has none */
 };
 
 /* Fill *info (info->size set by the caller). Any thread. */
