@@ -718,6 +718,11 @@ int ntx_engine_prompt_chunk(const struct ntx_engine *e)
 	return e->n_cut;
 }
 
+const struct ntx_tunables *ntx_engine_tunables(const struct ntx_engine *e)
+{
+	return &e->tun;
+}
+
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e)
 {
 	return e->cfg.n_vocab;
