@@ -12,8 +12,8 @@
  *     a 70B model (80 layers, GQA) gets Q5_K instead of Q4_K for the other
  *     attn_v tensors;
  *   - rows that are not a whole number of blocks fall back as llama.cpp does
- *     (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16); Q4_0 and Q8_0,
- *     for which llama.cpp stops with an error, fall back to F16 here.
+ *     (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16); Q4_0, Q5_0 and
+ *     Q8_0, for which llama.cpp stops with an error, fall back to F16 here.
  * Checked against models/tensor_types.json of the fixtures (2 layers) and
  * the 16-layer tinymodel-q4_k_m.gguf. */
 #include "gen.h"
@@ -68,6 +68,7 @@ static const struct {
 	[MIX_BF16] = { "bf16", NTX_TYPE_BF16, 32 },
 	[MIX_Q8_0] = { "q8_0", NTX_TYPE_Q8_0, 7 },
 	[MIX_Q4_0] = { "q4_0", NTX_TYPE_Q4_0, 2 },
+	[MIX_Q5_0] = { "q5_0", NTX_TYPE_Q5_0, 8 },
 	[MIX_Q4_K_M] = { "q4_k_m", NTX_TYPE_Q4_K, 15 },
 	[MIX_Q5_K_M] = { "q5_k_m", NTX_TYPE_Q5_K, 17 },
 	[MIX_Q6_K] = { "q6_k", NTX_TYPE_Q6_K, 18 },
