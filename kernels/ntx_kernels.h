@@ -18,7 +18,7 @@ extern "C" {
 #define NTX_STATIC_ASSERT _Static_assert
 #endif
 
-#define NTX_QK 32    /* elements per Q4_0 / Q8_0 block */
+#define NTX_QK 32    /* elements per Q4_0 / Q5_0 / Q8_0 block */
 #define NTX_QK_K 256 /* elements per K-quant super-block */
 
 /* ---- block layouts ---- */
@@ -30,6 +30,16 @@ struct ntx_block_q4_0 {
 	uint8_t qs[NTX_QK / 2];
 };
 NTX_STATIC_ASSERT(sizeof(struct ntx_block_q4_0) == 18, "q4_0 block size");
+
+/* Q5_0: x = d * (q - 16), q in [0, 31]: the low 4 bits as Q4_0's nibbles
+ * (qs[j]: element j low, element j + 16 high), the fifth bit of element j
+ * is bit j of qh read as a little-endian uint32. */
+struct ntx_block_q5_0 {
+	uint16_t d; /* fp16 scale */
+	uint8_t qh[4];
+	uint8_t qs[NTX_QK / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q5_0) == 22, "q5_0 block size");
 
 /* Q8_0: x = d * q */
 struct ntx_block_q8_0 {

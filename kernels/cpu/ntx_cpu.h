@@ -43,7 +43,7 @@ struct ntx_wmat {
 };
 
 /* Which activation format the dot product of a weight type consumes:
- * NTX_TYPE_F32 for F32/F16/BF16 weights, NTX_TYPE_Q8_0 for Q4_0/Q8_0,
+ * NTX_TYPE_F32 for F32/F16/BF16 weights, NTX_TYPE_Q8_0 for Q4_0/Q5_0/Q8_0,
  * NTX_TYPE_Q8_K for Q4_K/Q5_K/Q6_K. */
 uint32_t ntx_act_type(uint32_t wtype);
 

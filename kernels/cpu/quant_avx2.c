@@ -87,6 +87,25 @@ static inline __m256i pack_epi32_epi8(__m256i a, __m256i b, __m256i c, __m256i d
 					   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* The 32 values of a Q5_0 block minus 16, as signed bytes in element order:
+ * the nibbles as Q4_0's, the fifth bits spread from qh (byte j of the
+ * register takes byte j / 8 of qh, then tests bit j % 8). */
+static inline __m256i q5_0_bytes(const struct ntx_block_q5_0 *b)
+{
+	const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL), c16 = _mm256_set1_epi8(16);
+	const __m256i which = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+						 0x0303030303030303LL);
+	__m128i v = loadu128(b->qs), m4 = _mm_set1_epi8(0x0F);
+	__m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+	uint32_t qh;
+	__m256i h;
+
+	memcpy(&qh, b->qh, 4);
+	h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), which);
+	h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit); /* 0xFF where the fifth bit is set */
+	return _mm256_sub_epi8(q, _mm256_andnot_si256(h, c16));
+}
+
 /* ---- dequantization ---- */
 
 /* Store y[k] = d * v[k] - o for the 32 small integers in bytes v. */
@@ -198,6 +217,18 @@ void ntx_dequant_row_avx2(uint32_t type, const void *src, float *dst, int64_t n)
 			int8_t s[32];
 
 			_mm256_storeu_si256((__m256i *)s, _mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+			for (int k = 0; k < 32; k += 8) {
+				__m256 vf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(s + k))));
+
+				_mm256_storeu_ps(dst + k, _mm256_mul_ps(_mm256_set1_ps(fp16(b->d)), vf));
+			}
+		}
+		break;
+	case NTX_TYPE_Q5_0:
+		for (const struct ntx_block_q5_0 *b = src; i < n / NTX_QK; i++, b++, dst += NTX_QK) {
+			int8_t s[32];
+
+			_mm256_storeu_si256((__m256i *)s, q5_0_bytes(b));
 			for (int k = 0; k < 32; k += 8) {
 				__m256 vf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(s + k))));
 
@@ -375,7 +406,7 @@ INLINE __m256i dot_i8(__m256i aw, __m256i w, __m256i x)
 	return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
 }
 
-/* Q4_0 and Q8_0 weights with Q8_0 activations: w as signed bytes. */
+/* Q4_0, Q5_0 and Q8_0 weights with Q8_0 activations: w as signed bytes. */
 INLINE __m256i q4_0_bytes(const struct ntx_block_q4_0 *b)
 {
 	__m128i v = loadu128(b->qs), m4 = _mm_set1_epi8(0x0F);
@@ -384,9 +415,12 @@ INLINE __m256i q4_0_bytes(const struct ntx_block_q4_0 *b)
 	return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
 }
 
-INLINE void row_q8(int q4, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
+enum { W_Q8_0, W_Q4_0, W_Q5_0 }; /* the weight type of row_q8 */
+
+INLINE void row_q8(int wt, int64_t n, const void *w, const void *x, size_t xs, int NT, float *out)
 {
 	const struct ntx_block_q4_0 *w4 = w;
+	const struct ntx_block_q5_0 *w5 = w;
 	const struct ntx_block_q8_0 *w8 = w;
 	__m256 acc[TOK_GROUP];
 	int64_t nb = n / NTX_QK;
@@ -394,9 +428,9 @@ INLINE void row_q8(int q4, int64_t n, const void *w, const void *x, size_t xs, i
 	UNROLL for (int t = 0; t < NT; t++)
 		acc[t] = _mm256_setzero_ps();
 	for (int64_t i = 0; i < nb; i++) {
-		__m256i wq = q4 ? q4_0_bytes(w4 + i) : loadu256(w8[i].qs);
+		__m256i wq = wt == W_Q4_0 ? q4_0_bytes(w4 + i) : wt == W_Q5_0 ? q5_0_bytes(w5 + i) : loadu256(w8[i].qs);
 		__m256i aw = _mm256_sign_epi8(wq, wq);
-		float dw = fp16(q4 ? w4[i].d : w8[i].d);
+		float dw = fp16(wt == W_Q4_0 ? w4[i].d : wt == W_Q5_0 ? w5[i].d : w8[i].d);
 
 		UNROLL for (int t = 0; t < NT; t++) {
 			const struct ntx_block_q8_0 *xb = XROW(struct ntx_block_q8_0, x, xs, t) + i;
@@ -549,8 +583,9 @@ _Static_assert(TOK_GROUP == 4, "the tile switch below covers groups of 1 to 4 to
 #define CALL_F32(wr, xt, NT, out) row_float(NTX_TYPE_F32, n, wr, xt, xs, NT, out)
 #define CALL_F16(wr, xt, NT, out) row_float(NTX_TYPE_F16, n, wr, xt, xs, NT, out)
 #define CALL_BF16(wr, xt, NT, out) row_float(NTX_TYPE_BF16, n, wr, xt, xs, NT, out)
-#define CALL_Q4_0(wr, xt, NT, out) row_q8(1, n, wr, xt, xs, NT, out)
-#define CALL_Q8_0(wr, xt, NT, out) row_q8(0, n, wr, xt, xs, NT, out)
+#define CALL_Q4_0(wr, xt, NT, out) row_q8(W_Q4_0, n, wr, xt, xs, NT, out)
+#define CALL_Q5_0(wr, xt, NT, out) row_q8(W_Q5_0, n, wr, xt, xs, NT, out)
+#define CALL_Q8_0(wr, xt, NT, out) row_q8(W_Q8_0, n, wr, xt, xs, NT, out)
 #define CALL_Q4_K(wr, xt, NT, out) row_q4_k(0, n, wr, xt, xs, NT, out)
 #define CALL_Q5_K(wr, xt, NT, out) row_q4_k(1, n, wr, xt, xs, NT, out)
 #define CALL_Q6_K(wr, xt, NT, out) row_q6_k(n, wr, xt, xs, NT, out)
@@ -559,6 +594,7 @@ TILE(tile_f32, CALL_F32)
 TILE(tile_f16, CALL_F16)
 TILE(tile_bf16, CALL_BF16)
 TILE(tile_q4_0, CALL_Q4_0)
+TILE(tile_q5_0, CALL_Q5_0)
 TILE(tile_q8_0, CALL_Q8_0)
 TILE(tile_q4_k, CALL_Q4_K)
 TILE(tile_q5_k, CALL_Q5_K)
@@ -571,6 +607,7 @@ static ntx_tile_fn tile_for(uint32_t wtype)
 	case NTX_TYPE_F16: return tile_f16;
 	case NTX_TYPE_BF16: return tile_bf16;
 	case NTX_TYPE_Q4_0: return tile_q4_0;
+	case NTX_TYPE_Q5_0: return tile_q5_0;
 	case NTX_TYPE_Q8_0: return tile_q8_0;
 	case NTX_TYPE_Q4_K: return tile_q4_k;
 	case NTX_TYPE_Q5_K: return tile_q5_k;

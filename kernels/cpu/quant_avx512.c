@@ -8,6 +8,7 @@
  * block scales and precomputed integer sums. The inner loops are then plain
  * aligned loads, integer dots and one float FMA per 64 elements:
  *   Q8_0: vpdpbusd on |w| and sign(w) * x, 2 blocks per register;
+ *   Q5_0: the same on its values q - 16 (nibbles, the fifth bits as a mask);
  *   Q4_0: vpdpbusd on the unsigned nibbles, 4 blocks per register, with the
  *         -8 * sum(x) offset as the accumulator's starting value;
  *   Q4_K/Q5_K/Q6_K, one token: maddubs (u8 x s8 -> s16 pairs), then
@@ -57,6 +58,9 @@
 #endif
 #ifndef PF_DIST_Q4_0
 #define PF_DIST_Q4_0 4096 /* +7% with 2 MiB pages */
+#endif
+#ifndef PF_DIST_Q5_0
+#define PF_DIST_Q5_0 4096 /* Q4_0's (not measured for Q5_0) */
 #endif
 #ifndef PF_DIST_Q4_K
 #define PF_DIST_Q4_K 4096 /* +20% (Q4_K and Q5_K), 4 KiB or 2 MiB pages */
@@ -136,6 +140,7 @@ INLINE void row_float(uint32_t type, int64_t n, const void *w0, size_t ws, int R
  *
  * One row of n elements: qs (n int8, order below) at 0, then 64-aligned
  *   d:   float scale per block (32 or 256 elements);
+ *        (Q5_0 weights take the Q8_0 layout)
  *   ext: Q4_0: per group of 4 blocks, 16 int32: lane 4b = -8 * sum of
  *              block b's quants, other lanes 0 (the dpbusd start value);
  *        Q4_K/Q5_K: per super-block 8 int16, the sums of each 32;
@@ -163,12 +168,14 @@ static struct layout layout_of(uint32_t wtype, int64_t n)
 {
 	const int kq = wtype == NTX_TYPE_Q4_K || wtype == NTX_TYPE_Q5_K || wtype == NTX_TYPE_Q6_K;
 	struct layout L = { al64((size_t)n), 0, 0, 0, 0 };
-	size_t nb = (size_t)n / (wtype == NTX_TYPE_Q4_0 || wtype == NTX_TYPE_Q8_0 ? NTX_QK : NTX_QK_K);
+	size_t nb = (size_t)n / (wtype == NTX_TYPE_Q4_0 || wtype == NTX_TYPE_Q5_0 || wtype == NTX_TYPE_Q8_0 ? NTX_QK
+														   : NTX_QK_K);
 
 	L.d = kq ? 2 * L.qt : L.qt;
 	L.ext = L.d + al64(nb * sizeof(float));
 	switch (wtype) {
 	case NTX_TYPE_Q8_0:
+	case NTX_TYPE_Q5_0:
 		L.total = L.ext;
 		break;
 	case NTX_TYPE_Q4_0:
@@ -200,13 +207,13 @@ static void prepare(uint32_t wtype, const void *xq, void *xp, int64_t n)
 	int8_t *qs = xp;
 	float *d = AT(float, xp, L.d);
 
-	if (wtype == NTX_TYPE_Q8_0 || wtype == NTX_TYPE_Q4_0) {
+	if (wtype == NTX_TYPE_Q8_0 || wtype == NTX_TYPE_Q5_0 || wtype == NTX_TYPE_Q4_0) {
 		const struct ntx_block_q8_0 *b = xq;
 		int64_t nb = n / NTX_QK;
 
 		for (int64_t i = 0; i < nb; i++)
 			d[i] = _cvtsh_ss(b[i].d);
-		if (wtype == NTX_TYPE_Q8_0) {
+		if (wtype != NTX_TYPE_Q4_0) {
 			for (int64_t i = 0; i < nb; i++)
 				memcpy(qs + NTX_QK * i, b[i].qs, NTX_QK);
 			return;
@@ -286,13 +293,47 @@ INLINE __m512i spread(int first, int per)
 	return _mm512_add_epi32(_mm512_set1_epi32(first), _mm512_srli_epi32(lane, per == 8 ? 3 : 2));
 }
 
-INLINE void row_q8_0(int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT, float *outR)
+/* The signed values of Q8_0 (q) or Q5_0 (q - 16) weights: block b of the
+ * row w, and blocks b, b + 1 in one register. Q5_0: the nibbles unpacked
+ * as Q4_0's (element j low, j + 16 high), 16 taken off wherever the fifth
+ * bit (bit j of qh) is clear. */
+INLINE __m256i q5_0_vals(const struct ntx_block_q5_0 *b)
 {
+	const __m128i v = loadu128(b->qs), m4 = _mm_set1_epi8(0x0F);
+	const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	return _mm256_mask_sub_epi8(q, (__mmask32)~qh, q, _mm256_set1_epi8(16));
+}
+
+INLINE __m256i wvals1(int q5, const void *w, int64_t b)
+{
+	if (q5)
+		return q5_0_vals((const struct ntx_block_q5_0 *)w + b);
+	return loadu256(((const struct ntx_block_q8_0 *)w)[b].qs);
+}
+
+INLINE __m512i wvals2(int q5, const void *w, int64_t b)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(wvals1(q5, w, b)), wvals1(q5, w, b + 1), 1);
+}
+
+INLINE uint16_t wd(int q5, const void *w, int64_t b)
+{
+	return q5 ? ((const struct ntx_block_q5_0 *)w)[b].d : ((const struct ntx_block_q8_0 *)w)[b].d;
+}
+
+/* Q8_0 (q5 = 0) or Q5_0 (q5 = 1) weights, prepared Q8_0 activations. */
+INLINE void row_q8_0(int q5, int64_t n, const void *w0, size_t ws, int R, const void *x, size_t xs, int NT,
+		     float *outR)
+{
+	const size_t bsz = q5 ? sizeof(struct ntx_block_q5_0) : sizeof(struct ntx_block_q8_0);
+
 	for (int r = 0; r < R; r++) {
 		const void *w = (const char *)w0 + (size_t)r * ws;
 		float *out = outR + r * TOK_GROUP;
 
-		const struct ntx_block_q8_0 *wb = w;
 		const struct layout L = layout_of(NTX_TYPE_Q8_0, n);
 		const __m512i zero = _mm512_setzero_si512();
 		int64_t nb = n / NTX_QK, i = 0;
@@ -301,15 +342,17 @@ INLINE void row_q8_0(int64_t n, const void *w0, size_t ws, int R, const void *x,
 		UNROLL for (int t = 0; t < NT; t++)
 			acc[t] = _mm512_setzero_ps();
 		for (; i + 8 <= nb; i += 8) {
-			__m256 dw = scales8(wb + i, sizeof *wb);
+			__m256 dw = scales8((const char *)w + (size_t)i * bsz, (int)bsz);
 			__m512 s8[TOK_GROUP];
 
-			PREFETCH(wb + i, PF_DIST_Q8_0, 8 * 34);
+			if (q5)
+				PREFETCH((const char *)w + (size_t)i * bsz, PF_DIST_Q5_0, 8 * 22);
+			else
+				PREFETCH((const char *)w + (size_t)i * bsz, PF_DIST_Q8_0, 8 * 34);
 			UNROLL for (int t = 0; t < NT; t++)
 				s8[t] = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_load_ps(CAT(float, XROW(char, x, xs, t), L.d) + i)));
 			UNROLL for (int p = 0; p < 4; p++) {
-				const struct ntx_block_q8_0 *b = wb + i + 2 * p;
-				__m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(loadu256(b[0].qs)), loadu256(b[1].qs), 1);
+				__m512i wq = wvals2(q5, w, i + 2 * p);
 				__m512i aw = _mm512_abs_epi8(wq);
 				__mmask64 neg = _mm512_movepi8_mask(wq);
 				__m512i idx = spread(2 * p, 8);
@@ -325,7 +368,7 @@ INLINE void row_q8_0(int64_t n, const void *w0, size_t ws, int R, const void *x,
 		UNROLL for (int t = 0; t < NT; t++)
 			out[t] = _mm512_reduce_add_ps(acc[t]);
 		for (; i < nb; i++) {
-			__m256i wq = loadu256(wb[i].qs);
+			__m256i wq = wvals1(q5, w, i);
 
 			UNROLL for (int t = 0; t < NT; t++) {
 				const int8_t *xq = XROW(int8_t, x, xs, t) + NTX_QK * i;
@@ -333,7 +376,7 @@ INLINE void row_q8_0(int64_t n, const void *w0, size_t ws, int R, const void *x,
 								 _mm256_sign_epi8(loadu256(xq), wq));
 
 				out[t] += hsum_ps256(_mm256_cvtepi32_ps(pr)) *
-					  (_cvtsh_ss(wb[i].d) * CAT(float, XROW(char, x, xs, t), L.d)[i]);
+					  (_cvtsh_ss(wd(q5, w, i)) * CAT(float, XROW(char, x, xs, t), L.d)[i]);
 			}
 		}
 	}
@@ -945,12 +988,14 @@ _Static_assert(TOK_GROUP == 4, "the tile switch below covers groups of 1 to 4 to
 #define CALL_F16(wr, R, xt, NT, out) row_float(NTX_TYPE_F16, n, wr, ws, R, xt, xs, NT, out)
 #define CALL_BF16(wr, R, xt, NT, out) row_float(NTX_TYPE_BF16, n, wr, ws, R, xt, xs, NT, out)
 #define CALL_Q4_0(wr, R, xt, NT, out) row_q4_0(n, wr, ws, R, xt, xs, NT, out)
-#define CALL_Q8_0(wr, R, xt, NT, out) row_q8_0(n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q5_0(wr, R, xt, NT, out) row_q8_0(1, n, wr, ws, R, xt, xs, NT, out)
+#define CALL_Q8_0(wr, R, xt, NT, out) row_q8_0(0, n, wr, ws, R, xt, xs, NT, out)
 
 TILE(tile_f32, CALL_F32)
 TILE(tile_f16, CALL_F16)
 TILE(tile_bf16, CALL_BF16)
 TILE(tile_q4_0, CALL_Q4_0)
+TILE(tile_q5_0, CALL_Q5_0)
 TILE(tile_q8_0, CALL_Q8_0)
 #define CALL_Q8_0_C(wr, R, xt, NT, out) row_q8_0_canon(n, wr, ws, R, xt, xs, NT, out)
 TILE(tile_q8_0_c, CALL_Q8_0_C)
@@ -1024,6 +1069,7 @@ static ntx_tile_fn tile_for(uint32_t wtype)
 	case NTX_TYPE_F16: return tile_f16;
 	case NTX_TYPE_BF16: return tile_bf16;
 	case NTX_TYPE_Q4_0: return tile_q4_0;
+	case NTX_TYPE_Q5_0: return tile_q5_0;
 	case NTX_TYPE_Q8_0: return tile_q8_0;
 	case NTX_TYPE_Q4_K: return tile_q4_k;
 	case NTX_TYPE_Q5_K: return tile_q5_k;

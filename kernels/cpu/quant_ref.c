@@ -2,7 +2,7 @@
  * tested against. Plain C, one element at a time, written for clarity.
  *
  * Dot products follow ggml: quantized weights are multiplied with quantized
- * activations in integers, one float multiply per block (Q4_0/Q8_0 with Q8_0
+ * activations in integers, one float multiply per block (Q4_0/Q5_0/Q8_0 with Q8_0
  * activations, Q4_K/Q5_K/Q6_K with Q8_K); float weights with float
  * activations. Accumulation across blocks is in double so that the oracle
  * itself adds no rounding beyond the activation quantization. */
@@ -17,6 +17,7 @@ uint32_t ntx_act_type(uint32_t wtype)
 {
 	switch (wtype) {
 	case NTX_TYPE_Q4_0:
+	case NTX_TYPE_Q5_0:
 	case NTX_TYPE_Q8_0:
 		return NTX_TYPE_Q8_0;
 	case NTX_TYPE_Q4_K:
@@ -49,6 +50,7 @@ int ntx_cpu_supports(uint32_t wtype)
 	case NTX_TYPE_F16:
 	case NTX_TYPE_BF16:
 	case NTX_TYPE_Q4_0:
+	case NTX_TYPE_Q5_0:
 	case NTX_TYPE_Q8_0:
 	case NTX_TYPE_Q4_K:
 	case NTX_TYPE_Q5_K:
@@ -70,6 +72,27 @@ static void dequant_q4_0(const struct ntx_block_q4_0 *b, float *y, int64_t nb)
 			y[j] = d * (float)((b->qs[j] & 0xF) - 8);
 			y[j + NTX_QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
 		}
+	}
+}
+
+/* Q5_0: element j (0..31) is (low 4 bits | bit j of qh << 4) - 16, the low
+ * bits from qs[j] (j < 16, low nibble) or qs[j - 16] (high nibble). */
+static int q5_0_value(const struct ntx_block_q5_0 *b, int j)
+{
+	uint32_t qh = (uint32_t)b->qh[0] | (uint32_t)b->qh[1] << 8 | (uint32_t)b->qh[2] << 16 |
+		      (uint32_t)b->qh[3] << 24;
+	int lo = j < NTX_QK / 2 ? b->qs[j] & 0xF : b->qs[j - NTX_QK / 2] >> 4;
+
+	return (lo | (int)((qh >> j) & 1) << 4) - 16;
+}
+
+static void dequant_q5_0(const struct ntx_block_q5_0 *b, float *y, int64_t nb)
+{
+	for (int64_t i = 0; i < nb; i++, b++, y += NTX_QK) {
+		float d = ntx_fp16_to_fp32(b->d);
+
+		for (int j = 0; j < NTX_QK; j++)
+			y[j] = d * (float)q5_0_value(b, j);
 	}
 }
 
@@ -179,6 +202,9 @@ void ntx_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n)
 	case NTX_TYPE_Q4_0:
 		dequant_q4_0(src, dst, n / NTX_QK);
 		break;
+	case NTX_TYPE_Q5_0:
+		dequant_q5_0(src, dst, n / NTX_QK);
+		break;
 	case NTX_TYPE_Q8_0:
 		dequant_q8_0(src, dst, n / NTX_QK);
 		break;
@@ -281,6 +307,20 @@ static double dot_q4_0(const struct ntx_block_q4_0 *w, const struct ntx_block_q8
 			sumi += ((w->qs[j] & 0xF) - 8) * x->qs[j];
 			sumi += ((w->qs[j] >> 4) - 8) * x->qs[j + NTX_QK / 2];
 		}
+		acc += (double)(ntx_fp16_to_fp32(w->d) * ntx_fp16_to_fp32(x->d)) * sumi;
+	}
+	return acc;
+}
+
+static double dot_q5_0(const struct ntx_block_q5_0 *w, const struct ntx_block_q8_0 *x, int64_t nb)
+{
+	double acc = 0.0;
+
+	for (int64_t i = 0; i < nb; i++, w++, x++) {
+		int sumi = 0;
+
+		for (int j = 0; j < NTX_QK; j++)
+			sumi += q5_0_value(w, j) * x->qs[j];
 		acc += (double)(ntx_fp16_to_fp32(w->d) * ntx_fp16_to_fp32(x->d)) * sumi;
 	}
 	return acc;
@@ -397,6 +437,8 @@ float ntx_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *xq)
 		return (float)acc;
 	case NTX_TYPE_Q4_0:
 		return (float)dot_q4_0(w, xq, n / NTX_QK);
+	case NTX_TYPE_Q5_0:
+		return (float)dot_q5_0(w, xq, n / NTX_QK);
 	case NTX_TYPE_Q8_0:
 		return (float)dot_q8_0(w, xq, n / NTX_QK);
 	case NTX_TYPE_Q4_K:
@@ -431,6 +473,7 @@ NTX_TILE_REF(f32, NTX_TYPE_F32)
 NTX_TILE_REF(f16, NTX_TYPE_F16)
 NTX_TILE_REF(bf16, NTX_TYPE_BF16)
 NTX_TILE_REF(q4_0, NTX_TYPE_Q4_0)
+NTX_TILE_REF(q5_0, NTX_TYPE_Q5_0)
 NTX_TILE_REF(q8_0, NTX_TYPE_Q8_0)
 NTX_TILE_REF(q4_k, NTX_TYPE_Q4_K)
 NTX_TILE_REF(q5_k, NTX_TYPE_Q5_K)
@@ -443,6 +486,7 @@ static ntx_tile_fn tile_ref_for(uint32_t wtype)
 	case NTX_TYPE_F16: return tile_ref_f16;
 	case NTX_TYPE_BF16: return tile_ref_bf16;
 	case NTX_TYPE_Q4_0: return tile_ref_q4_0;
+	case NTX_TYPE_Q5_0: return tile_ref_q5_0;
 	case NTX_TYPE_Q8_0: return tile_ref_q8_0;
 	case NTX_TYPE_Q4_K: return tile_ref_q4_k;
 	case NTX_TYPE_Q5_K: return tile_ref_q5_k;

@@ -6,7 +6,7 @@
  * fallbacks.
  *
  * The unit of work is 32 consecutive elements of a weight row ("a unit"):
- * one Q4_0 / Q8_0 block, or one eighth of a K-quant super-block. A unit
+ * one Q4_0 / Q5_0 / Q8_0 block, or one eighth of a K-quant super-block. A unit
  * decodes into 8 words of 4 packed int8 values (struct ntx_wu), and its dot
  * product with one q8 activation block (32 int8, float2 ds = (d, d*sum(q)),
  * see ntx_cuda.h) is
@@ -15,12 +15,15 @@
  *
  * with a, b, s0, s1 per type:
  *   Q4_0: v = nibble 0..15, a = d, b = 8d, s = 1    (d (q - 8) = d q - 8 d)
+ *   Q5_0: v = nibble | h<<4 (0..31), a = d, b = 16d, s = 1
  *   Q8_0: v = q,            a = d, b = 0,  s = 1
  *   Q4_K: v = nibble,       a = d sc, b = dmin m, s = 1
  *   Q5_K: v = nibble | h<<4, as Q4_K
  *   Q6_K: v = q - 32,       a = d, b = 0, s0/s1 = the two int8 sub-block scales
  * Layout facts (ggml's, also documented in kernels/cpu/quant_ref.c):
  *   Q4_0  18 B: d, qs[16]: element l low nibble of qs[l], l+16 high nibble.
+ *   Q5_0  22 B: d, qh[4], qs[16]: the nibbles as Q4_0's; bit l of qh (a
+ *         little-endian uint32) is the fifth bit of element l.
  *   Q8_0  34 B: d, qs[32].
  *   Q4_K 144 B: d, dmin, scales[12], qs[128]: unit j uses qs[32(j/2) ..+32],
  *         low nibbles for even j, high for odd; 6-bit sc/m packed in scales.
@@ -185,6 +188,9 @@ template <int T> struct ntx_qt;
 template <> struct ntx_qt<NTX_TYPE_Q4_0> {
 	enum { BS = 32, BB = 18, UPB = 1, ALIGN = 2 };
 };
+template <> struct ntx_qt<NTX_TYPE_Q5_0> {
+	enum { BS = 32, BB = 22, UPB = 1, ALIGN = 2 };
+};
 template <> struct ntx_qt<NTX_TYPE_Q8_0> {
 	enum { BS = 32, BB = 34, UPB = 1, ALIGN = 2 };
 };
@@ -211,7 +217,8 @@ template <> struct ntx_qt<NTX_SPLIT | NTX_TYPE_Q6_K> {
 };
 
 /* Where block b of a row of nb blocks keeps its quantized payload (*q: Q4_0
- * / Q8_0 qs, Q6_K ql..scales, the whole block for Q4_K / Q5_K) and its fp16
+ * / Q8_0 qs, Q5_0 qh then qs, Q6_K ql..scales, the whole block for Q4_K /
+ * Q5_K) and its fp16
  * d (*d; Q4_K / Q5_K: unused), in GGUF layout (blocks of BB bytes) or split
  * rows (payloads of BB - 2 bytes, then the d's). */
 template <int T>
@@ -226,7 +233,7 @@ NTX_HD void ntx_block_parts(const uint8_t *row, int64_t nb, int64_t b, const uin
 	} else {
 		const uint8_t *blk = row + b * BB;
 
-		*q = B == NTX_TYPE_Q4_0 || B == NTX_TYPE_Q8_0 ? blk + 2 : blk;
+		*q = B == NTX_TYPE_Q4_0 || B == NTX_TYPE_Q5_0 || B == NTX_TYPE_Q8_0 ? blk + 2 : blk;
 		*d = B == NTX_TYPE_Q6_K ? blk + 208 : blk;
 	}
 }
@@ -247,6 +254,13 @@ template <int T> NTX_HD void ntx_split_row(const uint8_t *src, int64_t nb, uint8
 }
 
 /* ---- unit decode ---- */
+
+/* Bits 0..3 of n, one to a byte: bit i of n becomes bit 0 of byte i (the
+ * four shifted copies of n do not overlap, so the product never carries). */
+NTX_HD uint32_t ntx_bits4_bytes(uint32_t n)
+{
+	return ((n & 0xFu) * 0x00204081u) & 0x01010101u;
+}
 
 struct ntx_wu {
 	uint32_t v[8]; /* 32 int8 values, element 4k + i in byte i of v[k] */
@@ -289,6 +303,19 @@ template <int T> NTX_HD void ntx_unit_decode_parts(const uint8_t *q8, const uint
 		}
 		w.a = ntx_h2f(ntx_ld16(dp));
 		w.b = 8.0f * w.a;
+		w.s0 = w.s1 = 1;
+	} else if constexpr (T == NTX_TYPE_Q5_0) {
+		uint32_t q[5]; /* qh, then the 16 bytes of qs */
+
+		(void)u;
+		ntx_ld_words_a2<5>(q8, q);
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			w.v[k] = (q[k + 1] & 0x0F0F0F0Fu) | ntx_bits4_bytes(q[0] >> (4 * k)) << 4;
+			w.v[k + 4] = ((q[k + 1] >> 4) & 0x0F0F0F0Fu) | ntx_bits4_bytes(q[0] >> (16 + 4 * k)) << 4;
+		}
+		w.a = ntx_h2f(ntx_ld16(dp));
+		w.b = 16.0f * w.a;
 		w.s0 = w.s1 = 1;
 	} else if constexpr (T == NTX_TYPE_Q8_0) {
 		(void)u;
@@ -394,6 +421,8 @@ template <int T> NTX_HD float ntx_unit_value(const ntx_wu &w, int e)
 
 	if constexpr (T == NTX_TYPE_Q4_0)
 		return ntx_mul(w.a, (float)(q - 8));
+	else if constexpr (T == NTX_TYPE_Q5_0)
+		return ntx_mul(w.a, (float)(q - 16));
 	else if constexpr (T == NTX_TYPE_Q8_0)
 		return ntx_mul(w.a, (float)q);
 	else if constexpr (T == NTX_TYPE_Q4_K || T == NTX_TYPE_Q5_K)

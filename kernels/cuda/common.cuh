@@ -100,6 +100,7 @@ static inline int ntx_cu_type_bs(uint32_t t)
 	case NTX_TYPE_BF16:
 		return 1;
 	case NTX_TYPE_Q4_0:
+	case NTX_TYPE_Q5_0:
 	case NTX_TYPE_Q8_0:
 		return 32;
 	case NTX_TYPE_Q4_K:
@@ -118,6 +119,7 @@ static inline uint64_t ntx_cu_row_bytes(uint32_t t, int64_t n)
 	case NTX_TYPE_F16:
 	case NTX_TYPE_BF16: return (uint64_t)n * 2;
 	case NTX_TYPE_Q4_0: return (uint64_t)(n / 32) * 18;
+	case NTX_TYPE_Q5_0: return (uint64_t)(n / 32) * 22;
 	case NTX_TYPE_Q8_0: return (uint64_t)(n / 32) * 34;
 	case NTX_TYPE_Q4_K: return (uint64_t)(n / 256) * 144;
 	case NTX_TYPE_Q5_K: return (uint64_t)(n / 256) * 176;

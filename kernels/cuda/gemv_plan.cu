@@ -58,6 +58,7 @@ extern "C" int ntx_cuda_wtype_q8(uint32_t wtype)
 		return ntx_cu_type_bs(wtype) ? 1 : -1;
 	switch (wtype) {
 	case NTX_TYPE_Q4_0:
+	case NTX_TYPE_Q5_0:
 	case NTX_TYPE_Q8_0:
 	case NTX_TYPE_Q4_K:
 	case NTX_TYPE_Q5_K:

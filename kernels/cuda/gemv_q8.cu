@@ -1,20 +1,20 @@
 /* gemv_q8.cu - activation quantization (q8) and the GEMV for quantized
- * weights (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) with integer dot products (dp4a),
+ * weights (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) with integer dot products (dp4a),
  * over one matrix or several sharing one input (ntx_cuda_gemv_multi), of
  * any mix of these types in one launch.
  *
- * Loads: quantized blocks are 18, 34 or 210 bytes (2-byte aligned), so a
+ * Loads: quantized blocks are 18, 22, 34 or 210 bytes (2-byte aligned), so a
  * lane per block would issue narrow, scattered loads. Instead each warp
  * streams its R rows through a private shared-memory ring of up to ST
  * stages with cp.async: a stage is 32 lanes' worth of elements of each row
- * (1024 for Q4_0 / Q8_0, 2048 for the K-quants), copied as the 16-byte
+ * (1024 for Q4_0 / Q5_0 / Q8_0, 2048 for the K-quants), copied as the 16-byte
  * aligned cover of its byte range (coalesced 16-byte copies that bypass L1;
  * the block bytes keep their address mod 16 in shared memory). ST - 1
  * stages are in flight while one is computed, and several warps per SM each
  * keep their own ring full, so enough bytes are in flight to saturate HBM.
  * When ks warps split a row, each warp's ring holds only the stages it has.
  *
- * Compute: Q4_0 / Q8_0: lane l takes block l (32 elements) of the stage for
+ * Compute: Q4_0 / Q5_0 / Q8_0: lane l takes block l (32 elements) of the stage for
  * all R rows (ntx_unit_decode). K-quants: lane l takes pair l % 4 (64
  * elements that share their weight bytes, blockmath.cuh) of block l / 4, so
  * each byte loaded from shared memory is used whole and the scales are
@@ -46,6 +46,7 @@ extern "C" int ntx_cuda_q8_fmt(uint32_t wtype)
 		return -1;
 	switch (ntx_cuda_base_type(wtype)) {
 	case NTX_TYPE_Q4_0:
+	case NTX_TYPE_Q5_0:
 	case NTX_TYPE_Q8_0:
 		return NTX_CUDA_Q8F_Q8_0;
 	case NTX_TYPE_Q4_K:
@@ -115,7 +116,7 @@ extern "C" int ntx_cuda_quantize_q8(const float *x, void *xq, int64_t n, int n_t
 
 #define GV_ST 4 /* ring slots per warp */
 
-/* Elements per lane and stage: a block of Q4_0 / Q8_0, a K-quant pair. */
+/* Elements per lane and stage: a block of Q4_0 / Q5_0 / Q8_0, a K-quant pair. */
 template <int T> __host__ __device__ constexpr int gv_epl()
 {
 	return ntx_qt<T>::UPB == 8 ? 64 : 32;
@@ -308,6 +309,7 @@ __global__ void __launch_bounds__(GV_WARPS * 32, NT == 1 ? GV_MINB_NT1 : 1) ntx_
 	if (wh.active) {
 		switch (a.seg[wh.s].type) {
 		case NTX_TYPE_Q4_0: gv_q8_body<NTX_TYPE_Q4_0, NT, RH, NM>(a, wh, lane, ring, acc); break;
+		case NTX_TYPE_Q5_0: gv_q8_body<NTX_TYPE_Q5_0, NT, RH, NM>(a, wh, lane, ring, acc); break;
 		case NTX_TYPE_Q8_0: gv_q8_body<NTX_TYPE_Q8_0, NT, RH, NM>(a, wh, lane, ring, acc); break;
 		case NTX_TYPE_Q4_K: gv_q8_body<NTX_TYPE_Q4_K, NT, RH, NM>(a, wh, lane, ring, acc); break;
 		case NTX_TYPE_Q5_K: gv_q8_body<NTX_TYPE_Q5_K, NT, RH, NM>(a, wh, lane, ring, acc); break;
@@ -325,6 +327,7 @@ static void gv_type_geom(uint32_t t, int n_in, int *n_st, int *sb)
 
 	switch (t) {
 	case NTX_TYPE_Q4_0: se = gv_se<NTX_TYPE_Q4_0>(), srow = gv_srow<NTX_TYPE_Q4_0>(); break;
+	case NTX_TYPE_Q5_0: se = gv_se<NTX_TYPE_Q5_0>(), srow = gv_srow<NTX_TYPE_Q5_0>(); break;
 	case NTX_TYPE_Q8_0: se = gv_se<NTX_TYPE_Q8_0>(), srow = gv_srow<NTX_TYPE_Q8_0>(); break;
 	case NTX_TYPE_Q4_K: se = gv_se<NTX_TYPE_Q4_K>(), srow = gv_srow<NTX_TYPE_Q4_K>(); break;
 	case NTX_TYPE_Q5_K: se = gv_se<NTX_TYPE_Q5_K>(), srow = gv_srow<NTX_TYPE_Q5_K>(); break;

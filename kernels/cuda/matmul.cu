@@ -203,6 +203,7 @@ static int mm_to_f16(uint32_t t, const uint8_t *w, uint64_t rb, int64_t n_in, in
 	case NTX_TYPE_F32: e = ntx_launch(ntx_float_to_f16_kernel<NTX_TYPE_F32>, mm_grid(n8, 256), 256, 0, s, p, y, n8); break;
 	case NTX_TYPE_BF16: e = ntx_launch(ntx_float_to_f16_kernel<NTX_TYPE_BF16>, mm_grid(n8, 256), 256, 0, s, p, y, n8); break;
 	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
+	case NTX_TYPE_Q5_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q5_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
 	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q8_0>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
 	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q4_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;
 	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_f16_kernel<NTX_TYPE_Q5_K>, mm_grid(nu, 256), 256, 0, s, p, y, nu, nb); break;

@@ -76,6 +76,7 @@ static int dq_launch(const char *fn, uint32_t type, const void *src, uint64_t ro
 	case NTX_TYPE_F16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_F16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
 	case NTX_TYPE_BF16: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_BF16>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
 	case NTX_TYPE_Q4_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
+	case NTX_TYPE_Q5_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q5_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
 	case NTX_TYPE_Q8_0: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q8_0>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
 	case NTX_TYPE_Q4_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q4_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;
 	case NTX_TYPE_Q5_K: e = ntx_launch(ntx_dequant_kernel<NTX_TYPE_Q5_K>, grid, 256, 0, s, p, row_bytes, tok, units, dst, n, nb); break;

@@ -69,8 +69,8 @@ int ntx_cuda_repack(uint32_t t, void *w, int64_t n_in, int64_t n_out, ntx_stream
 /* ---- batch invariance ----
  * The value computed for token t is bitwise the same whatever n_tok
  * (1..NTX_CUDA_GEMV_MAX_TOK) and whichever other tokens share the launch,
- * for attention, the quantizers and the quantized GEMV (Q4_0, Q8_0, Q4_K,
- * Q5_K, Q6_K; measured on the H200 by tests/gpu, which require it). The
+ * for attention, the quantizers and the quantized GEMV (Q4_0, Q5_0, Q8_0,
+ * Q4_K, Q5_K, Q6_K; measured on the H200 by tests/gpu, which require it). The
  * float GEMV (F32, F16, BF16) is not: it splits rows differently for 3-8
  * tokens (results agree to float rounding). So self-speculative
  * verification and batched decoding reproduce single-token decoding
@@ -91,8 +91,8 @@ int ntx_cuda_repack(uint32_t t, void *w, int64_t n_in, int64_t n_out, ntx_stream
  * Formats (how q and d are chosen), enum ntx_cuda_q8_fmt:
  *   NTX_CUDA_Q8F_32: per 32, d = max|x| / 127 in float, q = rne(x * 127 /
  *     max|x|) (0 when max = 0). The original format.
- *   NTX_CUDA_Q8F_Q8_0: as ggml's Q8_0 (what the CPU engine uses for Q4_0
- *     and Q8_0 weights): q as above, d rounded to fp16.
+ *   NTX_CUDA_Q8F_Q8_0: as ggml's Q8_0 (what the CPU engine uses for Q4_0,
+ *     Q5_0 and Q8_0 weights): q as above, d rounded to fp16.
  *   NTX_CUDA_Q8F_Q8_K: per 256 (n a multiple of 256), as ggml's Q8_K (the
  *     CPU's format for Q4_K, Q5_K, Q6_K weights): max = the first x of
  *     largest magnitude, iscale = -127 / max, q = min(127, rne(iscale * x)),
@@ -106,7 +106,7 @@ enum ntx_cuda_q8_fmt {
 	NTX_CUDA_Q8F_Q8_0 = 1,
 	NTX_CUDA_Q8F_Q8_K = 2,
 };
-/* The format matching the CPU for weight type wtype (Q4_0, Q8_0:
+/* The format matching the CPU for weight type wtype (Q4_0, Q5_0, Q8_0:
  * NTX_CUDA_Q8F_Q8_0; Q4_K, Q5_K, Q6_K: NTX_CUDA_Q8F_Q8_K), or -1 for float
  * or unsupported types. */
 int ntx_cuda_q8_fmt(uint32_t wtype);
@@ -122,7 +122,7 @@ int ntx_cuda_quantize_q8_fmt(const float *x, void *xq, int64_t n, int n_tok, int
 int ntx_cuda_quantize_q8(const float *x, void *xq, int64_t n, int n_tok, ntx_stream_t s,
 			 struct ntx_err *err);
 
-/* Does this weight type take q8 activations (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)
+/* Does this weight type take q8 activations (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K)
  * or float ones (F32, F16, BF16)? Returns 1 for q8, 0 for float, -1 if the
  * type is not supported. */
 int ntx_cuda_wtype_q8(uint32_t wtype);
@@ -172,9 +172,10 @@ int ntx_cuda_gemv_swiglu(uint32_t gtype, const void *wg, uint32_t utype, const v
 /* The direct-load GEMV (gemv_dl.cu) reads split rows always, and GGUF-layout
  * Q4_K and Q5_K when it is enabled; otherwise those go through the staged
  * shared-memory kernel (gemv_q8.cu), as GGUF-layout Q4_0, Q8_0 and Q6_K
- * always do. Enabled unless the switches say gemv_dl = 0 (NTX_GEMV_DL=0);
- * when enabled the engine keeps resident Q4_0, Q8_0 and Q6_K matrices in
- * split rows. Measured on the H200 (PERF-NOTES.md, version 4): tg128 of 8B
+ * always do, and Q5_0 (which has no split layout) in every case. Enabled
+ * unless the switches say gemv_dl = 0 (NTX_GEMV_DL=0); when enabled the
+ * engine keeps resident Q4_0, Q8_0 and Q6_K matrices in split rows.
+ * Measured on the H200 (PERF-NOTES.md, version 4): tg128 of 8B
  * Q4_K_M / Q8_0 / Q4_0 316 / 273 / 327 tok/s staged, 343 / 301 / 390
  * direct. ntx_cuda_gemv_dl_set: on = 1 enables, 0 disables, -1 returns to
  * the switches' choice (tests, benchmarks; not while kernels are being

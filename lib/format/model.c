@@ -262,7 +262,7 @@ static int check_tensor3(const struct ntx_gguf *g, const char *name, int64_t a, 
 					   name, ntx_type_name(t->type));
 	} else if (!ti || !ti->computable) {
 		return ntx_err_set(err, NTX_EUNSUP,
-				   "tensor '%s' has type %s, which ntx does not support (supported: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)",
+				   "tensor '%s' has type %s, which ntx does not support (supported: F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K)",
 				   name, ntx_type_name(t->type));
 	}
 	return 0;

@@ -396,8 +396,8 @@ static double probe_rate(struct ntx_pool *pool, struct ntx_wmat *w, const unsign
  * sequences): weight bytes x tokens per second. */
 static int probe_cpu(struct ntx_plan_hw *hw, int n_threads, struct ntx_err *err)
 {
-	static const uint32_t types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q8_0,
-					  NTX_TYPE_Q4_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
+	static const uint32_t types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q8_0, NTX_TYPE_Q4_0,
+					  NTX_TYPE_Q5_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
 	const int64_t n = 4096, nb = NTX_PLAN_CPU_BATCH_PROBE;
 	struct ntx_pool *pool = ntx_pool_new(n_threads > 0 ? n_threads : 1, err);
 	float *x = NULL, *y = NULL;

@@ -193,11 +193,11 @@ PY
 	expect "$(json "$T/a.json" '{t["name"]: t["type"] for t in d["tensors"]}["blk.1.ffn_up.weight"], {t["name"]: t["type"] for t in d["tensors"]}["output.weight"], d["alignment"], d["metadata"]["general.alignment"]')" \
 		"('BF16', 'Q4_0', 64, 64)"
 	expect "$(json "$T/a.json" 'all(t["offset_bytes"] % 64 == 0 for t in d["tensors"])')" true
-	"$GEN" -q --mix q4_k_m --type-of blk.0.ffn_down.weight=Q5_0 -o "$T/b.gguf"
+	"$GEN" -q --mix q4_k_m --type-of blk.0.ffn_down.weight=Q5_1 -o "$T/b.gguf"
 	"$INSPECT" "$T/b.gguf" >"$T/b.json"
 	expect "$(json "$T/b.json" 'd["model"], d["model_error"]')" \
-		"(None, \"tensor 'blk.0.ffn_down.weight' has type Q5_0, which ntx does not support (supported: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)\")"
-	expect "$(json "$T/b.json" 'len(d["layers"]), d["layers"][0]["types"]["Q5_0"]')" "(2, 135168)"
+		"(None, \"tensor 'blk.0.ffn_down.weight' has type Q5_1, which ntx does not support (supported: F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K)\")"
+	expect "$(json "$T/b.json" 'len(d["layers"]), d["layers"][0]["types"]["Q5_1"]')" "(2, 147456)"
 }
 
 # ---- mixtures of experts ----

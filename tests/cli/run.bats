@@ -641,6 +641,60 @@ PY
 	expect "$output" "$a"
 }
 
+@test "Q5_0: a generated q5_0 model through inspect, plan with disk layers, pack, run = resident" {
+	"$NTX_BIN/ntx-gguf-gen" -q --mix q5_0 --layers 6 -o "$T/q5.gguf"
+	"$NTX_BIN/ntx-inspect" "$T/q5.gguf" >"$T/i.json"
+	# every matrix but output.weight (Q6_K, as llama.cpp's Q5_0 mix) is Q5_0:
+	# 256 x 256 q, o, 256 x 128 k, v, 3 x 256 x 768 ffn = 786432 weights, 22 B per 32
+	expect "$(json "$T/i.json" '[d["model"]["file_type"], sorted(d["quant_mix"]), d["layers"][5]["types"]]')" \
+		'[8, ["F32", "Q5_0", "Q6_K"], {"F32": 2048, "Q5_0": 540672}]'
+	"$NTX_BIN/ntx-plan" "$T/i.json" --vram-budget 0 --ram-budget 2M -c 256 --pack "$T/q5.ntxp" \
+		-o "$T/plan.json"
+	grep -q '"home": "disk"' "$T/plan.json"
+	"$NTX_BIN/ntx-pack" -q "$T/q5.gguf" --plan "$T/plan.json"
+	"$NTX_BIN/ntx-pack" -q --verify "$T/q5.ntxp" -m "$T/q5.gguf"
+	run --separate-stderr "$RUN" --plan "$T/plan.json" -q -p "In the beginning" -n 12 --temp 0
+	[ "$status" -eq 0 ]
+	a=$output
+	[ -n "$a" ]
+	run --separate-stderr "$RUN" -m "$T/q5.gguf" -q -p "In the beginning" -n 12 --temp 0
+	[ "$status" -eq 0 ]
+	expect "$output" "$a"
+}
+
+@test "Q5_0: llama.cpp's fallback for Q4_K rows not a multiple of 256 (n_ff 640) runs" {
+	"$NTX_BIN/ntx-gguf-gen" -q --mix q4_k_m --ff 640 -o "$T/fb.gguf"
+	"$NTX_BIN/ntx-inspect" "$T/fb.gguf" >"$T/i.json"
+	expect "$(json "$T/i.json" '[{t["name"]: t["type"] for t in d["tensors"]}["blk.%d.ffn_down.weight" % i] for i in (0, 1)]')" \
+		'["Q5_0", "Q8_0"]'
+	run --separate-stderr "$RUN" -m "$T/fb.gguf" -q -p "In the beginning" -n 6 --temp 0 --ignore-eos --json
+	[ "$status" -eq 0 ]
+	expect "$(printf '%s\n' "$output" | tail -1 | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tokens"]))')" 6
+}
+
+@test "Q5_0: llama.cpp's logits of quants/ref-a-q5_0, prompt and teacher-forced rows (F16 KV)" {
+	need_fixtures
+	local RQ="$F/quants/ref/ref-a-q5_0" p
+	for p in p0 p1 p2; do
+		ids="$(cat "$RQ/$p.prompt_ids.txt" "$RQ/$p.greedy_ids.txt" | tr '\n' ' ')"
+		run --separate-stderr "$RUN" -m "$F/quants/ref-a-q5_0.gguf" -q --prompt-ids "$ids" -n 0 \
+			--kv-type f16 --dump-logits "$T/$p.f32"
+		[ "$status" -eq 0 ]
+		# the prompt rows, then one row per greedy id fed back (gen_logits);
+		# quants/README.md 4.4: 0.1 max / 0.015 mean for every quantized file
+		python3 - "$T/$p.f32" "$RQ/$p.logits.f32" "$RQ/$p.gen_logits.f32" <<'PY'
+import sys
+from array import array
+def rd(p):
+    a = array('f'); a.frombytes(open(p, 'rb').read()); return a
+got, ref = rd(sys.argv[1]), rd(sys.argv[2]) + rd(sys.argv[3])
+assert len(got) == len(ref) and len(ref) % 512 == 0, (len(got), len(ref))
+d = [abs(x - y) for x, y in zip(got, ref)]
+assert max(d) < 0.1 and sum(d) / len(d) < 0.015, (sys.argv[1], max(d), sum(d) / len(d))
+PY
+	done
+}
+
 # peak_rss_kb CMD...: the command's peak resident set (KiB), its output dropped
 peak_rss_kb() {
 	python3 -c 'import resource, subprocess, sys

@@ -12,7 +12,7 @@
 
 /* ---- model description ---- */
 
-enum gen_mix { MIX_F32, MIX_F16, MIX_BF16, MIX_Q8_0, MIX_Q4_0, MIX_Q4_K_M, MIX_Q5_K_M, MIX_Q6_K };
+enum gen_mix { MIX_F32, MIX_F16, MIX_BF16, MIX_Q8_0, MIX_Q4_0, MIX_Q5_0, MIX_Q4_K_M, MIX_Q5_K_M, MIX_Q6_K };
 
 struct gen_override {
 	const char *name; /* tensor name */

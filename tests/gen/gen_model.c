@@ -16,8 +16,8 @@
  *   - exactly 8 experts (Mixtral): attn_k and attn_v become Q8_0 in every
  *     quantized mix, attn_output Q5_K in Q4_K_M;
  *   - rows that are not a whole number of blocks fall back as llama.cpp does
- *     (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16); Q4_0 and Q8_0,
- *     for which llama.cpp stops with an error, fall back to F16 here.
+ *     (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16); Q4_0, Q5_0 and
+ *     Q8_0, for which llama.cpp stops with an error, fall back to F16 here.
  * Checked against models/tensor_types.json (set A, 2 layers), the 16-layer
  * tinymodel-q4_k_m.gguf and moe/tensor_types.json (mixtral-tiny and
  * qwen3moe-tiny, F16, Q8_0, Q4_K_M) of the fixtures. */
@@ -123,6 +123,7 @@ static const struct {
 	[MIX_BF16] = { "bf16", NTX_TYPE_BF16, 32 },
 	[MIX_Q8_0] = { "q8_0", NTX_TYPE_Q8_0, 7 },
 	[MIX_Q4_0] = { "q4_0", NTX_TYPE_Q4_0, 2 },
+	[MIX_Q5_0] = { "q5_0", NTX_TYPE_Q5_0, 8 },
 	[MIX_Q4_K_M] = { "q4_k_m", NTX_TYPE_Q4_K, 15 },
 	[MIX_Q5_K_M] = { "q5_k_m", NTX_TYPE_Q5_K, 17 },
 	[MIX_Q6_K] = { "q6_k", NTX_TYPE_Q6_K, 18 },

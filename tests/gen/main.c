@@ -47,7 +47,7 @@ static void help(void)
 	       "  --rope-freqs        add a Llama 3.1 rope_freqs.weight (llama only)\n"
 	       "  --tied              no output.weight (output tied to token_embd)\n"
 	       "Types:\n"
-	       "  --mix MIX           f32 f16 (default) bf16 q8_0 q4_0 q4_k_m q5_k_m q6_k\n"
+	       "  --mix MIX           f32 f16 (default) bf16 q8_0 q4_0 q5_0 q4_k_m q5_k_m q6_k\n"
 	       "  --type-of NAME=TYPE give tensor NAME type TYPE (repeatable)\n"
 	       "Tokenizer (default: synthetic byte-level BPE, gpt2/llama-bpe, Llama 3 specials):\n"
 	       "  --vocab-from FILE   copy every tokenizer.* key of FILE (its token count\n"
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
 			break;
 		case O_MIX:
 			if (gen_mix_from_name(optarg) < 0) {
-				fprintf(stderr, "%s: --mix: unknown mix '%s' (f32 f16 bf16 q8_0 q4_0 q4_k_m q5_k_m q6_k)\n",
+				fprintf(stderr, "%s: --mix: unknown mix '%s' (f32 f16 bf16 q8_0 q4_0 q5_0 q4_k_m q5_k_m q6_k)\n",
 					prog, optarg);
 				usage(stderr);
 				return 2;

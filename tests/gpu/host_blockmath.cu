@@ -4,7 +4,8 @@
  * nvcc is found, and run by `make test`: it needs no GPU, so layout and
  * arithmetic bugs of the GPU kernels are caught on any machine.
  *
- * Checks, for every quantized type, on random blocks (fixed seed):
+ * Checks, for every quantized type (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K), on
+ * random blocks (fixed seed):
  *   - unit decode + ntx_unit_value == ntx_dequant_row_ref, bit for bit;
  *   - unit dot products with q8 activations == ntx_vec_dot_ref when the
  *     activations are built so that the per-32 q8 format and ggml's Q8_0 /
@@ -75,7 +76,7 @@ struct tinfo {
 static const tinfo types[] = {
 	{ NTX_TYPE_Q4_0, "Q4_0", 32, 18, 1 },  { NTX_TYPE_Q8_0, "Q8_0", 32, 34, 1 },
 	{ NTX_TYPE_Q4_K, "Q4_K", 256, 144, 8 }, { NTX_TYPE_Q5_K, "Q5_K", 256, 176, 8 },
-	{ NTX_TYPE_Q6_K, "Q6_K", 256, 210, 8 },
+	{ NTX_TYPE_Q6_K, "Q6_K", 256, 210, 8 }, { NTX_TYPE_Q5_0, "Q5_0", 32, 22, 1 },
 };
 
 /* Random, well-formed blocks: random bytes, finite fp16 scales. */
@@ -90,6 +91,7 @@ static void random_blocks(const tinfo &ti, uint8_t *p, int nb)
 
 		switch (ti.t) {
 		case NTX_TYPE_Q4_0:
+		case NTX_TYPE_Q5_0:
 		case NTX_TYPE_Q8_0:
 			memcpy(blk, &d, 2);
 			break;
@@ -143,6 +145,7 @@ static float unit_row_dot(const tinfo &ti, const uint8_t *row, int n, const int8
 
 		switch (ti.t) {
 		case NTX_TYPE_Q4_0: ntx_unit_decode<NTX_TYPE_Q4_0>(blk, u % ti.upb, wu); break;
+		case NTX_TYPE_Q5_0: ntx_unit_decode<NTX_TYPE_Q5_0>(blk, u % ti.upb, wu); break;
 		case NTX_TYPE_Q8_0: ntx_unit_decode<NTX_TYPE_Q8_0>(blk, u % ti.upb, wu); break;
 		case NTX_TYPE_Q4_K: ntx_unit_decode<NTX_TYPE_Q4_K>(blk, u % ti.upb, wu); break;
 		case NTX_TYPE_Q5_K: ntx_unit_decode<NTX_TYPE_Q5_K>(blk, u % ti.upb, wu); break;
@@ -163,6 +166,7 @@ static void unit_row_dequant(const tinfo &ti, const uint8_t *row, int n, float *
 		for (int e = 0; e < 32; e++) {
 			switch (ti.t) {
 			case NTX_TYPE_Q4_0: ntx_unit_decode<NTX_TYPE_Q4_0>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q4_0>(wu, e); break;
+			case NTX_TYPE_Q5_0: ntx_unit_decode<NTX_TYPE_Q5_0>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q5_0>(wu, e); break;
 			case NTX_TYPE_Q8_0: ntx_unit_decode<NTX_TYPE_Q8_0>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q8_0>(wu, e); break;
 			case NTX_TYPE_Q4_K: ntx_unit_decode<NTX_TYPE_Q4_K>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q4_K>(wu, e); break;
 			case NTX_TYPE_Q5_K: ntx_unit_decode<NTX_TYPE_Q5_K>(blk, u % ti.upb, wu); y[32 * u + e] = ntx_unit_value<NTX_TYPE_Q5_K>(wu, e); break;
@@ -199,8 +203,9 @@ static void test_type(const tinfo &ti)
 	long bad = 0;
 	int r;
 
-	/* every row starts 16-byte aligned only if rb is; Q4_0 / Q8_0 / Q6_K rows
-	 * also land at 2 mod 4 so both word-loader alignments are exercised */
+	/* every row starts 16-byte aligned only if rb is; Q4_0 / Q5_0 / Q8_0 /
+	 * Q6_K blocks also land at 2 mod 4 so both word-loader alignments are
+	 * exercised */
 	random_blocks(ti, w, nb * N_ROWS);
 	for (r = 0; r < N_ROWS; r++) {
 		ntx_dequant_row_ref(ti.t, w + (size_t)r * rb, yref, N_EL);
@@ -216,7 +221,7 @@ static void test_type(const tinfo &ti)
 		strict_acts(x, N_EL);
 		q8_acts(x, N_EL, qs, dd, ds);
 		ntx_quantize_act_ref(ntx_act_type(ti.t), x, xr, N_EL);
-		if (ti.t == NTX_TYPE_Q4_0 || ti.t == NTX_TYPE_Q8_0) {
+		if (ntx_act_type(ti.t) == NTX_TYPE_Q8_0) {
 			const struct ntx_block_q8_0 *b = (const struct ntx_block_q8_0 *)xr;
 
 			for (int k = 0; k < N_EL / 32; k++)
@@ -235,7 +240,7 @@ static void test_type(const tinfo &ti)
 		for (int i = 0; i < N_EL; i++)
 			ref2[r] += (double)yref[i] * x[i];
 	}
-	if (ti.t == NTX_TYPE_Q4_0 || ti.t == NTX_TYPE_Q8_0)
+	if (ntx_act_type(ti.t) == NTX_TYPE_Q8_0)
 		t_ok(bad == 0, "%s: ntx_q8_quantize32 == ntx_quantize_act_ref(Q8_0) (%ld bad blocks)",
 		     ti.name, bad);
 	{

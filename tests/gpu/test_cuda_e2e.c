@@ -40,6 +40,7 @@ static const struct mcase cases[] = {
 	{ "models/ref-a-q4_k_m.gguf", 0.1, 0.015 },
 	{ "models/ref-a-q5_k_m.gguf", 0.1, 0.015 },
 	{ "models/ref-a-q6_k.gguf", 0.1, 0.015 },
+	{ "quants/ref-a-q5_0.gguf", 0.1, 0.015 },
 	{ "models/stories260K.gguf", 1e-2, 0 },
 	{ "tinymodel/tinymodel-f16.gguf", 1e-2, 0 },
 	{ "tinymodel/tinymodel-q8_0.gguf", 0.1, 0.015 },

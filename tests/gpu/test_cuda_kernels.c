@@ -47,7 +47,7 @@
 
 #define SPLIT(t) (NTX_CUDA_SPLIT | (t))
 static const uint32_t all_types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q4_0,
-				      NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K,
+				      NTX_TYPE_Q5_0, NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K,
 				      SPLIT(NTX_TYPE_Q4_0), SPLIT(NTX_TYPE_Q8_0), SPLIT(NTX_TYPE_Q6_K) };
 #define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
 
@@ -123,10 +123,11 @@ static void test_quantize_fmt(void)
 		free(x), free(hq);
 	}
 	t_ok(ntx_cuda_q8_fmt(NTX_TYPE_Q4_0) == NTX_CUDA_Q8F_Q8_0 && ntx_cuda_q8_fmt(NTX_TYPE_Q8_0) == NTX_CUDA_Q8F_Q8_0 &&
+		     ntx_cuda_q8_fmt(NTX_TYPE_Q5_0) == NTX_CUDA_Q8F_Q8_0 &&
 		     ntx_cuda_q8_fmt(NTX_TYPE_Q4_K) == NTX_CUDA_Q8F_Q8_K && ntx_cuda_q8_fmt(NTX_TYPE_Q6_K) == NTX_CUDA_Q8F_Q8_K &&
 		     ntx_cuda_q8_fmt(NTX_TYPE_F16) == -1 && ntx_cuda_q8_group(NTX_CUDA_Q8F_Q8_K) == 256 &&
 		     ntx_cuda_q8_group(NTX_CUDA_Q8F_Q8_0) == 32,
-	     "q8_fmt / q8_group: Q4_0, Q8_0 -> Q8_0 (32); K-quants -> Q8_K (256); F16 -> -1");
+	     "q8_fmt / q8_group: Q4_0, Q5_0, Q8_0 -> Q8_0 (32); K-quants -> Q8_K (256); F16 -> -1");
 	{
 		struct ntx_err e = { 0 };
 		void *p = dev_alloc(8192);
@@ -292,6 +293,9 @@ static void test_gemv_multi(void)
 		/* every quantized type, partial stages, odd rows, accumulate */
 		{ "Q4_0/Q8_0/Q5_K/Q6_K", 4, { NTX_TYPE_Q4_0, NTX_TYPE_Q8_0, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K },
 		  { 67, 5, 33, 1 }, 1280, 0x5 },
+		/* Q5_0 beside the other Q8_0-format types, partial stages */
+		{ "Q5_0/Q4_0/Q5_0/Q8_0", 4, { NTX_TYPE_Q5_0, NTX_TYPE_Q4_0, NTX_TYPE_Q5_0, NTX_TYPE_Q8_0 },
+		  { 67, 5, 33, 1 }, 1280, 0x6 },
 		/* few rows, long rows: 4 warps share each row group */
 		{ "Q4_K/Q4_0/Q6_K long rows", 3, { NTX_TYPE_Q4_K, NTX_TYPE_Q4_0, NTX_TYPE_Q6_K },
 		  { 9, 3, 17 }, 8448, 0x2 },
@@ -379,6 +383,7 @@ static void test_swiglu_gemv(void)
 {
 	static const uint32_t pairs[][2] = {
 		{ NTX_TYPE_Q4_K, NTX_TYPE_Q4_K }, { NTX_TYPE_Q4_0, NTX_TYPE_Q4_0 },
+		{ NTX_TYPE_Q5_0, NTX_TYPE_Q5_0 }, { NTX_TYPE_Q5_0, NTX_TYPE_Q8_0 },
 		{ NTX_TYPE_Q6_K, NTX_TYPE_Q6_K }, { NTX_TYPE_F16, NTX_TYPE_F16 },
 		{ NTX_TYPE_BF16, NTX_TYPE_BF16 }, { NTX_TYPE_Q4_K, NTX_TYPE_Q6_K },
 		{ NTX_TYPE_F16, NTX_TYPE_Q8_0 }, { SPLIT(NTX_TYPE_Q6_K), SPLIT(NTX_TYPE_Q6_K) },
@@ -509,6 +514,7 @@ static void test_multi_bitwise(void)
 		{ "Q4_K/Q4_K/Q6_K", 3, { NTX_TYPE_Q4_K, NTX_TYPE_Q4_K, NTX_TYPE_Q6_K }, { 4096, 1024, 1024 }, 4096 },
 		{ "Q5_K/Q6_K/Q4_K/Q5_K", 4, { NTX_TYPE_Q5_K, NTX_TYPE_Q6_K, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K }, { 67, 5, 300, 17 }, 2048 },
 		{ "Q4_0/Q8_0/Q4_0", 3, { NTX_TYPE_Q4_0, NTX_TYPE_Q8_0, NTX_TYPE_Q4_0 }, { 33, 500, 8 }, 1536 },
+		{ "Q5_0/Q4_0-split/Q5_0", 3, { NTX_TYPE_Q5_0, SPLIT(NTX_TYPE_Q4_0), NTX_TYPE_Q5_0 }, { 33, 500, 8 }, 1536 },
 		{ "Q4_K/Q4_K/Q6_K-split", 3, { NTX_TYPE_Q4_K, NTX_TYPE_Q4_K, SPLIT(NTX_TYPE_Q6_K) }, { 4096, 1024, 1024 }, 4096 },
 		{ "Q4_0-split/Q8_0-split/Q6_K/Q4_0-split", 4, { SPLIT(NTX_TYPE_Q4_0), SPLIT(NTX_TYPE_Q8_0), NTX_TYPE_Q6_K, SPLIT(NTX_TYPE_Q4_0) }, { 33, 500, 8, 70 }, 1536 },
 		{ "F16/F32/BF16/F16", 4, { NTX_TYPE_F16, NTX_TYPE_F32, NTX_TYPE_BF16, NTX_TYPE_F16 }, { 40, 8, 300, 7 }, 1024 },
@@ -569,7 +575,7 @@ static void test_swiglu_bitwise(void)
 	static const uint32_t pairs[][2] = {
 		{ NTX_TYPE_Q4_K, NTX_TYPE_Q4_K }, { NTX_TYPE_Q6_K, NTX_TYPE_Q6_K }, { NTX_TYPE_Q5_K, NTX_TYPE_Q5_K },
 		{ NTX_TYPE_Q4_0, NTX_TYPE_Q4_0 }, { NTX_TYPE_Q8_0, NTX_TYPE_Q8_0 }, { NTX_TYPE_F16, NTX_TYPE_F16 },
-		{ NTX_TYPE_BF16, NTX_TYPE_BF16 }, { NTX_TYPE_Q4_K, NTX_TYPE_Q6_K },
+		{ NTX_TYPE_BF16, NTX_TYPE_BF16 }, { NTX_TYPE_Q4_K, NTX_TYPE_Q6_K }, { NTX_TYPE_Q5_0, NTX_TYPE_Q5_0 },
 		{ SPLIT(NTX_TYPE_Q6_K), SPLIT(NTX_TYPE_Q6_K) }, { SPLIT(NTX_TYPE_Q4_0), SPLIT(NTX_TYPE_Q4_0) },
 		{ SPLIT(NTX_TYPE_Q8_0), SPLIT(NTX_TYPE_Q8_0) }, { NTX_TYPE_Q4_K, SPLIT(NTX_TYPE_Q6_K) },
 	};

@@ -35,7 +35,7 @@
 #define NMSE_FAST_INT 1e-10
 #define NMSE_FAST_FLOAT 1e-9
 
-static const uint32_t all_types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q4_0,
+static const uint32_t all_types[] = { NTX_TYPE_F32, NTX_TYPE_F16, NTX_TYPE_BF16, NTX_TYPE_Q4_0, NTX_TYPE_Q5_0,
 				      NTX_TYPE_Q8_0, NTX_TYPE_Q4_K, NTX_TYPE_Q5_K, NTX_TYPE_Q6_K };
 #define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
 
@@ -112,6 +112,7 @@ static void random_row(uint32_t t, void *dst, int64_t n)
 
 		switch (t) {
 		case NTX_TYPE_Q4_0:
+		case NTX_TYPE_Q5_0:
 		case NTX_TYPE_Q8_0:
 			memcpy(p + i, &d, 2);
 			break;
@@ -184,6 +185,32 @@ static void test_layouts(void)
 			bad |= y[j] != 0.5f * (j - 8) || y[j + 16] != 0.5f * (7 - j);
 		t_ok(!bad, "Q4_0 layout: qs[j] low nibble is element j, high is j + 16 (y[0]=%g y[16]=%g)",
 		     y[0], y[16]);
+	}
+	{ /* Q5_0, literal bytes: qh is a little-endian uint32, bit j = fifth bit of element j */
+		struct ntx_block_q5_0 b;
+		static const uint8_t qs[16] = { 0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE,
+						0x0F, 0x1E, 0x2D, 0x3C, 0x4B, 0x5A, 0x69, 0x78 };
+		/* bits set: 0, 1, 9, 15, 16, 24, 31 */
+		static const uint8_t qh[4] = { 0x03, 0x82, 0x01, 0x81 };
+		/* by hand: q = nibble | bit << 4; element j < 16 low nibble of qs[j],
+		 * j >= 16 high nibble of qs[j - 16]; y = 0.5 * (q - 16) */
+		static const float want[32] = {
+			0.0f, 1.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f,   /* q 16 18 4 6 8 10 12 14 */
+			-0.5f, 7.0f, -1.5f, -2.0f, -2.5f, -3.0f, -3.5f, 4.0f,   /* q 15 30 13 12 11 10 9 24 */
+			0.5f, -6.5f, -5.5f, -4.5f, -3.5f, -2.5f, -1.5f, -0.5f,  /* q 17 3 5 7 9 11 13 15 */
+			0.0f, -7.5f, -7.0f, -6.5f, -6.0f, -5.5f, -5.0f, 3.5f,   /* q 16 1 2 3 4 5 6 23 */
+		};
+
+		b.d = ntx_fp32_to_fp16(0.5f);
+		memcpy(b.qs, qs, 16);
+		memcpy(b.qh, qh, 4);
+		ntx_dequant_row_ref(NTX_TYPE_Q5_0, &b, y, 32);
+		bad = 0;
+		for (int j = 0; j < 32; j++)
+			bad |= y[j] != want[j];
+		t_ok(!bad && offsetof(struct ntx_block_q5_0, qh) == 2 && offsetof(struct ntx_block_q5_0, qs) == 6,
+		     "Q5_0 layout from literal bytes: d, qh[4] (bit j of the LE uint32), qs[16] (y[9]=%g y[31]=%g)",
+		     y[9], y[31]);
 	}
 	{ /* Q8_0 */
 		struct ntx_block_q8_0 b = { ntx_fp32_to_fp16(0.25f), { 0 } };
@@ -688,9 +715,14 @@ static void test_pool(void)
 
 /* ---- 8. real tensors from the fixtures ---- */
 
-static const char *fixture_names[] = { "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k" };
+/* set-A files of the fixtures, under models/ (quants/: the types models/
+ * does not cover, quantized from the same F32 file) */
+static const char *fixture_names[] = { "models/ref-a-f16", "models/ref-a-q8_0", "models/ref-a-q4_0",
+				       "models/ref-a-q4_k_m", "models/ref-a-q5_k_m", "models/ref-a-q6_k",
+				       "quants/ref-a-q5_0" };
 /* weight quantization noise of the fixture's random-normal weights
- * (expected NMSE: Q8_0 ~4e-5, Q6_K ~2e-4, Q5_K ~1e-3, Q4_K/Q4_0 ~5e-3) */
+ * (expected NMSE: Q8_0 ~4e-5, Q6_K ~2e-4, Q5_K ~1e-3, Q5_0 ~1.7e-3,
+ * Q4_K/Q4_0 ~5e-3) */
 static double fixture_tol(uint32_t t)
 {
 	switch (t) {
@@ -698,6 +730,7 @@ static double fixture_tol(uint32_t t)
 	case NTX_TYPE_Q8_0: return 2e-4;
 	case NTX_TYPE_Q6_K: return 1e-3;
 	case NTX_TYPE_Q5_K: return 4e-3;
+	case NTX_TYPE_Q5_0: return 5e-3;
 	default: return 2e-2;
 	}
 }
@@ -718,7 +751,7 @@ static void test_fixtures(void)
 	for (size_t f = 0; f < sizeof fixture_names / sizeof fixture_names[0]; f++) {
 		struct ntx_gguf *g;
 
-		snprintf(path, sizeof path, "%s/models/ref-a-%s.gguf", t_fixtures(), fixture_names[f]);
+		snprintf(path, sizeof path, "%s/%s.gguf", t_fixtures(), fixture_names[f]);
 		g = ntx_gguf_open(path, &err);
 		if (!t_ok(g != NULL, "open %s", path))
 			continue;
@@ -763,6 +796,50 @@ static void test_fixtures(void)
 		ntx_gguf_close(g);
 	}
 	ntx_gguf_close(g32);
+}
+
+/* The MoE fixture's Q5_0 experts (llama.cpp's fallback for Q4_K rows of 128):
+ * blk.0.ffn_down_exps of qwen3moe-tiny-q4_k_m, a 3-D tensor of 16 x 256 rows,
+ * against the same tensor of the Q8_0 file (both from one F16 parent, N(0,
+ * 0.05)): fast dequantization equals the reference, and the two differ by
+ * quantization noise only (Q5_0 ~1.7e-3 + Q8_0 ~4e-5 NMSE; a wrong bit
+ * layout gives ~1). */
+static void test_moe_q5_0(void)
+{
+	char p5[1024], p8[1024];
+	struct ntx_err err;
+	struct ntx_gguf *g5, *g8;
+	const struct ntx_gguf_tensor *t5, *t8;
+	const char *name = "blk.0.ffn_down_exps.weight";
+
+	if (!t_need_fixtures("the MoE fixture's Q5_0 experts"))
+		return;
+	snprintf(p5, sizeof p5, "%s/moe/qwen3moe-tiny-q4_k_m.gguf", t_fixtures());
+	snprintf(p8, sizeof p8, "%s/moe/qwen3moe-tiny-q8_0.gguf", t_fixtures());
+	g5 = ntx_gguf_open(p5, &err);
+	g8 = g5 ? ntx_gguf_open(p8, &err) : NULL;
+	t5 = g8 ? ntx_gguf_find_tensor(g5, name) : NULL;
+	t8 = t5 ? ntx_gguf_find_tensor(g8, name) : NULL;
+	if (t_ok(t8 && t5->type == NTX_TYPE_Q5_0 && t8->type == NTX_TYPE_Q8_0 && t5->ne[0] == t8->ne[0] &&
+			 t5->ne[1] * t5->ne[2] == t8->ne[1] * t8->ne[2],
+		 "qwen3moe %s: Q5_0 in the Q4_K_M file, Q8_0 in the Q8_0 file", name)) {
+		int64_t n = t5->ne[0] * t5->ne[1] * t5->ne[2];
+		float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *c = malloc((size_t)n * 4);
+		int same;
+		double e;
+
+		ntx_dequant_row_ref(NTX_TYPE_Q5_0, t5->data, a, n);
+		ntx_dequant_row(NTX_TYPE_Q5_0, t5->data, b, n);
+		ntx_dequant_row_ref(NTX_TYPE_Q8_0, t8->data, c, n);
+		same = memcmp(a, b, (size_t)n * 4) == 0;
+		e = nmse_f(a, c, n);
+		t_ok(same && e <= fixture_tol(NTX_TYPE_Q5_0),
+		     "qwen3moe Q5_0 experts: fast dequant = ref, vs the Q8_0 file NMSE %.3g <= %.0e", e,
+		     fixture_tol(NTX_TYPE_Q5_0));
+		free(a), free(b), free(c);
+	}
+	ntx_gguf_close(g8);
+	ntx_gguf_close(g5);
 }
 
 int main(void)
@@ -822,5 +899,6 @@ int main(void)
 	test_edges();
 	test_pool();
 	test_fixtures();
+	test_moe_q5_0();
 	return t_done();
 }

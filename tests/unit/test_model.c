@@ -222,8 +222,8 @@ static void test_model(void)
 	expect_model_error(s, "must be F32", "norm not F32");
 	s = base;
 	s.bad_name = "blk.1.ffn_down.weight";
-	s.bad_type = NTX_TYPE_Q5_0;
-	expect_model_error(s, "type Q5_0, which ntx does not support", "unsupported weight type");
+	s.bad_type = NTX_TYPE_Q5_1;
+	expect_model_error(s, "type Q5_1, which ntx does not support", "unsupported weight type");
 	s = base;
 	s.drop_key = "llama.block_count";
 	expect_model_error(s, "missing key 'llama.block_count'", "missing block_count");
