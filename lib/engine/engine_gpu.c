@@ -4,6 +4,7 @@
  * output head; decode steps as CUDA graphs. Streamed layers come from the
  * streamer's ring of device slots (lib/stream/ring.c), ordered against the
  * compute stream there. Without CUDA this file provides stubs that say so. */
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,7 @@ struct ntx_gpu {
 	int32_t *moe_ids;
 	int *grp_ex, *grp_j0, *grp_c;
 	int n_grp;
+	float *moe_gap;                 /* [U]: ntx_gpu_moe_gaps */
 };
 
 static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
@@ -321,7 +323,9 @@ static int gpu_alloc_activations(struct ntx_engine *e, struct ntx_gpu *g, struct
 		g->grp_ex = malloc(U * K * sizeof(int));
 		g->grp_j0 = malloc(U * K * sizeof(int));
 		g->grp_c = malloc(U * K * sizeof(int));
-		if (!g->h_rl || !g->h_map || !g->moe_ids || !g->grp_ex || !g->grp_j0 || !g->grp_c)
+		g->moe_gap = malloc(U * sizeof(float));
+		if (!g->h_rl || !g->h_map || !g->moe_ids || !g->grp_ex || !g->grp_j0 || !g->grp_c ||
+		    !g->moe_gap)
 			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	}
 	return 0;
@@ -519,6 +523,7 @@ void ntx_gpu_free(struct ntx_engine *e)
 	free(g->grp_ex);
 	free(g->grp_j0);
 	free(g->grp_c);
+	free(g->moe_gap);
 	ntx_host_free(g->h_logits);
 	ntx_host_free(g->h_ids);
 	free(g->h_cos);
@@ -542,6 +547,10 @@ void ntx_gpu_free(struct ntx_engine *e)
 static void stage_chunk(struct ntx_gpu *g, const int32_t *seq, const int32_t *pos, int n,
 			int verify)
 {
+	int i;
+
+	for (i = 0; g->moe_gap && i < n; i++)
+		g->moe_gap[i] = FLT_MAX;
 	ntx_cut_rows(&g->cut, seq, n, verify, NTX_CUDA_GEMV_MAX_TOK);
 	memcpy(g->h_seq, seq, (size_t)n * 4);
 	memcpy(g->h_pos, pos, (size_t)n * 4);
@@ -830,9 +839,14 @@ static int moe_ffn(struct ntx_engine *e, const struct ntx_layer_tensors *lt, con
 	   "cudaMemcpyAsync (router logits)");
 	/* also orders the last layer's map copy before h_map is rewritten */
 	CK(cudaStreamSynchronize(g->cs), "router");
-	for (t = 0; t < n; t++)
+	for (t = 0; t < n; t++) {
+		float gap;
+
 		ntx_moe_route(g->h_rl + (size_t)t * NE, NE, K, c->expert_weights_scale,
-			      g->moe_ids + (size_t)t * K, w + (size_t)t * K, NULL);
+			      g->moe_ids + (size_t)t * K, w + (size_t)t * K, &gap);
+		if (gap < g->moe_gap[t])
+			g->moe_gap[t] = gap;
+	}
 	g->n_grp = 0;
 	if (!by_cut) {
 		moe_group(e, 0, n);
@@ -1323,6 +1337,16 @@ int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
 	return e->gpu && !e->gpu->no_graphs && e->cfg.n_expert == 0;
 }
 
+int ntx_gpu_moe_gaps(const struct ntx_engine *e, float *gap, int n)
+{
+	const struct ntx_gpu *g = e->gpu;
+
+	if (!g || !g->moe_gap || n > g->cut.n_rows)
+		return -1;
+	memcpy(gap, g->moe_gap, (size_t)n * sizeof(float));
+	return 0;
+}
+
 int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
@@ -1475,6 +1499,12 @@ int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
 {
 	(void)e;
 	return 0;
+}
+
+int ntx_gpu_moe_gaps(const struct ntx_engine *e, float *gap, int n)
+{
+	(void)e, (void)gap, (void)n;
+	return -1;
 }
 
 struct CUstream_st *ntx_gpu_compute_stream(struct ntx_engine *e)
