@@ -181,10 +181,11 @@ static const struct ntx_layer_tensors *dev_lt(const struct ntx_engine *e, int l)
 	return g->resident && g->resident[l] ? &g->dlt[l] : &e->m->layers[l];
 }
 
-/* Rewrite the resident matrix (or stack of expert matrices) t at w (device) in split rows where that
- * applies and the direct-load GEMV is enabled (ntx_cuda.h: aligned 16-byte
- * loads in the GEMV; off with the switch gemv_dl = 0, NTX_GEMV_DL=0); *view
- * is t with the type the device data now has. */
+/* Rewrite the resident matrix (or 3-D stack of expert matrices) t at w
+ * (device) in split rows where that applies and the direct-load GEMV is
+ * enabled (ntx_cuda.h: aligned 16-byte loads in the GEMV; off with the
+ * switch gemv_dl = 0, NTX_GEMV_DL=0); *view is t with the type the device
+ * data now has. */
 static int split_resident(const struct ntx_gguf_tensor *t, void *w, struct ntx_gguf_tensor *view,
 			  cudaStream_t st, struct ntx_err *err)
 {

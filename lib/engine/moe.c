@@ -38,7 +38,7 @@ void ntx_moe_route(const float *logits, int n_expert, int k, double scale, int32
 		for (i = 0; i < n_expert; i++)
 			if (!used[i] && (b < 0 || p[i] > p[b]))
 				b = i;
-		*gap = b < 0 ? 0.0f : p[ids[k - 1]] - p[b];
+		*gap = b < 0 ? 0.0f : logits[ids[k - 1]] - logits[b];
 	}
 	if (sk < 6.103515625e-5f)
 		sk = 6.103515625e-5f;

@@ -10,9 +10,10 @@
 #include <stdint.h>
 
 /* One token: logits[n_expert] -> ids[k] (expert indices, descending p) and
- * w[k]; gap (may be NULL): p of the k-th chosen minus p of the best
- * expert left out (0 when k == n_expert), how near the choice was to a
- * tie. 1 <= k <= n_expert <= NTX_MOE_MAX_EXPERT. */
+ * w[k]; gap (may be NULL): the router logit of the k-th chosen expert minus
+ * that of the best expert left out (0 when k == n_expert), how near the
+ * choice was to a tie (the measure of fixtures/moe/README.md, whose
+ * near-ties are gaps below 0.1). 1 <= k <= n_expert <= NTX_MOE_MAX_EXPERT. */
 #define NTX_MOE_MAX_EXPERT 1024
 void ntx_moe_route(const float *logits, int n_expert, int k, double scale, int32_t *ids,
 		   float *w, float *gap);

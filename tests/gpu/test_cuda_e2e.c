@@ -18,8 +18,9 @@
  * Mixture-of-experts models (the fixtures/moe files, named on the command
  * line): the same comparison row by row, except that a row beyond the
  * tolerance is a router near-tie, not a failure, when the GPU's router gap
- * at that token (p of the k-th chosen expert minus p of the best one left
- * out, smallest over the layers: ntx_gpu_moe_gaps) is below MOE_TIE_GAP
+ * at that token (the router logit of the k-th chosen expert minus that of
+ * the best one left out, smallest over the layers: ntx_gpu_moe_gaps) is
+ * below MOE_TIE_GAP
  * (the CPU may pick the other expert there); rows after such a row in the
  * sequence are excused as "after a near-tie" (its K/V differ); at most half
  * of the rows may be excused; the counts are reported. The greedy

@@ -2,7 +2,7 @@
  * against float64 softmax / top-k / renormalisation written here: the
  * chosen experts in descending order, ties to the lowest index, the
  * weights summing to 1 (times expert_weights_scale when it is neither 0
- * nor 1), the near-tie gap, and k == n_expert. */
+ * nor 1), the near-tie gap (in logits), and k == n_expert. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +70,8 @@ int main(void)
 		     "ties: experts 1, 3, 2 (got %d, %d, %d), gap 0 (%g)", id[0], id[1], id[2], gap);
 		t_ok(w[0] == w[1] && w[0] > w[2], "tied experts have equal weights");
 		ntx_moe_route(l, 6, 2, 0.0, id, w, &gap);
-		t_ok(fabsf(w[0] - 0.5f) < 1e-7f && fabsf(w[1] - 0.5f) < 1e-7f && gap > 0.1f,
-		     "k = 2: weights 0.5, 0.5 (%g, %g), clear gap %g", w[0], w[1], gap);
+		t_ok(fabsf(w[0] - 0.5f) < 1e-7f && fabsf(w[1] - 0.5f) < 1e-7f && gap == 1.0f,
+		     "k = 2: weights 0.5, 0.5 (%g, %g), gap = logit 3 - logit 2 (%g)", w[0], w[1], gap);
 		ntx_moe_route(l, 6, 2, 2.5, id, w, NULL);
 		t_ok(fabsf(w[0] - 1.25f) < 1e-6f, "expert_weights_scale 2.5 scales the weights (%g)",
 		     w[0]);
