@@ -195,7 +195,7 @@ extern "C" int ntx_cuda_rmsnorm(float *out, void *xq, const float *x, const floa
 struct rope_args {
 	float *q, *k;
 	const float *v;
-	int n_head, n_kv, hd, n_ctx, n_seq, n_rot, kv_f16;
+	int n_head, n_kv, hd, n_ctx, n_seq, n_rot, kv_f16, neox;
 	void *kc, *vc;
 	const int32_t *seq, *pos;
 	float base, freq_scale;
@@ -301,6 +301,68 @@ __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_store_kernel(rope_args 
 	}
 }
 
+/* The NEOX style (rope->neox): pair i < n_rot/2 of a head is (x[i],
+ * x[i + n_rot/2]); the elements past n_rot stay as they are, taken as
+ * adjacent pairs only to share the work and the stores. Angles as in
+ * ntx_rope_store_kernel (the same cos and sin of pair i). */
+__global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_neox_store_kernel(rope_args a)
+{
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
+	extern __shared__ float rs_cs[]; /* cos[n_rot/2], sin[n_rot/2] */
+	const int t = blockIdx.x, half = a.n_rot / 2, hp = a.hd / 2;
+	const int p = a.pos[t], sq = a.seq[t];
+	const bool store = p >= 0 && p < a.n_ctx && sq >= 0 && sq < a.n_seq;
+	float *cs = rs_cs, *sn = rs_cs + half;
+	const int j = blockIdx.y * blockDim.x + threadIdx.x, nq = a.n_head * hp, row = a.n_kv * a.hd;
+	const bool act = j < nq + a.n_kv * hp;
+	const int jj = j < nq ? j : j - nq, i = jj % hp, hb = (jj / hp) * a.hd;
+	const int oa = hb + (i < half ? i : a.n_rot + 2 * (i - half));
+	const int ob = i < half ? oa + half : oa + 1;
+	float *e = j < nq ? a.q + (int64_t)t * a.n_head * a.hd : a.k + (int64_t)t * row;
+	float2 x = make_float2(0.0f, 0.0f), v = x;
+
+	if (act)
+		x = make_float2(e[oa], e[ob]);
+	if (act && j >= nq && store)
+		v = make_float2(a.v[(int64_t)t * row + oa], a.v[(int64_t)t * row + ob]);
+	for (int r = threadIdx.x; r < half; r += blockDim.x) {
+		const double inv = a.inv ? a.inv[r] : rope_inv(a.n_rot, a.base, a.freq_scale, a.freqs, r);
+		double sv, cv;
+
+		sincos((double)p * inv, &sv, &cv);
+		cs[r] = (float)cv;
+		sn[r] = (float)sv;
+	}
+	__syncthreads();
+	if (!act)
+		return;
+	if (i < half) {
+		const float c = cs[i], s = sn[i];
+
+		x = make_float2(x.x * c - x.y * s, x.x * s + x.y * c);
+		e[oa] = x.x;
+		e[ob] = x.y;
+	}
+	if (j < nq || !store)
+		return;
+
+	const int64_t co = ((int64_t)sq * a.n_ctx + p) * row;
+
+	if (a.kv_f16) {
+		((__half *)a.kc)[co + oa] = __float2half_rn(x.x);
+		((__half *)a.kc)[co + ob] = __float2half_rn(x.y);
+		((__half *)a.vc)[co + oa] = __float2half_rn(v.x);
+		((__half *)a.vc)[co + ob] = __float2half_rn(v.y);
+	} else {
+		((float *)a.kc)[co + oa] = x.x;
+		((float *)a.kc)[co + ob] = x.y;
+		((float *)a.vc)[co + oa] = v.x;
+		((float *)a.vc)[co + ob] = v.y;
+	}
+}
+
 extern "C" int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok, int n_head,
 				   const struct ntx_cuda_kv *kv, const int32_t *seq,
 				   const int32_t *pos, const struct ntx_cuda_rope *rope,
@@ -326,13 +388,14 @@ extern "C" int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok
 	a.kc = kv->k, a.vc = kv->v, a.seq = seq, a.pos = pos;
 	a.base = rope->base, a.freq_scale = rope->freq_scale, a.freqs = rope->freqs;
 	a.inv = rope->inv;
+	a.neox = rope->neox;
 	const int64_t pairs = (int64_t)(n_head + kv->n_head_kv) * (kv->head_dim / 2);
 
 	if (pairs > (int64_t)65535 * ROPE_THREADS)
 		return ntx_err_set(err, NTX_EINVAL, "rope_store: %lld head pairs per token (at most %d)",
 				   (long long)pairs, 65535 * ROPE_THREADS);
 	return ntx_cu_launched("rope_store",
-			       ntx_launch(ntx_rope_store_kernel,
+			       ntx_launch(a.neox ? ntx_rope_neox_store_kernel : ntx_rope_store_kernel,
 					  dim3((unsigned)n_tok, (unsigned)((pairs + ROPE_THREADS - 1) / ROPE_THREADS)),
 					  ROPE_THREADS, (size_t)rope->n_rot * sizeof(float),
 					  (cudaStream_t)s, a),

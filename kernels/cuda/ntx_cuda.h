@@ -254,7 +254,9 @@ struct ntx_cuda_kv {
 
 /* RoPE parameters: theta_i(pos) = pos * freq_scale * base^(-2i/n_rot) / freqs[i]
  * (freqs: device pointer to n_rot/2 floats, or NULL), applied to adjacent
- * pairs (2i, 2i+1), i < n_rot/2, of each head (GGUF "normal" llama RoPE). */
+ * pairs (2i, 2i+1), i < n_rot/2, of each head (GGUF "normal" llama RoPE),
+ * or with neox = 1 to the pairs (i, i + n_rot/2) (NEOX style: qwen2,
+ * qwen3, qwen3moe); elements from n_rot on are left alone either way. */
 struct ntx_cuda_rope {
 	int n_rot;
 	float base;
@@ -264,6 +266,7 @@ struct ntx_cuda_rope {
 	 * by ntx_cuda_rope_table (the same bits as computed in place, without
 	 * a double-precision pow per pair in every launch); NULL: computed */
 	const double *inv;
+	int neox;               /* 0: adjacent pairs; 1: halves */
 };
 
 /* Fill inv[0 .. n_rot/2) with freq_scale * base^(-2i/n_rot) / freqs[i] in
@@ -315,6 +318,27 @@ int ntx_cuda_attention_q8_fmt(float *out, void *xq_out, int fmt, const float *q,
 int ntx_cuda_attention_q8(float *out, void *xq_out, const float *q, int n_tok, int n_head,
 			  const struct ntx_cuda_kv *kv, const int32_t *seq, const int32_t *pos,
 			  void *ws, size_t ws_bytes, ntx_stream_t s, struct ntx_err *err);
+
+/* ---- mixture of experts ----
+ * The router's logits: logits[t][e] = W[e] . x[t] for n_tok rows of n_in
+ * floats and n_expert rows of F32 weights (ffn_gate_inp, as in the file:
+ * llama-quantize never quantizes it). One warp per (token, expert), a
+ * fixed summation order: a token's logits do not depend on n_tok or the
+ * other tokens (batch-invariant for any n_tok). */
+int ntx_cuda_moe_router(const float *w, const float *x, float *logits, int64_t n_in,
+			int n_expert, int n_tok, ntx_stream_t s, struct ntx_err *err);
+/* out[j] = x[idx[j]] for j < n_rows rows of dim floats (idx: device). */
+int ntx_cuda_gather_rows(const float *x, const int32_t *idx, float *out, int n_rows,
+			 int64_t dim, ntx_stream_t s, struct ntx_err *err);
+/* The weighted sum of each token's k expert outputs, added to x:
+ * x[t][i] += sum over s = 0 .. k-1, in that order, of w[t*k + s] *
+ * y[src[t*k + s]][i] (the sum starts from the s = 0 product, then the
+ * total is added to x[t][i]; products and sums rounded separately, no
+ * fused multiply-add), for n_tok rows of dim floats. w and src are device
+ * arrays; rows of y may be in any order (expert groups): the result does
+ * not depend on it. */
+int ntx_cuda_moe_sum(float *x, const float *y, const float *w, const int32_t *src, int n_tok,
+		     int k, int64_t dim, ntx_stream_t s, struct ntx_err *err);
 
 /* ---- launches ----
  * Programmatic dependent launch (PDL, compute capability 9.0+): each

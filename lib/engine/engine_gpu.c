@@ -4,12 +4,14 @@
  * output head; decode steps as CUDA graphs. Streamed layers come from the
  * streamer's ring of device slots (lib/stream/ring.c), ordered against the
  * compute stream there. Without CUDA this file provides stubs that say so. */
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_int.h"
+#include "moe.h"
 
 /* ---- the rows of a chunk (engine_int.h; built without CUDA too, for
  * tests/unit/test_engine_ref.c) ---- */
@@ -92,6 +94,18 @@ struct ntx_gpu {
 	/* the rows of the chunk begun last (ntx_gpu_begin_chunk): chunks of
 	 * at most NTX_CUDA_GEMV_MAX_TOK decode rows and prompt segments */
 	struct ntx_row_cut cut;
+	/* mixture of experts (n_expert > 0; K = n_expert_used): the rows
+	 * routed to the experts [U*K][n_embd] in expert groups and their
+	 * down projections; router logits [U][n_expert] and their pinned
+	 * twin; the map [gather rows U*K][src U*K] (int32) [weights U*K]
+	 * (float), pinned and on the device; per token its K experts; the
+	 * groups (expert, first row, rows) of the layer being computed */
+	float *moe_x, *moe_y, *d_rl, *h_rl;
+	void *d_map, *h_map;
+	int32_t *moe_ids;
+	int *grp_ex, *grp_j0, *grp_c;
+	int n_grp;
+	float *moe_gap;                 /* [U]: ntx_gpu_moe_gaps */
 };
 
 static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
@@ -167,20 +181,25 @@ static const struct ntx_layer_tensors *dev_lt(const struct ntx_engine *e, int l)
 	return g->resident && g->resident[l] ? &g->dlt[l] : &e->m->layers[l];
 }
 
-/* Rewrite the resident matrix t at w (device) in split rows where that
- * applies and the direct-load GEMV is enabled (ntx_cuda.h: aligned 16-byte
- * loads in the GEMV; off with the switch gemv_dl = 0, NTX_GEMV_DL=0); *view
- * is t with the type the device data now has. */
+/* Rewrite the resident matrix (or 3-D stack of expert matrices) t at w
+ * (device) in split rows where that applies and the direct-load GEMV is
+ * enabled (ntx_cuda.h: aligned 16-byte loads in the GEMV; off with the
+ * switch gemv_dl = 0, NTX_GEMV_DL=0); *view is t with the type the device
+ * data now has. */
 static int split_resident(const struct ntx_gguf_tensor *t, void *w, struct ntx_gguf_tensor *view,
 			  cudaStream_t st, struct ntx_err *err)
 {
-	uint32_t ty = t->n_dims == 2 && ntx_cuda_gemv_dl_enabled() ? ntx_cuda_split_type(t->type, t->ne[0])
-								   : t->type;
+	uint32_t ty = (t->n_dims == 2 || t->n_dims == 3) && ntx_cuda_gemv_dl_enabled()
+			      ? ntx_cuda_split_type(t->type, t->ne[0])
+			      : t->type;
+	int64_t rows = t->ne[1] * (t->n_dims == 3 ? t->ne[2] : 1);
 
 	*view = *t;
 	if (ty == t->type)
 		return 0;
-	if (ntx_cuda_repack(t->type, w, t->ne[0], t->ne[1], (ntx_stream_t)st, err))
+	/* a stack of experts (3-D) is ne1 * ne2 rows: split rows keep the
+	 * bytes of each row, so expert e stays at e * (its bytes) */
+	if (ntx_cuda_repack(t->type, w, t->ne[0], rows, (ntx_stream_t)st, err))
 		return -1;
 	view->type = ty;
 	return 0;
@@ -250,6 +269,7 @@ static int gpu_alloc_activations(struct ntx_engine *e, struct ntx_gpu *g, struct
 	size_t KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff;
 	size_t U = (size_t)e->n_ub, V = (size_t)c->n_vocab;
 	size_t mx = max_z(E, max_z(Q, F));
+	size_t K = c->n_expert > 0 ? (size_t)c->n_expert_used : 1, FK = F * K;
 
 	/* [seq U][pos U] (padded to NTX_X_HDR) and x, as e->x_blk on the host */
 	if (dalloc((void **)&g->d_seq, NTX_X_HDR(U) + U * E * 4, "activations", err) ||
@@ -260,9 +280,9 @@ static int gpu_alloc_activations(struct ntx_engine *e, struct ntx_gpu *g, struct
 	    dalloc((void **)&g->att, U * Q * 4, "activations", err) ||
 	    dalloc((void **)&g->k, U * KV * 4, "activations", err) ||
 	    dalloc((void **)&g->v, U * KV * 4, "activations", err) ||
-	    dalloc((void **)&g->h, U * F * 4, "activations", err) ||
-	    dalloc((void **)&g->g, U * F * 4, "activations", err) ||
-	    dalloc((void **)&g->u, U * F * 4, "activations", err) ||
+	    dalloc((void **)&g->h, U * FK * 4, "activations", err) ||
+	    dalloc((void **)&g->g, U * FK * 4, "activations", err) ||
+	    dalloc((void **)&g->u, U * FK * 4, "activations", err) ||
 	    dalloc((void **)&g->logits, HEAD_ROWS * V * 4, "logits", err) ||
 	    dalloc((void **)&g->d_ids, HEAD_ROWS * 4, "token ids", err) ||
 	    dalloc(&g->ws_am, ntx_cuda_argmax_ws_bytes(HEAD_ROWS), "argmax workspace", err) ||
@@ -290,6 +310,25 @@ static int gpu_alloc_activations(struct ntx_engine *e, struct ntx_gpu *g, struct
 	if (!g->h_logits || !g->h_ids || !g->h_cos || !g->cut.dc_r || !g->cut.dc_k ||
 	    !g->cut.seg_off || !g->cut.seg_len)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	if (c->n_expert > 0) {
+		size_t NE = (size_t)c->n_expert, map = U * K * 12;
+
+		if (dalloc((void **)&g->moe_x, U * K * E * 4, "expert activations", err) ||
+		    dalloc((void **)&g->moe_y, U * K * E * 4, "expert activations", err) ||
+		    dalloc((void **)&g->d_rl, U * NE * 4, "router logits", err) ||
+		    dalloc(&g->d_map, map, "expert map", err))
+			return -1;
+		g->h_rl = ntx_host_alloc(U * NE * 4, err);
+		g->h_map = ntx_host_alloc(map, err);
+		g->moe_ids = malloc(U * K * sizeof(int32_t));
+		g->grp_ex = malloc(U * K * sizeof(int));
+		g->grp_j0 = malloc(U * K * sizeof(int));
+		g->grp_c = malloc(U * K * sizeof(int));
+		g->moe_gap = malloc(U * sizeof(float));
+		if (!g->h_rl || !g->h_map || !g->moe_ids || !g->grp_ex || !g->grp_j0 || !g->grp_c ||
+		    !g->moe_gap)
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	}
 	return 0;
 }
 
@@ -354,7 +393,7 @@ static int gpu_upload_nonlayer(struct ntx_engine *e, struct ntx_gpu *g, struct n
 
 	if (c->n_rot >= 2) {
 		struct ntx_cuda_rope rp = { c->n_rot, (float)c->rope_base, (float)c->rope_freq_scale,
-					    g->rope_freqs, NULL };
+					    g->rope_freqs, NULL, 0 };
 
 		if (dalloc((void **)&g->rope_inv, (size_t)c->n_rot / 2 * sizeof(double), "rope table",
 			   err) ||
@@ -400,10 +439,33 @@ static int gpu_place_layers(struct ntx_engine *e, struct ntx_gpu *g, struct ntx_
 	return 0;
 }
 
+/* What the MoE path takes: an F32 router (as in every file llama.cpp
+ * writes), at most NTX_MOE_MAX_EXPERT experts. */
+static int gpu_check_moe(const struct ntx_engine *e, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	int l;
+
+	if (c->n_expert <= 0)
+		return 0;
+	if (c->n_expert > NTX_MOE_MAX_EXPERT || c->n_expert_used < 1 ||
+	    c->n_expert_used > c->n_expert)
+		return ntx_err_set(err, NTX_EUNSUP, "cuda: %d experts, %d used per token (at most %d)",
+				   c->n_expert, c->n_expert_used, NTX_MOE_MAX_EXPERT);
+	for (l = 0; l < c->n_layer; l++)
+		if (e->m->layers[l].router->type != NTX_TYPE_F32)
+			return ntx_err_set(err, NTX_EUNSUP, "cuda: blk.%d.ffn_gate_inp is %s, not F32", l,
+					   ntx_type_name(e->m->layers[l].router->type));
+	return 0;
+}
+
 int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 {
-	struct ntx_gpu *g = calloc(1, sizeof *g);
+	struct ntx_gpu *g;
 
+	if (gpu_check_moe(e, err))
+		return -1;
+	g = calloc(1, sizeof *g);
 	if (!g)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	e->gpu = g;
@@ -452,6 +514,17 @@ void ntx_gpu_free(struct ntx_engine *e)
 	cudaFree(g->out_norm);
 	cudaFree(g->rope_freqs);
 	cudaFree(g->rope_inv);
+	cudaFree(g->moe_x);
+	cudaFree(g->moe_y);
+	cudaFree(g->d_rl);
+	cudaFree(g->d_map);
+	ntx_host_free(g->h_rl);
+	ntx_host_free(g->h_map);
+	free(g->moe_ids);
+	free(g->grp_ex);
+	free(g->grp_j0);
+	free(g->grp_c);
+	free(g->moe_gap);
 	ntx_host_free(g->h_logits);
 	ntx_host_free(g->h_ids);
 	free(g->h_cos);
@@ -475,6 +548,10 @@ void ntx_gpu_free(struct ntx_engine *e)
 static void stage_chunk(struct ntx_gpu *g, const int32_t *seq, const int32_t *pos, int n,
 			int verify)
 {
+	int i;
+
+	for (i = 0; g->moe_gap && i < n; i++)
+		g->moe_gap[i] = FLT_MAX;
 	ntx_cut_rows(&g->cut, seq, n, verify, NTX_CUDA_GEMV_MAX_TOK);
 	memcpy(g->h_seq, seq, (size_t)n * 4);
 	memcpy(g->h_pos, pos, (size_t)n * 4);
@@ -637,6 +714,165 @@ static void layer_setup(struct ntx_engine *e, int l, const void *base, const voi
 	rope->freq_scale = (float)c->rope_freq_scale;
 	rope->freqs = e->gpu->rope_freqs;
 	rope->inv = e->gpu->rope_inv;
+	rope->neox = c->rope_style == NTX_ROPE_NEOX;
+}
+
+/* Per-head RMS norm of q and k (architectures with q/k norms: qwen3moe),
+ * after the projections and before RoPE: rows of head_dim, in place, the
+ * model's eps; a row's result does not depend on the other rows. */
+static int qk_norm(struct ntx_engine *e, const void **W, int n, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	struct ntx_gpu *g = e->gpu;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+	float eps = (float)c->rms_eps;
+
+	if (!c->qk_norm)
+		return 0;
+	return ntx_cuda_rmsnorm(g->q, NULL, g->q, (const float *)W[10], n * c->n_head, c->head_dim,
+				eps, st, err) ||
+	       ntx_cuda_rmsnorm(g->k, NULL, g->k, (const float *)W[11], n * c->n_head_kv,
+				c->head_dim, eps, st, err)
+		       ? -1
+		       : 0;
+}
+
+/* ---- mixture of experts ----
+ * The FFN of a MoE layer on n rows whose normalized input is in g->xb:
+ * router logits on the device (one kernel, batch-invariant), copied to the
+ * host and routed there (ntx_moe_route: softmax, top-k, renormalised
+ * weights; this synchronises the stream, so MoE models run without CUDA
+ * graphs); then for each range of rows (a decode chunk of at most
+ * NTX_CUDA_GEMV_MAX_TOK rows or one prompt segment, each computed as it
+ * would be alone) the rows are grouped by expert, expert after expert and
+ * in row order within an expert; every group runs the dense FFN's
+ * kernels on that expert's matrices (the GEMV for groups of at most
+ * NTX_CUDA_GEMV_MAX_TOK rows: batch-invariant; tiles + tensor cores for
+ * larger groups of prompt rows) into one output row per (token, slot);
+ * one kernel then adds each token's K outputs, weighted, in slot order to
+ * the residual. So a decode token gets the same bits alone, in a
+ * verification chunk or in a batch. */
+
+/* Group rows [r, r + cnt) by expert: gather row j of g->moe_x is token
+ * idx[j]; (token t, slot s) reads row src[t*K + s]; rows of a range start
+ * at r * K. Appends the groups to g->grp_*. */
+static void moe_group(struct ntx_engine *e, int r, int cnt)
+{
+	struct ntx_gpu *g = e->gpu;
+	int K = e->cfg.n_expert_used, NE = e->cfg.n_expert, U = e->n_ub;
+	int32_t *idx = (int32_t *)g->h_map, *src = idx + (size_t)U * K;
+	int j = r * K, x, t, s;
+
+	for (x = 0; x < NE; x++) {
+		int j0 = j;
+
+		for (t = r; t < r + cnt; t++)
+			for (s = 0; s < K; s++)
+				if (g->moe_ids[(size_t)t * K + s] == x) {
+					idx[j] = t;
+					src[(size_t)t * K + s] = j++;
+				}
+		if (j > j0) {
+			g->grp_ex[g->n_grp] = x;
+			g->grp_j0[g->n_grp] = j0;
+			g->grp_c[g->n_grp++] = j - j0;
+		}
+	}
+}
+
+/* The expert e slice of a stack of expert matrices. */
+static const void *expert_w(const struct ntx_gguf_tensor *t, const void *w, int x)
+{
+	return (const char *)w + (size_t)x * (t->nbytes / (size_t)t->ne[2]);
+}
+
+/* One group: c rows of g->moe_x from row j0 through expert x into the
+ * same rows of g->moe_y. */
+static int moe_expert(struct ntx_engine *e, const struct ntx_layer_tensors *lt, const void **W,
+		      int x, int j0, int c, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+	int64_t E = e->cfg.n_embd, F = e->cfg.n_ff;
+	const void *wg = expert_w(lt->w_gate, W[6], x), *wu = expert_w(lt->w_up, W[7], x);
+	const void *wd = expert_w(lt->w_down, W[8], x);
+	const float *xr = g->moe_x + (size_t)j0 * E;
+	float *h = g->h + (size_t)j0 * F, *gg = g->g + (size_t)j0 * F, *uu = g->u + (size_t)j0 * F;
+	float *y = g->moe_y + (size_t)j0 * E;
+	int fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
+
+	if (c > NTX_CUDA_GEMV_MAX_TOK)
+		return mm(e, lt->w_gate, wg, xr, gg, c, 0, err) || mm(e, lt->w_up, wu, xr, uu, c, 0, err) ||
+				       ntx_cuda_swiglu(h, gg, uu, (int64_t)c * F, st, err) ||
+				       mm(e, lt->w_down, wd, h, y, c, 0, err)
+			       ? -1
+			       : 0;
+	if (fg == -2) {
+		if (gemv_one(e, lt->w_gate, wg, xr, gg, c, 0, err) ||
+		    gemv_one(e, lt->w_up, wu, xr, uu, c, 0, err) ||
+		    ntx_cuda_swiglu(h, gg, uu, (int64_t)c * F, st, err))
+			return -1;
+	} else if ((fg >= 0 && ntx_cuda_quantize_q8_fmt(xr, g->xq, E, c, fg, st, err)) ||
+		   ntx_cuda_gemv_swiglu(lt->w_gate->type, wg, lt->w_up->type, wu, E, F, xr, g->xq, h, c,
+					st, err)) {
+		return -1;
+	}
+	return gemv_one(e, lt->w_down, wd, h, y, c, 0, err);
+}
+
+/* The MoE FFN of the n rows of the chunk (input normalized in g->xb),
+ * added to g->x; by_cut: the ranges are the chunk's decode chunks and
+ * prompt segments (layer_mixed), else the n rows are one range. */
+static int moe_ffn(struct ntx_engine *e, const struct ntx_layer_tensors *lt, const void **W,
+		   int n, int by_cut, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct ntx_llama_config *c = &e->cfg;
+	ntx_stream_t st = (ntx_stream_t)g->cs;
+	int K = c->n_expert_used, NE = c->n_expert, U = e->n_ub, t, i;
+	size_t mk = (size_t)U * K;
+	float *w = (float *)((int32_t *)g->h_map + 2 * mk);
+	float *dw = (float *)((int32_t *)g->d_map + 2 * mk);
+
+	if (ntx_cuda_moe_router((const float *)W[9], g->xb, g->d_rl, c->n_embd, NE, n, st, err))
+		return -1;
+	CK(cudaMemcpyAsync(g->h_rl, g->d_rl, (size_t)n * NE * 4, cudaMemcpyDeviceToHost, g->cs),
+	   "cudaMemcpyAsync (router logits)");
+	/* also orders the last layer's map copy before h_map is rewritten */
+	CK(cudaStreamSynchronize(g->cs), "router");
+	for (t = 0; t < n; t++) {
+		float gap;
+
+		ntx_moe_route(g->h_rl + (size_t)t * NE, NE, K, c->expert_weights_scale,
+			      g->moe_ids + (size_t)t * K, w + (size_t)t * K, &gap);
+		if (gap < g->moe_gap[t])
+			g->moe_gap[t] = gap;
+	}
+	g->n_grp = 0;
+	if (!by_cut) {
+		moe_group(e, 0, n);
+	} else {
+		for (i = 0; i < g->cut.n_dc; i++)
+			moe_group(e, g->cut.dc_r[i], g->cut.dc_k[i]);
+		for (i = 0; i < g->cut.n_seg; i++)
+			moe_group(e, g->cut.seg_off[i], g->cut.seg_len[i]);
+	}
+	/* [idx n*K] [src n*K] [w n*K] of the U*K-sized map */
+	CK(cudaMemcpyAsync(g->d_map, g->h_map, (size_t)n * K * 4, cudaMemcpyHostToDevice, g->cs),
+	   "cudaMemcpyAsync (expert map)");
+	CK(cudaMemcpyAsync((int32_t *)g->d_map + mk, (int32_t *)g->h_map + mk, (size_t)n * K * 4,
+			   cudaMemcpyHostToDevice, g->cs),
+	   "cudaMemcpyAsync (expert map)");
+	CK(cudaMemcpyAsync(dw, w, (size_t)n * K * 4, cudaMemcpyHostToDevice, g->cs),
+	   "cudaMemcpyAsync (expert weights)");
+	if (ntx_cuda_gather_rows(g->xb, (const int32_t *)g->d_map, g->moe_x, n * K, c->n_embd, st,
+				 err))
+		return -1;
+	for (i = 0; i < g->n_grp; i++)
+		if (moe_expert(e, lt, W, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))
+			return -1;
+	return ntx_cuda_moe_sum(g->x, g->moe_y, dw, (const int32_t *)g->d_map + mk, n, K, c->n_embd,
+				st, err);
 }
 
 /* The decode path for n <= NTX_CUDA_GEMV_MAX_TOK tokens, with fused q8
@@ -682,7 +918,8 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 		   mm(e, lt->wv, W[3], g->xb, g->v, n, 0, err)) {
 		return -1;
 	}
-	if (ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
+	if (qk_norm(e, W, n, err) ||
+	    ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
 				err))
 		return -1;
 	{
@@ -700,6 +937,11 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 	}
 	if (mm(e, lt->wo, W[4], g->att, g->x, n, 1, err))
 		return -1;
+	if (c->n_expert > 0)
+		return ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err) ||
+				       moe_ffn(e, lt, W, n, 0, err)
+			       ? -1
+			       : 0;
 	/* feed-forward */
 	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
 	if (ntx_cuda_rmsnorm_fmt(g->xb, n <= NTX_CUDA_GEMV_MAX_TOK && fg >= 0 ? g->xq : NULL,
@@ -903,7 +1145,8 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 	    mm_prompt(e, lt->wk, W[2], g->xb, g->k, 0, err) ||
 	    mm_prompt(e, lt->wv, W[3], g->xb, g->v, 0, err))
 		return -1;
-	if (ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
+	if (qk_norm(e, W, n, err) ||
+	    ntx_cuda_rope_store(g->q, g->k, g->v, n, c->n_head, &kv, g->d_seq, g->d_pos, &rope, st,
 				err))
 		return -1;
 	/* attention per decode chunk and per segment: the number of splits
@@ -929,6 +1172,8 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 	if (mm_prompt(e, lt->wo, W[4], g->att, g->x, 1, err) ||
 	    ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err))
 		return -1;
+	if (c->n_expert > 0)
+		return moe_ffn(e, lt, W, n, 1, err);
 	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
 	CHUNKS {
 		const float *xr = g->xb + (size_t)r * E;
@@ -1086,9 +1331,21 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_
 	return head_finish(e, k, logits, ids, err);
 }
 
+/* Not for MoE models: their router synchronises with the host in every
+ * layer (moe_ffn), which a captured graph cannot do. */
 int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
 {
-	return e->gpu && !e->gpu->no_graphs;
+	return e->gpu && !e->gpu->no_graphs && e->cfg.n_expert == 0;
+}
+
+int ntx_gpu_moe_gaps(const struct ntx_engine *e, float *gap, int n)
+{
+	const struct ntx_gpu *g = e->gpu;
+
+	if (!g || !g->moe_gap || n > g->cut.n_rows)
+		return -1;
+	memcpy(gap, g->moe_gap, (size_t)n * sizeof(float));
+	return 0;
 }
 
 int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err)
@@ -1243,6 +1500,12 @@ int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
 {
 	(void)e;
 	return 0;
+}
+
+int ntx_gpu_moe_gaps(const struct ntx_engine *e, float *gap, int n)
+{
+	(void)e, (void)gap, (void)n;
+	return -1;
 }
 
 struct CUstream_st *ntx_gpu_compute_stream(struct ntx_engine *e)

@@ -163,6 +163,12 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_
 			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
 			  int32_t *ids, int *nr, struct ntx_err *err);
 int ntx_gpu_graphs_enabled(const struct ntx_engine *e);
+/* MoE models (tests): for each of the n rows of the chunk computed last,
+ * the smallest router gap over its GPU layers (ntx_moe_route: the logit
+ * of the k-th chosen expert minus that of the best one left out; FLT_MAX
+ * when no MoE layer ran); n must not exceed that chunk's rows. Returns 0, or -1
+ * when the engine has no GPU context or no experts. */
+int ntx_gpu_moe_gaps(const struct ntx_engine *e, float *gap, int n);
 /* Cosine stats of layer l on the device (collect_cos). */
 int ntx_gpu_cos_begin(struct ntx_engine *e, int n, struct ntx_err *err);
 int ntx_gpu_cos_end(struct ntx_engine *e, int l, int n, struct ntx_err *err);

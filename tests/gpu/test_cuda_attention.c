@@ -1,4 +1,4 @@
-/* test_cuda_attention.c - RoPE + KV store and causal GQA attention
+/* test_cuda_attention.c - RoPE (adjacent pairs and NEOX halves) + KV store and causal GQA attention
  * (kernels/cuda/norm_rope.cu, attention.cu) against ntx_op_rope,
  * ntx_op_kv_store and ntx_op_attention: F16 and F32 caches, MHA and groups
  * of 2..16, head_dim 48..256, contexts 1, 33, 4097, positions at n_ctx - 1,
@@ -17,7 +17,34 @@
 
 /* ---- rope + store ---- */
 
-static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale)
+/* NEOX RoPE on the host (the CPU kernels' ntx_op_rope does adjacent
+ * pairs): pair i < n_rot/2 of each head is (x[i], x[i + n_rot/2]), the
+ * angles in double precision as ntx_op_rope takes them. */
+static void neox_ref(float *x, int n_tok, int n_heads, int hd, const int32_t *pos,
+		     const struct ntx_rope *r)
+{
+	int half = r->n_rot / 2;
+
+	for (int t = 0; t < n_tok; t++)
+		for (int i = 0; i < half; i++) {
+			double inv = r->freq_scale * pow(r->base, -2.0 * i / r->n_rot), th;
+
+			if (r->freqs)
+				inv /= r->freqs[i];
+			th = (double)pos[t] * inv;
+			float c = (float)cos(th), sn = (float)sin(th);
+
+			for (int h = 0; h < n_heads; h++) {
+				float *p = x + ((int64_t)t * n_heads + h) * hd;
+				float a = p[i], b = p[i + half];
+
+				p[i] = a * c - b * sn;
+				p[i + half] = a * sn + b * c;
+			}
+		}
+}
+
+static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale, int neox)
 {
 	const int n_tok = 5, n_head = 8, n_kv = 2, hd = 64, n_ctx = 1024, n_seq = 3;
 	const int32_t pos[5] = { 0, 17, n_ctx - 1, 5, 1000 }, seq[5] = { 0, 1, 2, 0, 1 };
@@ -30,7 +57,7 @@ static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale)
 	float *dq, *dk, *dv, *dfreqs = NULL;
 	int32_t *dpos, *dseq;
 	struct ntx_cuda_kv kv = { 0 };
-	struct ntx_cuda_rope rp = { n_rot, 500000.0f, freq_scale, NULL, NULL };
+	struct ntx_cuda_rope rp = { n_rot, 500000.0f, freq_scale, NULL, NULL, neox };
 	struct ntx_rope cr = { n_rot, 500000.0, freq_scale, NULL };
 	struct ntx_kv_layer ckv = { ec_k, ec_v, f16, n_ctx, n_seq, n_kv, hd };
 	double e1, e2;
@@ -52,12 +79,18 @@ static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale)
 	T_CUDA(ntx_cuda_rope_store(dq, dk, dv, n_tok, n_head, &kv, dseq, dpos, &rp, NULL, &g_err));
 	dev_get(gq, dq, nq * 4), dev_get(gk, dk, nk * 4);
 	dev_get(gc_k, kv.k, cache_el * esz), dev_get(gc_v, kv.v, cache_el * esz);
-	ntx_op_rope(q, n_tok, n_head, hd, pos, &cr);
-	ntx_op_rope(k, n_tok, n_kv, hd, pos, &cr);
+	if (neox) {
+		neox_ref(q, n_tok, n_head, hd, pos, &cr);
+		neox_ref(k, n_tok, n_kv, hd, pos, &cr);
+	} else {
+		ntx_op_rope(q, n_tok, n_head, hd, pos, &cr);
+		ntx_op_rope(k, n_tok, n_kv, hd, pos, &cr);
+	}
 	e1 = nmse_f(gq, q, nq), e2 = nmse_f(gk, k, nk);
 	t_ok(e1 <= NMSE_ROPE && e2 <= NMSE_ROPE,
-	     "rope %s n_rot %d%s freq_scale %g: q NMSE %.3g, k NMSE %.3g (pos up to n_ctx-1)",
-	     f16 ? "F16" : "F32", n_rot, with_freqs ? " rope_freqs" : "", freq_scale, e1, e2);
+	     "rope%s %s n_rot %d%s freq_scale %g: q NMSE %.3g, k NMSE %.3g (pos up to n_ctx-1)",
+	     neox ? " NEOX" : "", f16 ? "F16" : "F32", n_rot, with_freqs ? " rope_freqs" : "",
+	     freq_scale, e1, e2);
 	/* the cache must hold exactly the GPU's rotated k and v at (seq, pos),
 	 * and be untouched (still poison) everywhere else */
 	memset(ec_k, 0xFF, cache_el * esz), memset(ec_v, 0xFF, cache_el * esz);
@@ -533,9 +566,13 @@ int main(int argc, char **argv)
 	};
 
 	gpu_start(argc, argv);
-	test_rope(1, 64, 0, 1.0f);
-	test_rope(0, 64, 1, 1.0f);
-	test_rope(1, 32, 1, 0.25f);
+	test_rope(1, 64, 0, 1.0f, 0);
+	test_rope(0, 64, 1, 1.0f, 0);
+	test_rope(1, 32, 1, 0.25f, 0);
+	test_rope(1, 64, 0, 1.0f, 1);
+	test_rope(0, 64, 1, 1.0f, 1);
+	test_rope(0, 32, 1, 0.25f, 1); /* n_rot < head_dim: the rest untouched */
+	test_rope(1, 48, 0, 1.0f, 1);
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		test_attention_case(&cases[i]);
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -674,7 +674,7 @@ static void *rand_dev(uint32_t t, int64_t n_in, int64_t n_out)
 static int layer_enqueue(struct layer_ctx *c, const struct layer_w *L, cudaStream_t st)
 {
 	const int E = 4096, KV = 1024, F = 14336, NH = 32;
-	struct ntx_cuda_rope rope = { 128, 500000.0f, 1.0f, NULL, c->rope_inv };
+	struct ntx_cuda_rope rope = { 128, 500000.0f, 1.0f, NULL, c->rope_inv, 0 };
 	const uint32_t q6 = c->dl ? SPLIT(NTX_TYPE_Q6_K) : NTX_TYPE_Q6_K;
 	const void *wv = c->dl ? L->wv_s : L->wv, *wd = c->dl ? L->wd_s : L->wd;
 	struct ntx_cuda_gemv_seg qkv[3] = {
@@ -858,7 +858,7 @@ static void run_layer(int nt)
 	c.dseq = dev_up(zero, 4 * nt);
 	c.dpos = dev_alloc(4 * nt);
 	{
-		struct ntx_cuda_rope rp = { 128, 500000.0f, 1.0f, NULL, NULL };
+		struct ntx_cuda_rope rp = { 128, 500000.0f, 1.0f, NULL, NULL, 0 };
 
 		c.rope_inv = dev_alloc(64 * sizeof(double));
 		T_CUDA(ntx_cuda_rope_table(&rp, c.rope_inv, NULL, &g_err));

@@ -9,6 +9,10 @@
  * 1..8 and any companions (every type, shapes with and without k-split);
  * gemv_multi segments == single GEMVs; gemv_swiglu == gemv, gemv, swiglu;
  * rmsnorm's q8 == quantize_q8_fmt of its float output (every format).
+ * Mixture of experts: the router's logits (float64 reference, each token
+ * alone the same bits), the gather of rows, the weighted sum of a token's
+ * experts in slot order (bitwise the host's float sums), the per-head
+ * q/k RMS norm in place.
  * RoPE and attention: test_cuda_attention.c; timings: test_cuda_bench.c.
  *
  *   test_cuda_kernels                all checks
@@ -923,6 +927,124 @@ static void test_rmsnorm_one(int n_tok, int dim, int with_q8)
 	free(x), free(w), free(o), free(ref), free(hq);
 }
 
+/* ---- mixture of experts: router, gather, slot-order sum; per-head norm ---- */
+
+static void test_moe(void)
+{
+	const int n_tok = 11, n_expert = 20, k = 3;
+	const int64_t n_in = 300, dim = 260;
+	float *w = rnd_gauss_vec((size_t)n_expert * n_in, 0.1f), *x = rnd_gauss_vec((size_t)n_tok * n_in, 1.0f);
+	float *l = malloc((size_t)n_tok * n_expert * 4), *l1 = malloc((size_t)n_expert * 4);
+	double *ref = malloc((size_t)n_tok * n_expert * sizeof(double)), num = 0, den = 0;
+	float *dw = dev_up(w, (size_t)n_expert * n_in * 4), *dx = dev_up(x, (size_t)n_tok * n_in * 4);
+	float *dl = dev_alloc((size_t)n_tok * n_expert * 4);
+	long diff = 0;
+
+	dev_poison(dl, (size_t)n_tok * n_expert * 4);
+	T_CUDA(ntx_cuda_moe_router(dw, dx, dl, n_in, n_expert, n_tok, NULL, &g_err));
+	dev_get(l, dl, (size_t)n_tok * n_expert * 4);
+	for (int t = 0; t < n_tok; t++)
+		for (int e = 0; e < n_expert; e++) {
+			double s = 0;
+
+			for (int64_t i = 0; i < n_in; i++)
+				s += (double)w[e * n_in + i] * x[t * n_in + i];
+			ref[t * n_expert + e] = s;
+			num += (l[t * n_expert + e] - s) * (l[t * n_expert + e] - s);
+			den += s * s;
+		}
+	t_ok(num / den <= NMSE_GEMV_FLOAT, "moe_router %d tokens x %d experts x %lld: NMSE %.3g",
+	     n_tok, n_expert, (long long)n_in, num / den);
+	/* each token alone: the same bits (batch invariance) */
+	for (int t = 0; t < n_tok; t++) {
+		T_CUDA(ntx_cuda_moe_router(dw, dx + t * n_in, dl, n_in, n_expert, 1, NULL, &g_err));
+		dev_get(l1, dl, (size_t)n_expert * 4);
+		diff += memcmp(l1, l + t * n_expert, (size_t)n_expert * 4) != 0;
+	}
+	t_ok(diff == 0, "moe_router: each token alone gives the same bits (%ld differ)", diff);
+
+	/* gather n_tok * k rows in a scrambled order, then the weighted sum */
+	{
+		int nr = n_tok * k;
+		int32_t *idx = malloc(nr * 4), *src = malloc(nr * 4);
+		float *xs = rnd_gauss_vec((size_t)n_tok * dim, 1.0f), *got = malloc((size_t)nr * dim * 4);
+		float *y = rnd_gauss_vec((size_t)nr * dim, 1.0f), *ws = malloc(nr * 4);
+		float *res = rnd_gauss_vec((size_t)n_tok * dim, 1.0f), *want = malloc((size_t)n_tok * dim * 4);
+		float *dxs = dev_up(xs, (size_t)n_tok * dim * 4), *dg = dev_alloc((size_t)nr * dim * 4);
+		float *dy = dev_up(y, (size_t)nr * dim * 4), *dws, *dres = dev_up(res, (size_t)n_tok * dim * 4);
+		int32_t *didx, *dsrc;
+		long bad = 0;
+
+		for (int j = 0; j < nr; j++) { /* row j of the groups: (j * 7) mod nr is a permutation */
+			int ts = (j * 7) % nr;
+
+			idx[j] = ts / k;
+			src[ts] = j;
+			ws[ts] = (float)rnd_unif();
+		}
+		didx = dev_up(idx, nr * 4), dsrc = dev_up(src, nr * 4), dws = dev_up(ws, nr * 4);
+		dev_poison(dg, (size_t)nr * dim * 4);
+		T_CUDA(ntx_cuda_gather_rows(dxs, didx, dg, nr, dim, NULL, &g_err));
+		dev_get(got, dg, (size_t)nr * dim * 4);
+		for (int j = 0; j < nr; j++)
+			bad += memcmp(got + (size_t)j * dim, xs + (size_t)idx[j] * dim, dim * 4) != 0;
+		t_ok(bad == 0, "gather_rows %d rows of %lld: exact (%ld rows differ)", nr, (long long)dim, bad);
+		T_CUDA(ntx_cuda_moe_sum(dres, dy, dws, dsrc, n_tok, k, dim, NULL, &g_err));
+		dev_get(want, dres, (size_t)n_tok * dim * 4);
+		bad = 0;
+		for (int t = 0; t < n_tok; t++)
+			for (int64_t i = 0; i < dim; i++) {
+				float acc = ws[t * k] * y[(size_t)src[t * k] * dim + i];
+
+				for (int s = 1; s < k; s++)
+					acc += ws[t * k + s] * y[(size_t)src[t * k + s] * dim + i];
+				bad += want[t * dim + i] != res[t * dim + i] + acc;
+			}
+		t_ok(bad == 0, "moe_sum %d tokens x %d slots x %lld: the host's float sums in slot order, "
+		     "bitwise (%ld differ)", n_tok, k, (long long)dim, bad);
+		/* tokens summed alone (rows 3..5 as a 3-token call): the same bits */
+		{
+			float *r2 = malloc((size_t)3 * dim * 4);
+
+			dev_put(dres, res + 3 * dim, (size_t)3 * dim * 4);
+			T_CUDA(ntx_cuda_moe_sum(dres, dy, dws + 3 * k, dsrc + 3 * k, 3, k, dim, NULL, &g_err));
+			dev_get(r2, dres, (size_t)3 * dim * 4);
+			t_ok(!memcmp(r2, want + 3 * dim, (size_t)3 * dim * 4),
+			     "moe_sum of 3 of the tokens alone: the same bits");
+			free(r2);
+		}
+		dev_free(dxs), dev_free(dg), dev_free(dy), dev_free(dws), dev_free(dres);
+		dev_free(didx), dev_free(dsrc);
+		free(idx), free(src), free(xs), free(got), free(y), free(ws), free(res), free(want);
+	}
+	dev_free(dw), dev_free(dx), dev_free(dl);
+	free(w), free(x), free(l), free(l1), free(ref);
+}
+
+/* The per-head q/k norm of qwen3-style models: ntx_cuda_rmsnorm over
+ * n_tok * n_head rows of head_dim, in place (out == x), as the engine
+ * runs it: == the out-of-place result bitwise, and the CPU reference. */
+static void test_head_norm(int n_tok, int n_head, int hd)
+{
+	size_t nb = (size_t)n_tok * n_head * hd;
+	float *x = rnd_gauss_vec(nb, 3.0f), *w = rnd_gauss_vec(hd, 1.0f), *a = malloc(nb * 4);
+	float *b = malloc(nb * 4), *ref = malloc(nb * 4);
+	float *dx = dev_up(x, nb * 4), *dw = dev_up(w, hd * 4), *dout = dev_alloc(nb * 4);
+	double e;
+
+	dev_poison(dout, nb * 4);
+	T_CUDA(ntx_cuda_rmsnorm(dout, NULL, dx, dw, n_tok * n_head, hd, 1e-6f, NULL, &g_err));
+	T_CUDA(ntx_cuda_rmsnorm(dx, NULL, dx, dw, n_tok * n_head, hd, 1e-6f, NULL, &g_err));
+	dev_get(a, dout, nb * 4), dev_get(b, dx, nb * 4);
+	ntx_op_rmsnorm(ref, x, w, n_tok * n_head, hd, 1e-6f);
+	e = nmse_f(b, ref, nb);
+	t_ok(!memcmp(a, b, nb * 4) && e <= NMSE_EW,
+	     "per-head rmsnorm %d tokens x %d heads x %d, in place == out of place, NMSE %.3g", n_tok,
+	     n_head, hd, e);
+	dev_free(dx), dev_free(dw), dev_free(dout);
+	free(x), free(w), free(a), free(b), free(ref);
+}
+
 /* ---- argmax, cos ---- */
 
 static void test_argmax_cos(void)
@@ -1073,6 +1195,10 @@ int main(int argc, char **argv)
 		test_rmsnorm_one(2, 288, 1);
 		test_rmsnorm_one(2, 90, 0);
 		test_argmax_cos();
+		test_moe();
+		test_head_norm(5, 4, 128);
+		test_head_norm(8, 2, 64);
+		test_head_norm(3, 32, 80);
 	}
 	t_ok(cudaDeviceSynchronize() == cudaSuccess, "no asynchronous CUDA error at the end");
 	return t_done();

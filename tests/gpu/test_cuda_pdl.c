@@ -169,7 +169,7 @@ static int pl_layer(struct pl_model *m, int l, int nt, int fused, ntx_stream_t s
 {
 	const int K = NTX_CUDA_Q8F_Q8_K;
 	const struct pl_layer *L = &m->L[l];
-	struct ntx_cuda_rope rope = { PL_HD, 10000.0f, 1.0f, NULL, NULL };
+	struct ntx_cuda_rope rope = { PL_HD, 10000.0f, 1.0f, NULL, NULL, 0 };
 	struct ntx_cuda_gemv_seg qkv[3] = {
 		{ NTX_TYPE_Q4_K, L->wq, PL_E, m->q, 0 },
 		{ NTX_TYPE_Q4_K, L->wk, PL_KVD, m->k, 0 },

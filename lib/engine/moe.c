@@ -1,0 +1,50 @@
+/* moe.c - the router of a mixture-of-experts layer (moe.h). */
+#include <math.h>
+
+#include "moe.h"
+
+void ntx_moe_route(const float *logits, int n_expert, int k, double scale, int32_t *ids,
+		   float *w, float *gap)
+{
+	float p[NTX_MOE_MAX_EXPERT];
+	unsigned char used[NTX_MOE_MAX_EXPERT] = { 0 };
+	float mx = logits[0], sk = 0.0f, inv;
+	double sum = 0.0;
+	int i, j;
+
+	for (i = 1; i < n_expert; i++)
+		if (logits[i] > mx)
+			mx = logits[i];
+	for (i = 0; i < n_expert; i++) {
+		p[i] = expf(logits[i] - mx);
+		sum += p[i];
+	}
+	inv = (float)(1.0 / sum); /* as ggml_soft_max: a double sum, scaled by its inverse */
+	for (i = 0; i < n_expert; i++)
+		p[i] *= inv;
+	for (j = 0; j < k; j++) { /* selection: k is small */
+		int b = -1;
+
+		for (i = 0; i < n_expert; i++)
+			if (!used[i] && (b < 0 || p[i] > p[b]))
+				b = i;
+		used[b] = 1;
+		ids[j] = b;
+		sk += p[b];
+	}
+	if (gap) {
+		int b = -1;
+
+		for (i = 0; i < n_expert; i++)
+			if (!used[i] && (b < 0 || p[i] > p[b]))
+				b = i;
+		*gap = b < 0 ? 0.0f : logits[ids[k - 1]] - logits[b];
+	}
+	if (sk < 6.103515625e-5f)
+		sk = 6.103515625e-5f;
+	for (j = 0; j < k; j++) {
+		w[j] = p[ids[j]] / sk;
+		if (scale != 0.0 && scale != 1.0)
+			w[j] *= (float)scale;
+	}
+}
