@@ -311,11 +311,6 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		ntx_err_set(err, NTX_EINVAL, "model has no tensors (vocabulary-only file)");
 		goto fail;
 	}
-	if (c->n_expert > 0 || c->qk_norm || c->rope_style != NTX_ROPE_NORM) { /* MOE-TODO */
-		ntx_err_set(err, NTX_EUNSUP, "%s: mixture-of-experts layers (%d experts) are not "
-			    "computed yet", c->arch, c->n_expert);
-		goto fail;
-	}
 	if (o->plan && o->plan->model.n_layer != c->n_layer) {
 		ntx_err_set(err, NTX_EMISMATCH, "the plan has %d layers, the model %d",
 			    o->plan->model.n_layer, c->n_layer);
@@ -337,10 +332,18 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	e->pack_path = o->pack_path ? o->pack_path : o->plan ? o->plan->pack_path : NULL;
 	if (choose_backend(e, err))
 		goto fail;
+	if (e->backend == NTX_BACKEND_CUDA &&
+	    (c->n_expert > 0 || c->qk_norm || c->rope_style != NTX_ROPE_NORM)) {
+		ntx_err_set(err, NTX_EUNSUP, "%s: %s on the GPU not yet; use --backend cpu", c->arch,
+			    c->n_expert > 0 ? "mixture-of-experts layers" :
+			    c->qk_norm ? "q/k norms" : "NEOX RoPE");
+		goto fail;
+	}
 	e->rope.n_rot = c->n_rot;
 	e->rope.base = c->rope_base;
 	e->rope.freq_scale = c->rope_freq_scale;
 	e->rope.freqs = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL;
+	e->rope.neox = c->rope_style == NTX_ROPE_NEOX;
 
 	e->pool = ntx_pool_new(e->n_threads, err);
 	if (!e->pool)
@@ -494,6 +497,7 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 	struct eng_layer *L = &e->layers[l];
 	struct ntx_layer_w w = L->w;
 	double t0 = ntx_now_s();
+	int n_run;
 
 	if (from_job) {
 		const void *base;
@@ -502,8 +506,12 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 			return -1;
 		ntx_layer_w_from_layout(&w, &e->m->layers[l], &L->lo, base);
 	}
-	ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos, &e->s);
-	e->st.bytes_cpu_weights += L->lo.total;
+	n_run = ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos,
+				      &e->s);
+	/* with experts, only those that ran were read */
+	e->st.bytes_cpu_weights += L->lo.total - (uint64_t)(e->cfg.n_expert - n_run) *
+		(e->cfg.n_expert ? (L->lo.nbytes[6] + L->lo.nbytes[7] + L->lo.nbytes[8]) /
+		 (uint64_t)e->cfg.n_expert : 0);
 	e->st.t_cpu_s += ntx_now_s() - t0;
 	if (from_job && job_release(e, l, err))
 		return -1;
