@@ -35,6 +35,7 @@
 #include "engine.h"
 #include "engine_int.h"
 #include "model.h"
+#include "tokenizer.h"
 #include "cpu_impl.h"
 #include "t.h"
 
@@ -348,6 +349,30 @@ static void run_model(const struct tol *t, json_t *meas)
 				near[row] = 1;
 				n_near++;
 			}
+		}
+		/* the prompt text tokenizes to the reference's ids (BOS: mixtral
+		 * only, by the vocabulary's pre-tokenizer rule) */
+		if (!strcmp(isa, "auto")) {
+			json_t *js;
+			json_error_t je;
+			struct ntx_vocab *voc = ntx_vocab_load(m->gguf, &err);
+			int32_t *ids = NULL;
+			int nid = -1;
+
+			snprintf(path, sizeof path, "%s/moe/ref/%s/%s.json", fx, t->model, pids[p]);
+			js = json_load_file(path, 0, &je);
+			if (voc && js) {
+				const char *txt = json_string_value(json_object_get(js, "prompt"));
+
+				if (txt && ntx_tokenize(voc, txt, strlen(txt), 1, 0, &ids, &nid, &err))
+					nid = -1;
+			}
+			t_ok(nid == n_prompt && !memcmp(ids, prompt, (size_t)n_prompt * sizeof *ids),
+			     "%s: the prompt tokenizes to the reference ids (%d ids, BOS %s)", tag, nid,
+			     nid > 0 && ids[0] == 8187 ? "added" : "not added");
+			free(ids);
+			ntx_vocab_free(voc);
+			json_decref(js);
 		}
 		lg = malloc((size_t)n_rows * V * sizeof(float));
 		if (!t_ok(lg && feed(e, prompt, n_prompt, greedy, 16, lg, &err) == 0, "%s: eval (%s)",
