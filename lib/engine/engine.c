@@ -508,9 +508,9 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 	}
 	n_run = ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos,
 				      &e->s);
-	/* with experts, only those that ran were read */
+	/* with experts, only the experts that ran were read */
 	e->st.bytes_cpu_weights += L->lo.total - (uint64_t)(e->cfg.n_expert - n_run) *
-		(e->cfg.n_expert ? (L->lo.nbytes[6] + L->lo.nbytes[7] + L->lo.nbytes[8]) /
+		(e->cfg.n_expert > 0 ? (L->lo.nbytes[6] + L->lo.nbytes[7] + L->lo.nbytes[8]) /
 		 (uint64_t)e->cfg.n_expert : 0);
 	e->st.t_cpu_s += ntx_now_s() - t0;
 	if (from_job && job_release(e, l, err))
@@ -757,8 +757,15 @@ uint64_t ntx_engine_weight_bytes_per_token(const struct ntx_engine *e)
 	int l;
 
 	for (l = 0; l < e->cfg.n_layer; l++) {
-		if (!e->skip[l])
-			n += e->m->layers[l].bytes;
+		const struct ntx_layer_tensors *lt = &e->m->layers[l];
+
+		if (e->skip[l])
+			continue;
+		n += lt->bytes;
+		/* with experts a token reads k of the E */
+		if (lt->router && e->cfg.n_expert > 0)
+			n -= (lt->w_gate->nbytes + lt->w_up->nbytes + lt->w_down->nbytes) /
+			     (uint64_t)e->cfg.n_expert * (uint64_t)(e->cfg.n_expert - e->cfg.n_expert_used);
 	}
 	return n;
 }
