@@ -457,6 +457,34 @@ next:
 	ntx_model_close(m);
 }
 
+/* The CUDA backend refuses MoE (for now) with a line that names the way
+ * out; runs where a GPU is usable, else skipped. */
+static void test_cuda_refusal(void)
+{
+	char path[512], why[256] = "";
+	struct ntx_err err = { 0 };
+	struct ntx_model *m;
+	struct ntx_engine_opts eo;
+	struct ntx_engine *e;
+
+	if (!ntx_gpu_usable(0, why, sizeof why)) {
+		t_skip("CUDA backend refuses MoE", why[0] ? why : "no usable GPU");
+		return;
+	}
+	snprintf(path, sizeof path, "%s/moe/qwen3moe-tiny-q8_0.gguf", t_fixtures());
+	m = ntx_model_open(path, 0, &err);
+	if (!t_ok(m != NULL, "open qwen3moe-tiny-q8_0 (%s)", err.msg))
+		return;
+	memset(&eo, 0, sizeof eo);
+	eo.backend = NTX_BACKEND_CUDA;
+	eo.n_ctx = 128;
+	e = ntx_engine_new(m, &eo, &err);
+	t_ok(!e && strstr(err.msg, "on the GPU not yet; use --backend cpu"),
+	     "CUDA backend refuses MoE: %s", err.msg);
+	ntx_engine_free(e);
+	ntx_model_close(m);
+}
+
 int main(void)
 {
 	char path[512];
@@ -487,6 +515,7 @@ int main(void)
 		}
 		ntx_cpu_isa_select("auto");
 	}
+	test_cuda_refusal();
 	json_decref(meas);
 	return t_done();
 }
