@@ -47,7 +47,7 @@ same() {
 	[ "$output" = "$(cat "$D/$m.$p.plain")" ] || { echo "differs with $*: $output" >&2; return 1; }
 }
 
-@test "MoE greedy text: the model file, a plan with the layers in RAM, layers streamed from a pack (direct and mmap)" {
+@test "MoE greedy text: the model file (huge-page copies, the map), a plan with the layers in RAM, layers streamed from a pack (direct and mmap)" {
 	need_moe
 	T="$BATS_TEST_TMPDIR"
 	for m in MX QW; do
@@ -76,6 +76,7 @@ PY
 		"$NTX_BIN/ntx-pack" -q --verify "$T/$m.ntxp" -m "${!m}"
 		for p in p1 p2; do
 			same $m $p -m "${!m}"
+			NTX_NO_HUGEPAGES=1 same $m $p -m "${!m}" # read in place from the map
 			same $m $p --plan "$T/$m.ram.json"
 			same $m $p --plan "$T/$m.disk.json" --stats-json "$T/s.json"
 			same $m $p --plan "$T/$m.disk.json" --io mmap
