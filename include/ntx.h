@@ -532,7 +532,8 @@ struct ntx_ctx_stats {
 	 * every layer is resident) */
 	uint64_t bytes_h2d;         /* weights copied to the GPU */
 	uint64_t bytes_disk;        /* weights read from the pack or the GGUF */
-	uint64_t bytes_cpu_weights; /* weights of layers computed on the CPU */
+	uint64_t bytes_cpu_weights; /* weights of layers computed on the CPU (of a
+				     * mixture-of-experts layer: the experts that ran) */
 	double t_h2d_ms, t_disk_ms; /* copying them, reading them */
 	double t_cpu_ms;            /* computing the CPU's layers */
 	double t_gpu_wait_ms;       /* the GPU waiting for streamed weights */

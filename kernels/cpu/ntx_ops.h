@@ -18,14 +18,23 @@ struct ntx_rope {
 	double base;
 	double freq_scale;
 	const float *freqs; /* rope_freqs.weight, n_rot/2 entries, or NULL */
+	int neox;           /* 0: pairs (x[2i], x[2i+1]) ("normal", llama);
+			     * 1: pairs (x[i], x[i + n_rot/2]) (NEOX: qwen3moe) */
 };
 
-/* Rotate, in place, adjacent pairs (x[2i], x[2i+1]) of the first n_rot
- * elements of each of n_heads heads of head_dim in each of n_tok rows
- * (row stride n_heads*head_dim) at positions pos[t]. This is GGUF's "normal"
- * llama RoPE layout. */
+/* Rotate, in place, the pairs of the first n_rot elements of each of
+ * n_heads heads of head_dim in each of n_tok rows (row stride
+ * n_heads*head_dim) at positions pos[t]: (a, b) -> (a cos - b sin,
+ * a sin + b cos) with pair i at angle theta_i(pos[t]). Which elements pair
+ * up is r->neox: adjacent ones (GGUF's "normal" llama layout) or the two
+ * halves of the rotated part (NEOX). */
 void ntx_op_rope(float *x, int n_tok, int n_heads, int head_dim, const int32_t *pos,
 		 const struct ntx_rope *r);
+
+/* Per-head RMS norm in place: each of n_rows rows of head_dim elements
+ * becomes x / sqrt(mean(x^2) + eps) * w (w: head_dim), as ntx_op_rmsnorm
+ * (qwen3moe's attn_q_norm / attn_k_norm before RoPE). */
+void ntx_op_head_rmsnorm(float *x, const float *w, int n_rows, int head_dim, float eps);
 
 /* out = silu(g) * u over n elements (g, u may alias out). */
 void ntx_op_swiglu(float *out, const float *g, const float *u, int64_t n);

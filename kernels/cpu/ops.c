@@ -43,14 +43,21 @@ void ntx_op_rope(float *x, int n_tok, int n_heads, int head_dim, const int32_t *
 			float c = (float)cos(th), s = (float)sin(th);
 
 			for (h = 0; h < n_heads; h++) {
-				float *p = x + ((int64_t)t * n_heads + h) * head_dim + 2 * i;
-				float a = p[0], b = p[1];
+				float *hp = x + ((int64_t)t * n_heads + h) * head_dim;
+				float *pa = r->neox ? hp + i : hp + 2 * i;
+				float *pb = r->neox ? hp + i + half : hp + 2 * i + 1;
+				float a = *pa, b = *pb;
 
-				p[0] = a * c - b * s;
-				p[1] = a * s + b * c;
+				*pa = a * c - b * s;
+				*pb = a * s + b * c;
 			}
 		}
 	}
+}
+
+void ntx_op_head_rmsnorm(float *x, const float *w, int n_rows, int head_dim, float eps)
+{
+	ntx_op_rmsnorm(x, x, w, n_rows, head_dim, eps); /* reads each element before writing it */
 }
 
 void ntx_op_swiglu(float *out, const float *g, const float *u, int64_t n)

@@ -336,6 +336,7 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	e->rope.base = c->rope_base;
 	e->rope.freq_scale = c->rope_freq_scale;
 	e->rope.freqs = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL;
+	e->rope.neox = c->rope_style == NTX_ROPE_NEOX;
 
 	e->pool = ntx_pool_new(e->n_threads, err);
 	if (!e->pool)
@@ -372,18 +373,6 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		if (L->exec == NTX_EXEC_CPU &&
 		    kv_alloc(&L->kv, c, e->n_ctx, e->n_seq, o->kv_type == NTX_KV_F16, err))
 			goto fail;
-	}
-	/* MOE-TODO(cpu): the GPU computes experts, q/k norms and NEOX RoPE
-	 * (engine_gpu.c); the CPU does not yet: refuse layers it would run */
-	if (c->n_expert > 0 || c->qk_norm || c->rope_style != NTX_ROPE_NORM) {
-		for (l = 0; l < c->n_layer; l++)
-			if (!e->skip[l] && e->layers[l].exec != NTX_EXEC_GPU)
-				break;
-		if (e->backend != NTX_BACKEND_CUDA || l < c->n_layer) {
-			ntx_err_set(err, NTX_EUNSUP, "%s: mixture-of-experts layers (%d experts) are "
-				    "not computed on the CPU yet", c->arch, c->n_expert);
-			goto fail;
-		}
 	}
 	e->out_w = ntx_wmat_from_tensor(m->output, m->output->data);
 	e->out_norm = m->output_norm->data;
@@ -501,6 +490,7 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 	struct eng_layer *L = &e->layers[l];
 	struct ntx_layer_w w = L->w;
 	double t0 = ntx_now_s();
+	int n_run;
 
 	if (from_job) {
 		const void *base;
@@ -509,8 +499,12 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 			return -1;
 		ntx_layer_w_from_layout(&w, &e->m->layers[l], &L->lo, base);
 	}
-	ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos, &e->s);
-	e->st.bytes_cpu_weights += L->lo.total;
+	n_run = ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos,
+				      &e->s);
+	/* with experts, only the experts that ran were read */
+	e->st.bytes_cpu_weights += L->lo.total - (uint64_t)(e->cfg.n_expert - n_run) *
+		(e->cfg.n_expert > 0 ? (L->lo.nbytes[6] + L->lo.nbytes[7] + L->lo.nbytes[8]) /
+		 (uint64_t)e->cfg.n_expert : 0);
 	e->st.t_cpu_s += ntx_now_s() - t0;
 	if (from_job && job_release(e, l, err))
 		return -1;
@@ -761,8 +755,15 @@ uint64_t ntx_engine_weight_bytes_per_token(const struct ntx_engine *e)
 	int l;
 
 	for (l = 0; l < e->cfg.n_layer; l++) {
-		if (!e->skip[l])
-			n += e->m->layers[l].bytes;
+		const struct ntx_layer_tensors *lt = &e->m->layers[l];
+
+		if (e->skip[l])
+			continue;
+		n += lt->bytes;
+		/* with experts a token reads k of the E */
+		if (lt->router && e->cfg.n_expert > 0)
+			n -= (lt->w_gate->nbytes + lt->w_up->nbytes + lt->w_down->nbytes) /
+			     (uint64_t)e->cfg.n_expert * (uint64_t)(e->cfg.n_expert - e->cfg.n_expert_used);
 	}
 	return n;
 }

@@ -18,7 +18,9 @@
 #include "ntx_cuda.h"
 #endif
 
-/* One layer's weights as views usable by the CPU kernels (host memory). */
+/* One layer's weights as views usable by the CPU kernels (host memory).
+ * With experts (cfg.n_expert > 0) gate, up and down are expert 0's
+ * matrices of the 3-D ffn_*_exps tensors; ntx_wmat_expert gives expert e. */
 struct ntx_layer_w {
 	const float *attn_norm;  /* (n_embd) */
 	struct ntx_wmat wq;      /* (n_embd -> n_head*head_dim) */
@@ -29,7 +31,21 @@ struct ntx_layer_w {
 	struct ntx_wmat gate;    /* (n_embd -> n_ff) */
 	struct ntx_wmat up;      /* (n_embd -> n_ff) */
 	struct ntx_wmat down;    /* (n_ff -> n_embd) */
+	struct ntx_wmat router;  /* ffn_gate_inp (n_embd -> n_expert); data NULL: dense FFN */
+	const float *q_norm;     /* (head_dim), or NULL */
+	const float *k_norm;     /* (head_dim), or NULL */
 };
+
+/* Expert e of a 3-D expert tensor viewed as expert 0's matrix w: the
+ * experts are n_out rows of row_bytes apart. */
+static inline struct ntx_wmat ntx_wmat_expert(const struct ntx_wmat *w, int e)
+{
+	struct ntx_wmat x = *w;
+
+	x.data = (const char *)w->data + (size_t)e * w->row_bytes * (size_t)w->n_out;
+	return x;
+}
+
 
 /* Weight views of a layer from the GGUF map (base = map, base_off = 0). */
 void ntx_layer_w_from_tensors(struct ntx_layer_w *w, const struct ntx_layer_tensors *lt,
@@ -39,10 +55,20 @@ void ntx_layer_w_from_layout(struct ntx_layer_w *w, const struct ntx_layer_tenso
 			     const struct ntx_layer_layout *lo, const void *base);
 struct ntx_wmat ntx_wmat_from_tensor(const struct ntx_gguf_tensor *t, const void *data);
 
-/* CPU scratch for up to n_ub tokens. */
+/* CPU scratch for up to n_ub tokens. With experts: router logits,
+ * each token's k experts and weights, each expert's gathered rows, each
+ * token's k expert outputs (summed in the token's top-k order, so that a
+ * token's result does not depend on the other tokens of the pass). */
 struct ntx_cpu_scratch {
 	int n_ub;
 	float *xb, *q, *k, *v, *att, *g, *u, *tmp;
+	float *rl;         /* [n_ub][n_expert] */
+	int32_t *sel;      /* [n_ub][k] */
+	float *wgt;        /* [n_ub][k] */
+	float *xg;         /* [n_ub][max(n_embd, n_ff)]: one expert's rows */
+	float *acc;        /* [n_ub][k][n_embd] */
+	int32_t *slot;     /* [n_ub * k]: t * k + j, grouped by expert */
+	int32_t *first;    /* [2 * n_expert + 1]: each expert's run in slot, then fill counters */
 	void *mm;          /* matmul activation scratch */
 	float *att_scratch;
 };
@@ -52,8 +78,9 @@ int ntx_cpu_scratch_init(struct ntx_cpu_scratch *s, const struct ntx_llama_confi
 			 struct ntx_err *err);
 void ntx_cpu_scratch_free(struct ntx_cpu_scratch *s);
 
-/* Forward n_tok rows of hidden state x through one layer on the CPU, in place. */
-void ntx_cpu_layer_forward(struct ntx_pool *pool, const struct ntx_llama_config *c,
+/* Forward n_tok rows of hidden state x through one layer on the CPU, in
+ * place. Returns the number of experts that ran (0 for a dense FFN). */
+int ntx_cpu_layer_forward(struct ntx_pool *pool, const struct ntx_llama_config *c,
 			   const struct ntx_rope *rope, const struct ntx_layer_w *w,
 			   struct ntx_kv_layer *kv, float *x, int n_tok, const int32_t *seq,
 			   const int32_t *pos, struct ntx_cpu_scratch *s);

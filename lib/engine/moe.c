@@ -1,5 +1,6 @@
 /* moe.c - the router of a mixture-of-experts layer (moe.h). */
 #include <math.h>
+#include <stddef.h>
 
 #include "moe.h"
 
@@ -47,4 +48,14 @@ void ntx_moe_route(const float *logits, int n_expert, int k, double scale, int32
 		if (scale != 0.0 && scale != 1.0)
 			w[j] *= (float)scale;
 	}
+}
+
+void ntx_moe_route_rows(const float *logits, int n_tok, int n_expert, int k, double scale,
+			int32_t *sel, float *wgt)
+{
+	int t;
+
+	for (t = 0; t < n_tok; t++)
+		ntx_moe_route(logits + (int64_t)t * n_expert, n_expert, k, scale,
+			      sel + (int64_t)t * k, wgt + (int64_t)t * k, NULL);
 }

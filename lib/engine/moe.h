@@ -18,4 +18,9 @@
 void ntx_moe_route(const float *logits, int n_expert, int k, double scale, int32_t *ids,
 		   float *w, float *gap);
 
+/* n_tok tokens: logits [n_tok][n_expert] -> sel [n_tok][k], wgt [n_tok][k],
+ * each row as ntx_moe_route. */
+void ntx_moe_route_rows(const float *logits, int n_tok, int n_expert, int k, double scale,
+			int32_t *sel, float *wgt);
+
 #endif

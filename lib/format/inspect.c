@@ -234,7 +234,12 @@ static json_t *model_json(const struct ntx_model *m)
 	    set(o, "rms_eps", jreal(c->rms_eps)) ||
 	    set(o, "has_rope_freqs", json_boolean(m->rope_freqs != NULL)) ||
 	    set(o, "output_tied", json_boolean(m->output_tied)) ||
-	    set(o, "file_type", c->file_type < 0 ? json_null() : json_integer(c->file_type))) {
+	    set(o, "file_type", c->file_type < 0 ? json_null() : json_integer(c->file_type)) ||
+	    set(o, "rope_style", json_string(c->rope_style == NTX_ROPE_NEOX ? "neox" : "norm")) ||
+	    set(o, "qk_norm", json_boolean(c->qk_norm)) ||
+	    set(o, "n_expert", json_integer(c->n_expert)) ||
+	    set(o, "n_expert_used", json_integer(c->n_expert_used)) ||
+	    set(o, "expert_weights_scale", jreal(c->expert_weights_scale))) {
 		json_decref(o);
 		return NULL;
 	}
@@ -245,6 +250,7 @@ static json_t *model_json(const struct ntx_model *m)
 
 struct layer_acc {
 	uint64_t bytes;
+	uint64_t expert_bytes; /* the layer's ffn_*_exps tensors */
 	int n_tensors;
 	uint64_t type_bytes[NTX_TYPE_COUNT];
 };
@@ -281,14 +287,61 @@ static int slot_of(const int *ids, int n, int li)
 	return p ? (int)(p - ids) : -1;
 }
 
+/* Is t one of a layer's expert tensors (blk.N.ffn_{gate,up,down}_exps)? */
+static int is_expert_tensor(const struct ntx_gguf_tensor *t)
+{
+	size_t n = strlen(t->name);
+
+	return n > 12 && strcmp(t->name + n - 12, "_exps.weight") == 0 &&
+	       ntx_tensor_layer(t->name) >= 0;
+}
+
+static uint64_t n_elements(const struct ntx_gguf_tensor *t)
+{
+	uint64_t n = 1;
+	uint32_t d;
+
+	for (d = 0; d < t->n_dims; d++)
+		n *= t->ne[d];
+	return n;
+}
+
+/* The "experts" object (null without experts): what a token reads is the
+ * dense part and k of the E experts of every layer. */
+static json_t *experts_json(int n_expert, int n_used, uint64_t total_bytes, uint64_t exp_bytes,
+			    uint64_t n_params, uint64_t exp_params)
+{
+	json_t *o;
+	uint64_t dense = total_bytes - exp_bytes, dense_p = n_params - exp_params;
+
+	if (n_expert <= 0 || exp_bytes == 0)
+		return json_null();
+	o = json_object();
+	if (!o || set(o, "n_expert", json_integer(n_expert)) ||
+	    set(o, "n_expert_used", json_integer(n_used)) ||
+	    set(o, "expert_bytes", juint(exp_bytes)) ||
+	    set(o, "bytes_per_expert", juint(exp_bytes / (uint64_t)n_expert)) ||
+	    set(o, "dense_bytes", juint(dense)) ||
+	    set(o, "active_bytes", juint(dense + exp_bytes / (uint64_t)n_expert * (uint64_t)n_used)) ||
+	    set(o, "n_params", juint(n_params)) ||
+	    set(o, "active_params",
+		juint(dense_p + exp_params / (uint64_t)n_expert * (uint64_t)n_used))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* n_layer: from the model config when it is readable (layers 0..n_layer-1,
  * blk.N beyond that are not layer tensors), else -1 (then the layers are the
- * blk.N indices that occur). */
-static int add_tensors(json_t *doc, const struct ntx_gguf *g, int n_layer)
+ * blk.N indices that occur). n_expert, n_used: the config's (0: dense). */
+static int add_tensors(json_t *doc, const struct ntx_gguf *g, int n_layer, int n_expert,
+		       int n_used)
 {
 	json_t *tensors = json_array(), *layers = json_array(), *nonlayer = json_array();
 	struct layer_acc *acc = NULL;
 	uint64_t mix[NTX_TYPE_COUNT] = { 0 }, lbytes = 0, nlbytes = 0, i;
+	uint64_t exp_bytes = 0, n_params = 0, exp_params = 0;
 	int *ids = NULL, n_ids = 0, l, rc = -1;
 
 	if (!tensors || !layers || !nonlayer)
@@ -348,6 +401,12 @@ static int add_tensors(json_t *doc, const struct ntx_gguf *g, int n_layer)
 			goto out;
 		/* sums cannot overflow: every tensor lies inside the file */
 		mix[t->type] += t->nbytes;
+		n_params += n_elements(t);
+		if (sl >= 0 && n_expert > 0 && is_expert_tensor(t)) {
+			acc[sl].expert_bytes += t->nbytes;
+			exp_bytes += t->nbytes;
+			exp_params += n_elements(t);
+		}
 		if (sl >= 0) {
 			acc[sl].bytes += t->nbytes;
 			acc[sl].n_tensors++;
@@ -369,12 +428,17 @@ static int add_tensors(json_t *doc, const struct ntx_gguf *g, int n_layer)
 		    set(o, "bytes", juint(acc[l].bytes)) ||
 		    set(o, "n_tensors", json_integer(acc[l].n_tensors)) ||
 		    set(o, "types", types_json(acc[l].type_bytes)) ||
+		    (exp_bytes && (set(o, "expert_bytes", juint(acc[l].expert_bytes)) ||
+				   set(o, "bytes_per_expert",
+				       juint(acc[l].expert_bytes / (uint64_t)n_expert)))) ||
 		    json_array_append_new(layers, o))
 			goto out;
 	}
 	if (json_object_set(doc, "tensors", tensors) || json_object_set(doc, "layers", layers) ||
 	    set(doc, "layer_bytes", juint(lbytes)) || set(doc, "nonlayer_bytes", juint(nlbytes)) ||
-	    json_object_set(doc, "nonlayer", nonlayer) || set(doc, "quant_mix", types_json(mix)))
+	    json_object_set(doc, "nonlayer", nonlayer) || set(doc, "quant_mix", types_json(mix)) ||
+	    set(doc, "experts", experts_json(n_expert, n_used, lbytes + nlbytes, exp_bytes, n_params,
+					     exp_params)))
 		goto out;
 	rc = 0;
 out:
@@ -401,7 +465,7 @@ json_t *ntx_inspect_json(struct ntx_gguf *g, const char *path, unsigned flags,
 	struct ntx_err merr;
 	struct ntx_llama_config cfg;
 	char fp[17];
-	int n_layer = -1;
+	int n_layer = -1, n_expert = 0, n_used = 0;
 
 	ntx_inspect_fingerprint_hex(g, fp);
 	if (!doc || set(doc, "format", json_string(NTX_INSPECT_FORMAT)) ||
@@ -420,6 +484,8 @@ json_t *ntx_inspect_json(struct ntx_gguf *g, const char *path, unsigned flags,
 	m = ntx_model_from_gguf(g, NTX_MODEL_VOCAB_ONLY, &merr);
 	if (m) {
 		n_layer = m->cfg.n_layer;
+		n_expert = m->cfg.n_expert;
+		n_used = m->cfg.n_expert_used;
 		if (set(doc, "model", model_json(m))) {
 			m->gguf = NULL; /* borrowed: do not close it */
 			ntx_model_close(m);
@@ -432,12 +498,15 @@ json_t *ntx_inspect_json(struct ntx_gguf *g, const char *path, unsigned flags,
 
 		if (merr.code == NTX_ENOMEM)
 			goto oom;
-		if (ntx_llama_config_read(g, &cfg, &cerr) == 0)
+		if (ntx_llama_config_read(g, &cfg, &cerr) == 0) {
 			n_layer = cfg.n_layer;
+			n_expert = cfg.n_expert;
+			n_used = cfg.n_expert_used;
+		}
 		if (set(doc, "model", json_null()) || set(doc, "model_error", jstr(merr.msg, strlen(merr.msg))))
 			goto oom;
 	}
-	if (add_tensors(doc, g, n_layer))
+	if (add_tensors(doc, g, n_layer, n_expert, n_used))
 		goto oom;
 	return doc;
 oom:

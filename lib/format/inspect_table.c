@@ -87,6 +87,9 @@ void ntx_inspect_table(FILE *f, const json_t *doc)
 			fprintf(f, "%d\n", (int)json_integer_value(ft));
 		else
 			fprintf(f, "absent\n");
+		if (strcmp(str(m, "rope_style"), "norm") || json_is_true(json_object_get(m, "qk_norm")))
+			fprintf(f, "             rope %s%s\n", str(m, "rope_style"),
+				json_is_true(json_object_get(m, "qk_norm")) ? ", q/k norms" : "");
 	} else {
 		fprintf(f, "model        not a usable Llama model: %s\n", str(doc, "model_error"));
 	}
@@ -115,6 +118,29 @@ void ntx_inspect_table(FILE *f, const json_t *doc)
 		types_line(f, json_object_get(l, "types"));
 		fputc('\n', f);
 		i = j;
+	}
+	if (json_is_object(json_object_get(doc, "experts"))) {
+		const json_t *x = json_object_get(doc, "experts");
+		char b3[32];
+
+		fprintf(f, "experts      %d per layer, %d used per token; %s of experts (%s per expert, all layers)\n",
+			(int)num(x, "n_expert"), (int)num(x, "n_expert_used"),
+			size((uint64_t)num(x, "expert_bytes"), b1),
+			size((uint64_t)num(x, "bytes_per_expert"), b2));
+		fprintf(f, "             a token reads %s of %s (dense %s + %d/%d of the experts), "
+			   "%.1fM of %.1fM parameters\n",
+			size((uint64_t)num(x, "active_bytes"), b1),
+			size((uint64_t)num(x, "dense_bytes") + (uint64_t)num(x, "expert_bytes"), b2),
+			size((uint64_t)num(x, "dense_bytes"), b3), (int)num(x, "n_expert_used"),
+			(int)num(x, "n_expert"), (double)num(x, "active_params") / 1e6,
+			(double)num(x, "n_params") / 1e6);
+		for (i = 0; i < n; i++) {
+			const json_t *l = json_array_get(layers, i);
+
+			fprintf(f, "  %4d       experts %s, %s per expert\n", (int)num(l, "index"),
+				size((uint64_t)num(l, "expert_bytes"), b1),
+				size((uint64_t)num(l, "bytes_per_expert"), b2));
+		}
 	}
 	for (i = 0; i < json_array_size(nonlayer); i++) {
 		const json_t *t = json_array_get(nonlayer, i);

@@ -576,7 +576,7 @@ static void init_byte_map(struct ntx_vocab *v)
 static int load_config(struct ntx_vocab *v, const struct ntx_gguf *g, struct ntx_err *err)
 {
 	struct ntx_gguf_str model, pre = { "", 0 };
-	int rc, b, llama3 = 0;
+	int rc, b, llama3 = 0, qwen2 = 0;
 
 	rc = ntx_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
 	if (rc < 0)
@@ -597,6 +597,7 @@ static int load_config(struct ntx_vocab *v, const struct ntx_gguf *g, struct ntx
 	if (v->type == NTX_VOCAB_BPE) {
 		static const char *l3[] = { "llama3", "llama-v3", "llama-bpe", "falcon3", NULL };
 		static const char *same_regex[] = { "dbrx", "smaug-bpe", NULL };
+		static const char *q2[] = { "qwen2", "deepseek-r1-qwen", NULL };
 		char ex[64];
 		int i, ok = 0;
 
@@ -608,10 +609,14 @@ static int load_config(struct ntx_vocab *v, const struct ntx_gguf *g, struct ntx
 		for (i = 0; same_regex[i]; i++)
 			if (pre.len == strlen(same_regex[i]) && memcmp(pre.p, same_regex[i], pre.len) == 0)
 				ok = 1;
+		for (i = 0; q2[i]; i++)
+			if (pre.len == strlen(q2[i]) && memcmp(pre.p, q2[i], pre.len) == 0)
+				ok = qwen2 = 1;
 		if (!ok)
 			return ntx_err_set(err, NTX_EUNSUP,
-					   "tokenizer.ggml.pre %s%s%s: only the Llama 3 pre-tokenizer is "
-					   "implemented (llama-bpe, llama3, llama-v3, falcon3, dbrx, smaug-bpe)",
+					   "tokenizer.ggml.pre %s%s%s: only the Llama 3 and Qwen2 pre-tokenizers "
+					   "are implemented (llama-bpe, llama3, llama-v3, falcon3, dbrx, "
+					   "smaug-bpe, qwen2, deepseek-r1-qwen)",
 					   pre.len ? "'" : "is missing", pre.len ? excerpt(pre.p, pre.len, ex) : "",
 					   pre.len ? "' is not supported" : "");
 	}
@@ -629,6 +634,11 @@ static int load_config(struct ntx_vocab *v, const struct ntx_gguf *g, struct ntx
 		v->bos = 11, v->eos = 11, v->unk = NTX_TOKEN_NONE;
 		v->add_space_prefix = 0, v->clean_spaces = 1, v->add_bos = llama3, v->add_eos = 0;
 		v->ignore_merges = llama3;
+		/* qwen2: the Llama 3 regex with \p{N} instead of \p{N}{1,3};
+		 * llama.cpp sets clean_spaces false, leaves add_bos false */
+		v->digits_max = qwen2 ? 1 : 3;
+		if (qwen2)
+			v->clean_spaces = 0;
 	}
 	if (v->bos >= v->n_tokens)
 		v->bos = NTX_TOKEN_NONE;

@@ -8,12 +8,14 @@
  *   "gpt2"  - byte-level BPE (Llama 3): the Llama 3 pre-tokenizer regex
  *             (hand-written matcher in tokenizer_bpe.c), GPT-2 byte-to-unicode
  *             mapping, merges by rank, ignore_merges.
- * Only the Llama 3 pre-tokenizer is implemented. tokenizer.ggml.pre values
+ * Two pre-tokenizers are implemented. Llama 3's: tokenizer.ggml.pre values
  * llama.cpp maps to it ("llama3", "llama-v3", "llama-bpe", "falcon3")
  * are accepted; "dbrx" and "smaug-bpe" (same regex, but without
- * ignore_merges and add_bos) too. Any other value, or none, is refused with
- * NTX_EUNSUP: another regex silently replaced by Llama 3's would give wrong
- * ids, which is worse than no ids.
+ * ignore_merges and add_bos) too. Qwen2's ("qwen2", "deepseek-r1-qwen"):
+ * the same regex with digits one at a time (\p{N} for \p{N}{1,3}), no
+ * ignore_merges, no BOS by default, no clean-spaces pass. Any other value,
+ * or none, is refused with NTX_EUNSUP: another regex silently replaced by
+ * Llama 3's would give wrong ids, which is worse than no ids.
  *
  * Special tokens (CONTROL, USER_DEFINED and UNKNOWN types) are recognised in
  * text as llama.cpp's tokenizer_st_partition does: longest token text first,

@@ -1,6 +1,7 @@
 /* tokenizer_bpe.c - byte-level BPE with the Llama 3 pre-tokenizer, as
  * llama.cpp's llm_tokenizer_bpe_session and unicode_regex_split_custom_llama3
- * (commit c392e509) run it. */
+ * (commit c392e509) run it, and Qwen2's (the same regex with digits one at
+ * a time). */
 #include <limits.h>
 #include <string.h>
 
@@ -14,8 +15,11 @@
  *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  * over code points cp[0..n) with flags fl (ntx_unicode_flags). Writes the end
  * of every piece to ends[] (at most n) and returns their count. Positions
- * past the end read as flags 0 and code point "none", as in llama.cpp. */
-static size_t split_llama3(const uint32_t *cp, const uint16_t *fl, size_t n, size_t *ends)
+ * past the end read as flags 0 and code point "none", as in llama.cpp.
+ * digits_max 1 gives Qwen2's regex (\p{N} instead of \p{N}{1,3}; its
+ * (?:'[sS]|'[tT]|...) contractions are the same as (?i:...)). */
+static size_t split_llama3(const uint32_t *cp, const uint16_t *fl, size_t n, size_t *ends,
+			   int digits_max)
 {
 	const unsigned L = NTX_UCAT_LETTER, N = NTX_UCAT_NUMBER, WS = NTX_UCAT_WHITESPACE;
 	size_t pos = 0, ne = 0;
@@ -58,12 +62,12 @@ static size_t split_llama3(const uint32_t *cp, const uint16_t *fl, size_t n, siz
 			EMIT(pos);
 			continue;
 		}
-		/* \p{N}{1,3} */
+		/* \p{N}{1,3} (qwen2: \p{N}) */
 		if (f & N) {
 			size_t ini = pos;
 
 			while (FL(pos) & N) {
-				if (++pos - ini >= 3) {
+				if (++pos - ini >= (size_t)digits_max) {
 					EMIT(pos);
 					ini = pos;
 				}
@@ -252,7 +256,7 @@ int ntx_bpe_tokenize(const struct ntx_vocab *v, const char *text, size_t len,
 		n++;
 		off += adv;
 	}
-	ne = split_llama3(cp, fl, n, ends);
+	ne = split_llama3(cp, fl, n, ends, v->digits_max ? v->digits_max : 3);
 	for (k = 0; k < ne; k++) {
 		size_t wl = 0, i;
 

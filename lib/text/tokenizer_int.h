@@ -59,6 +59,7 @@ struct ntx_vocab {
 	int32_t *eog;
 	int n_eog;
 	int add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
+	int digits_max;         /* BPE pre-tokenizer: digits per piece (Llama 3: 3, qwen2: 1) */
 	char *chat_template;
 };
 

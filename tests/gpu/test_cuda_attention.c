@@ -58,7 +58,7 @@ static void test_rope(int f16, int n_rot, int with_freqs, float freq_scale, int 
 	int32_t *dpos, *dseq;
 	struct ntx_cuda_kv kv = { 0 };
 	struct ntx_cuda_rope rp = { n_rot, 500000.0f, freq_scale, NULL, NULL, neox };
-	struct ntx_rope cr = { n_rot, 500000.0, freq_scale, NULL };
+	struct ntx_rope cr = { n_rot, 500000.0, freq_scale, NULL, neox };
 	struct ntx_kv_layer ckv = { ec_k, ec_v, f16, n_ctx, n_seq, n_kv, hd };
 	double e1, e2;
 

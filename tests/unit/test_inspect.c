@@ -35,7 +35,7 @@ static void test_top_level(void)
 		"format", "version", "path", "kind", "file_size_bytes", "gguf_version",
 		"alignment", "data_offset_bytes", "fingerprint", "n_kv", "n_tensors", "metadata",
 		"model", "model_error", "tensors", "layers", "layer_bytes", "nonlayer_bytes",
-		"nonlayer", "quant_mix",
+		"nonlayer", "quant_mix", "experts",
 	};
 	struct ntx_gguf_writer *w = ntx_gguf_writer_new();
 	struct ntx_err err;
@@ -254,10 +254,109 @@ static void test_fixture_docs(void)
 	}
 }
 
+/* The moe fixtures: expert bytes and what a token reads, against the
+ * sizes that moe/tensor_types.json lists (written by gguf-py, not by ntx).
+ * qwen3moe-tiny-q4_k_m has a Q5_0 tensor: while ntx lacks Q5_0, model is
+ * null but the experts are still reported from the configuration. */
+static void test_moe_docs(void)
+{
+	static const struct {
+		const char *file;
+		int E, k;
+		const char *rope;
+		int qk;
+	} f[] = { { "mixtral-tiny-q8_0.gguf", 8, 2, "norm", 0 },
+		  { "mixtral-tiny-q4_k_m.gguf", 8, 2, "norm", 0 },
+		  { "qwen3moe-tiny-q8_0.gguf", 16, 4, "neox", 1 },
+		  { "qwen3moe-tiny-q4_k_m.gguf", 16, 4, "neox", 1 } };
+	char path[4096];
+	json_t *tt;
+	json_error_t je;
+	size_t i, j;
+
+	snprintf(path, sizeof path, "%s/moe/tensor_types.json", t_fixtures());
+	tt = json_load_file(path, 0, &je);
+	if (!t_ok(tt != NULL, "moe/tensor_types.json (%s)", je.text))
+		return;
+	for (i = 0; i < sizeof f / sizeof f[0]; i++) {
+		json_t *tens = json_object_get(json_object_get(tt, f[i].file), "tensors"), *d, *ex, *mo;
+		uint64_t total = 0, eb = 0, np = 0, ep = 0, lb[2] = { 0, 0 };
+		struct ntx_err err;
+		int ok;
+
+		for (j = 0; j < json_array_size(tens); j++) {
+			json_t *t = json_array_get(tens, j), *ne = json_object_get(t, "ne");
+			const char *name = json_string_value(json_object_get(t, "name"));
+			uint64_t b = (uint64_t)json_integer_value(json_object_get(t, "n_bytes")), n = 1;
+			size_t q;
+
+			for (q = 0; q < json_array_size(ne); q++)
+				n *= (uint64_t)json_integer_value(json_array_get(ne, q));
+			total += b;
+			np += n;
+			if (strstr(name, "_exps.weight")) {
+				eb += b;
+				ep += n;
+				lb[name[4] - '0'] += b;
+			}
+		}
+		snprintf(path, sizeof path, "%s/moe/%s", t_fixtures(), f[i].file);
+		d = ntx_inspect_file(path, 0, &err);
+		if (!t_ok(d != NULL && total > 0, "%s: document (%s)", f[i].file, d ? "" : err.msg))
+			continue;
+		ex = json_object_get(d, "experts");
+		mo = json_object_get(d, "model");
+		ok = json_integer_value(json_object_get(ex, "n_expert")) == f[i].E &&
+		     json_integer_value(json_object_get(ex, "n_expert_used")) == f[i].k &&
+		     json_integer_value(json_object_get(ex, "expert_bytes")) == (json_int_t)eb &&
+		     json_integer_value(json_object_get(ex, "bytes_per_expert")) == (json_int_t)(eb / f[i].E) &&
+		     json_integer_value(json_object_get(ex, "dense_bytes")) == (json_int_t)(total - eb) &&
+		     json_integer_value(json_object_get(ex, "active_bytes")) ==
+			     (json_int_t)(total - eb + eb / f[i].E * f[i].k) &&
+		     json_integer_value(json_object_get(ex, "n_params")) == (json_int_t)np &&
+		     json_integer_value(json_object_get(ex, "active_params")) ==
+			     (json_int_t)(np - ep + ep / f[i].E * f[i].k);
+		for (j = 0; j < 2; j++) {
+			json_t *l = json_array_get(json_object_get(d, "layers"), j);
+
+			ok = ok && json_integer_value(json_object_get(l, "expert_bytes")) == (json_int_t)lb[j] &&
+			     json_integer_value(json_object_get(l, "bytes_per_expert")) ==
+				     (json_int_t)(lb[j] / f[i].E);
+		}
+		t_ok(ok, "%s: experts %d (%d used), %llu expert bytes, a token reads %lld of %llu bytes",
+		     f[i].file, f[i].E, f[i].k, (unsigned long long)eb,
+		     (long long)json_integer_value(json_object_get(ex, "active_bytes")),
+		     (unsigned long long)total);
+		if (json_is_object(mo))
+			t_ok(json_integer_value(json_object_get(mo, "n_expert")) == f[i].E &&
+			     json_integer_value(json_object_get(mo, "n_expert_used")) == f[i].k &&
+			     !strcmp(json_string_value(json_object_get(mo, "rope_style")), f[i].rope) &&
+			     json_is_true(json_object_get(mo, "qk_norm")) == f[i].qk &&
+			     json_real_value(json_object_get(mo, "expert_weights_scale")) == 0,
+			     "%s: model: rope_style %s, qk_norm %d, experts", f[i].file, f[i].rope, f[i].qk);
+		json_decref(d);
+	}
+	/* a dense model: experts null, no per-layer expert keys */
+	snprintf(path, sizeof path, "%s/models/ref-a-q8_0.gguf", t_fixtures());
+	{
+		struct ntx_err err;
+		json_t *d = ntx_inspect_file(path, 0, &err);
+
+		t_ok(d && json_is_null(json_object_get(d, "experts")) &&
+		     !json_object_get(json_array_get(json_object_get(d, "layers"), 0), "expert_bytes") &&
+		     json_integer_value(json_object_get(json_object_get(d, "model"), "n_expert")) == 0,
+		     "dense model: experts null, no expert_bytes in layers, n_expert 0");
+		json_decref(d);
+	}
+	json_decref(tt);
+}
+
 int main(void)
 {
 	test_top_level();
 	test_values();
 	test_fixture_docs();
+	if (t_need_fixtures("moe inspect"))
+		test_moe_docs();
 	return t_done();
 }

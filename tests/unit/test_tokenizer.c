@@ -119,7 +119,8 @@ static int tok(const struct ntx_vocab *v, const char *s, size_t n, int bos, int 
 
 /* ---- llama.cpp's .inp/.out vectors ---- */
 
-static void test_inp_out(const struct ntx_vocab *v, const char *inp_rel, const char *out_rel)
+static void test_inp_out_n(const struct ntx_vocab *v, const char *inp_rel, const char *out_rel,
+			   int n_cases)
 {
 	static const char sep[] = "\n__ggml_vocab_test__\n";
 	size_t inl, outl, pos = 0, opos = 0;
@@ -159,10 +160,72 @@ static void test_inp_out(const struct ntx_vocab *v, const char *inp_rel, const c
 		pos += tl + sizeof sep - 1;
 		opos = (size_t)(eol - out) + 1;
 	}
-	t_ok(n == 46 && opos == outl, "%s: all 46 cases read (%d, %d failed)", inp_rel, n, bad);
+	t_ok(n == n_cases && opos == outl, "%s: all %d cases read (%d, %d failed)", inp_rel, n_cases,
+	     n, bad);
 done:
 	free(inp);
 	free(out);
+}
+
+static void test_inp_out(const struct ntx_vocab *v, const char *inp_rel, const char *out_rel)
+{
+	test_inp_out_n(v, inp_rel, out_rel, 46);
+}
+
+/* ---- the qwen2 pre-tokenizer (vocab/README.md, tinybpe) ---- */
+
+static void test_qwen2(void)
+{
+	struct vocab_file q2, tiny;
+	int32_t *a = NULL, *b = NULL;
+	int na = 0, nb = 0;
+	char *back = NULL;
+	size_t bl = 0;
+	struct ntx_err err = { 0 };
+
+	if (open_vocab("vocab/ggml-vocab-tinybpe-qwen2.gguf", &q2))
+		return;
+	test_inp_out(q2.v, "vocab/ggml-vocab-tinybpe-qwen2.gguf.inp",
+		     "vocab/ggml-vocab-tinybpe-qwen2.gguf.out");
+	test_inp_out_n(q2.v, "vocab/tinybpe-pretok-extra.inp", "vocab/tinybpe-pretok-extra.qwen2.out",
+		       25);
+	/* defaults: no BOS (the tokenizer adds nothing with add_bos), no
+	 * clean-spaces pass in detokenization */
+	t_ok(ntx_vocab_add_bos(q2.v) == 0 && ntx_vocab_bos(q2.v) == 8187,
+	     "qwen2: BOS 8187 exists but is not added by default");
+	tok(q2.v, "Hello", 5, 1, 0, &a, &na);
+	t_ok(na > 0 && a[0] != 8187, "qwen2: tokenize with add_bos adds no BOS (%d ids, first %d)", na,
+	     na > 0 ? a[0] : -1);
+	free(a);
+	a = NULL;
+	tok(q2.v, "a , b . c ?", 11, 0, 0, &a, &na);
+	if (na > 0 && ntx_detokenize(q2.v, a, na, 0, 0, &back, &bl, &err) == 0)
+		t_ok(bl == 11 && memcmp(back, "a , b . c ?", 11) == 0,
+		     "qwen2: detokenize keeps ' ,' ' .' ' ?' (clean_spaces false): '%s'", back);
+	else
+		t_ok(0, "qwen2: detokenize (%s)", err.msg);
+	free(back);
+	back = NULL;
+	if (open_vocab("tinymodel/tinymodel-q8_0.gguf", &tiny) == 0) {
+		/* the same vocabulary with pre llama-bpe: digits in groups of 3,
+		 * spaces cleaned */
+		tok(tiny.v, "12345", 5, 0, 0, &b, &nb);
+		free(a);
+		tok(q2.v, "12345", 5, 0, 0, &a, &na);
+		t_ok(na == 5 && nb > 0 && nb < 5,
+		     "qwen2 splits 12345 into 5 digits (%d ids), llama-bpe into 123|45 (%d ids)", na, nb);
+		free(a);
+		a = NULL;
+		tok(tiny.v, "a , b . c ?", 11, 0, 0, &a, &na);
+		if (na > 0 && ntx_detokenize(tiny.v, a, na, 0, 0, &back, &bl, &err) == 0)
+			t_ok(bl == 8 && memcmp(back, "a, b. c?", 8) == 0,
+			     "llama-bpe: detokenize cleans the spaces: '%s'", back);
+		free(back);
+		close_vocab(&tiny);
+	}
+	free(a);
+	free(b);
+	close_vocab(&q2);
 }
 
 /* ---- the JSONL cases ---- */
@@ -837,7 +900,7 @@ enum {
 static const char *case_name[C_N] = {
 	"valid", "merge with an unknown token", "merge without a space", "merge result not a token",
 	"token_type shorter than tokens", "bos id out of range", "negative eos id",
-	"tokens array of u32", "no tokenizer.ggml.model", "model 'bert'", "pre 'qwen2'",
+	"tokens array of u32", "no tokenizer.ggml.model", "model 'bert'", "pre 'gpt-4o'",
 	"pre missing", "duplicate token", "no merges", "add_bos with no BOS", "token_type of f32",
 	"empty token list", "add_bos_token of type u32", "scores longer than tokens",
 	"bos = 0xFFFFFFFF (none)",
@@ -856,7 +919,7 @@ static void build(struct gw *w, int c)
 	if (c != C_NO_MODEL)
 		kv_str(w, "tokenizer.ggml.model", c == C_MODEL_BERT ? "bert" : "gpt2");
 	if (c != C_PRE_MISSING)
-		kv_str(w, "tokenizer.ggml.pre", c == C_PRE_QWEN ? "qwen2" : "llama-bpe");
+		kv_str(w, "tokenizer.ggml.pre", c == C_PRE_QWEN ? "gpt-4o" : "llama-bpe");
 	if (c == C_TOKENS_U32)
 		kv_i32s(w, "tokenizer.ggml.tokens", NTX_GGUF_U32, types, 5);
 	else if (c == C_MERGE_RESULT)
@@ -1131,6 +1194,7 @@ int main(void)
 	test_prompts("models/ref-a-q4_0.gguf");
 	test_tinystory();
 	test_tinymodel();
+	test_qwen2();
 	test_stream(l3.v, spm.v);
 	test_queries(l3.v, spm.v);
 	if (open_vocab("tinymodel/tinymodel-q8_0.gguf", &tiny) == 0) {

@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# Mixture-of-experts models through the tools, on the CPU (the moe fixtures:
+# mixtral-tiny, `llama` with 8 experts, 2 per token; qwen3moe-tiny, 16
+# experts, 4 per token, q/k norms, NEOX RoPE, the qwen2 pre-tokenizer).
+# A MoE layer is one unit for the planner and the pack: greedy text is the
+# same whether the layers are read from the model file, kept in RAM by a
+# plan, or streamed from a pack; speculative decoding (prompt lookup, a
+# draft model, self-speculation) and batch mode give what plain decoding
+# gives; ntx-inspect reports the experts. The logits themselves are checked
+# against llama.cpp in tests/unit/test_moe.c.
+
+load gguf_helpers
+
+setup_file() {
+	export RUN="$NTX_BIN/ntx-run"
+	export F="$NTX_FIXTURES"
+	export MX="$F/moe/mixtral-tiny-q8_0.gguf"
+	export MK="$F/moe/mixtral-tiny-q4_k_m.gguf"
+	export QW="$F/moe/qwen3moe-tiny-q8_0.gguf"
+	export D="$BATS_FILE_TMPDIR"
+	[ -x "$RUN" ] || { echo "no $RUN (make first)" >&2; return 1; }
+	have_fixtures && [ -f "$MX" ] || return 0 # every test calls need_moe
+	printf 'Once upon a time, there was a little girl named Lily.' >"$D/p1.txt"
+	printf 'The cat sat on the mat and' >"$D/p2.txt"
+	for m in MX QW; do
+		for p in p1 p2; do
+			"$RUN" -m "${!m}" --backend cpu -t 2 -q -f "$D/$p.txt" -n 48 --temp 0 \
+				--ignore-eos -c 256 >"$D/$m.$p.plain"
+		done
+	done
+}
+
+need_moe() {
+	need_fixtures
+	[ -f "$MX" ] && [ -f "$QW" ] || skip "no moe fixtures at '$F/moe'"
+}
+
+# same M PROMPT ARGS...: greedy output of model $M (MX or QW) with ARGS
+# equals its plain decoding
+same() {
+	local m=$1 p=$2
+	shift 2
+	run --separate-stderr "$RUN" --backend cpu -t 2 -q -f "$D/$p.txt" -n 48 --temp 0 \
+		--ignore-eos -c 256 "$@"
+	[ "$status" -eq 0 ] || { echo "exit $status with $*: $stderr" >&2; return 1; }
+	[ -n "$output" ]
+	[ "$output" = "$(cat "$D/$m.$p.plain")" ] || { echo "differs with $*: $output" >&2; return 1; }
+}
+
+@test "MoE greedy text: the model file (huge-page copies, the map), a plan with the layers in RAM, layers streamed from a pack (direct and mmap)" {
+	need_moe
+	T="$BATS_TEST_TMPDIR"
+	for m in MX QW; do
+		"$NTX_BIN/ntx-plan" "${!m}" --vram-budget 0 --ram-budget 1G -c 256 -o "$T/$m.ram.json"
+		# every layer in RAM, computed by the CPU; the plan's layer bytes
+		# include the experts (the whole layer is the unit)
+		run -0 python3 - "$T/$m.ram.json" "${!m}" "$NTX_BIN/ntx-inspect" <<'PY'
+import json, subprocess, sys
+p = json.load(open(sys.argv[1]))
+d = json.loads(subprocess.run([sys.argv[3], sys.argv[2]], capture_output=True, check=True).stdout)
+assert [l["home"] for l in p["layers"]] == ["ram", "ram"], p["layers"]
+for pl, il in zip(p["layers"], d["layers"]):
+    assert pl["bytes"] >= il["bytes"] > il["expert_bytes"] > 0, (pl, il)
+PY
+		# the planner keeps layers this small in RAM (two disk staging
+		# slots cost as much as the layers): move them to the pack by hand
+		python3 - "$T/$m.ram.json" "$T/$m.disk.json" "$T/$m.ntxp" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for l in p["layers"]:
+    l["home"] = "disk"
+p["pack_path"] = sys.argv[3]
+json.dump(p, open(sys.argv[2], "w"), indent=2)
+PY
+		"$NTX_BIN/ntx-pack" -q "${!m}" --plan "$T/$m.disk.json" --compress none
+		"$NTX_BIN/ntx-pack" -q --verify "$T/$m.ntxp" -m "${!m}"
+		for p in p1 p2; do
+			same $m $p -m "${!m}"
+			NTX_NO_HUGEPAGES=1 same $m $p -m "${!m}" # read in place from the map
+			same $m $p --plan "$T/$m.ram.json"
+			same $m $p --plan "$T/$m.disk.json" --stats-json "$T/s.json"
+			same $m $p --plan "$T/$m.disk.json" --io mmap
+		done
+		# the pack was read, and a token reads k/E of the experts: the CPU's
+		# weight bytes per evaluation are below the layers' bytes
+		run -0 python3 - "$T/s.json" "$T/$m.ram.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["streaming"]
+p = json.load(open(sys.argv[2]))
+layers = sum(l["bytes"] for l in p["layers"])
+assert s["bytes_disk"] > 0, s
+assert 0 < s["bytes_cpu_weights"] / s["n_eval_calls"] < layers, (s, layers)
+PY
+	done
+}
+
+@test "MoE target: --lookup, --draft (the same file, another quantization), --self-spec equal plain decoding" {
+	need_moe
+	T="$BATS_TEST_TMPDIR"
+	head -c 3000 "$F/tinymodel/eval.txt" >"$T/cal.txt"
+	for m in MX QW; do
+		"$NTX_BIN/ntx-skip-calib" -q -m "${!m}" --backend cpu -t 2 --allow-ends --count 1 \
+			-f "$T/cal.txt" -o "$T/$m.skip.json"
+		for p in p1 p2; do
+			same $m $p -m "${!m}" --lookup 3
+			same $m $p -m "${!m}" --draft "${!m}"
+			same $m $p -m "${!m}" --draft "${!m}" --draft-k 4
+			same $m $p -m "${!m}" --self-spec --draft-skip "$T/$m.skip.json"
+		done
+	done
+	for p in p1 p2; do
+		same MX $p -m "$MX" --draft "$MK"
+		same MX $p -m "$MX" --lookup 2 --draft "$MK" --draft-k 6
+	done
+}
+
+@test "a draft whose vocabulary adds BOS for a qwen2 target: one-line error, exit 1" {
+	need_moe
+	run --separate-stderr "$RUN" -m "$QW" --backend cpu -q -p hi -n 4 --draft "$MX"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"BOS"* ]]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+}
+
+@test "MoE --batch: greedy records equal each request run alone" {
+	need_moe
+	T="$BATS_TEST_TMPDIR"
+	python3 - "$T/req.jsonl" <<'PY'
+import json, sys
+P = [("In the beginning", 20), ("Once upon a time, there was a little girl named Lily.", 25),
+     ("A computer is", 10), ("The cat sat on the mat and", 31), ("Hello", 7)]
+with open(sys.argv[1], "w") as f:
+    for i, (p, n) in enumerate(P):
+        f.write(json.dumps({"id": i, "prompt": p, "n_predict": n, "temp": 0}) + "\n")
+PY
+	for m in MX QW; do
+		for par in 1 3; do
+			run -0 --separate-stderr "$RUN" -m "${!m}" --backend cpu -t 2 -c 256 --batch \
+				--parallel $par <"$T/req.jsonl"
+			printf '%s\n' "$output" >"$T/out.jsonl"
+			run -0 python3 - "$T/req.jsonl" "$T/out.jsonl" "${!m}" <<'PY'
+import json, os, subprocess, sys
+out = {}
+for l in open(sys.argv[2]):
+    if l.strip():
+        r = json.loads(l)
+        out[r["id"]] = r["text"]
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    t = subprocess.run([os.environ["RUN"], "-m", sys.argv[3], "--backend", "cpu", "-t", "2",
+                        "-c", "256", "-q", "-p", r["prompt"], "-n", str(r["n_predict"]),
+                        "--temp", "0"], capture_output=True, check=True).stdout
+    # random weights emit partial UTF-8; the records carry U+FFFD there
+    t = t.decode("utf-8", "replace")
+    assert out[r["id"]] == t, (r["id"], out[r["id"]], t)
+PY
+		done
+	done
+}
+
+@test "MoE -i: a conversation of 3 turns over a pipe (chatml template)" {
+	need_moe
+	T="$BATS_TEST_TMPDIR"
+	printf 'Hello\nWho are you?\nTell me more.\n' >"$T/in"
+	for m in MX QW; do
+		run -0 --separate-stderr "$RUN" -m "${!m}" --backend cpu -t 2 -q -i \
+			--chat-template chatml -n 8 --temp 0 <"$T/in"
+		[ -n "$output" ]
+		"$RUN" -m "${!m}" --backend cpu -t 2 -q -i --chat-template chatml -n 8 --temp 0 \
+			<"$T/in" >"$T/again"
+		[ "$output" = "$(cat "$T/again")" ]
+	done
+}
+
+@test "ntx-inspect --format table: the experts and what a token reads" {
+	need_moe
+	run -0 "$NTX_BIN/ntx-inspect" --format table "$QW"
+	[[ "$output" == *"experts      16 per layer, 4 used per token"* ]]
+	[[ "$output" == *"a token reads"*"4/16 of the experts"* ]]
+	[[ "$output" == *"rope neox, q/k norms"* ]]
+	run -0 "$NTX_BIN/ntx-inspect" --format table "$MX"
+	[[ "$output" == *"experts      8 per layer, 2 used per token"* ]]
+	[[ "$output" != *"rope neox"* ]]
+}
+
+@test "libntx: ntx-example prints what ntx-run -n 16 --temp 0 prints, for both MoE models" {
+	need_moe
+	for m in MX QW; do
+		"$RUN" -m "${!m}" -p "Once upon a time" -n 16 --temp 0 -q >"$BATS_TEST_TMPDIR/want"
+		"$NTX_BIN/ntx-example" "${!m}" "Once upon a time" >"$BATS_TEST_TMPDIR/got"
+		[ -s "$BATS_TEST_TMPDIR/got" ]
+		cmp "$BATS_TEST_TMPDIR/got" "$BATS_TEST_TMPDIR/want"
+	done
+}
