@@ -47,6 +47,12 @@ const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
  * 1 + NTX_PLAN_GPU_TOKEN_COST x (tokens - 1) single-token GEMVs (the H200's
  * dp4a GEMV: 8 tokens take 3.2x one token's time) */
 #define NTX_PLAN_GPU_TOKEN_COST 0.31
+/* The K-quant GEMV on int8 tensor cores (Q4_K, and Q6_K in split rows: the
+ * resident ones), 2..8 tokens: a chunk of k tokens costs 1 + MMA_FIRST +
+ * MMA_TOKEN x k single-token GEMVs (the H200, resident 8B Q4_K_M, twelfth
+ * session: 2 / 4 / 8 tokens took 1.30 / 1.35 / 1.44x one token's pass) */
+#define NTX_PLAN_GPU_MMA_FIRST 0.25
+#define NTX_PLAN_GPU_MMA_TOKEN 0.025
 /* The CPU's share of its probed rates while the copy engine streams pinned
  * RAM to the GPU (doc/plan-json.md). One token, and a batch of several
  * sequences: half (the H200 host computed 70B Q4_K_M layers at 0.51x its
@@ -161,6 +167,10 @@ struct ntx_plan {
 	uint64_t pack_bytes;       /* pack file size estimate (disk budget use) */
 	/* predicted time per token, ms */
 	double t_resident_ms, t_link_ms, t_disk_ms, t_cpu_ms, t_overhead_ms, t_total_ms;
+	/* the estimate is for a pass of pass_tokens tokens (n_seq, or K + 1
+	 * with a draft); t_pass1_ms: the same plan's pass of one token */
+	int pass_tokens;
+	double t_pass1_ms;
 	/* speculative decoding with a resident draft model (ntx-plan --draft):
 	 * the target is planned for passes of n_verify = K + 1 tokens (the
 	 * estimate above is then one such pass); the draft's weights, KV cache

@@ -181,6 +181,10 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 	sb_printf(&b, "time per step: max(link %.4g ms, disk %.4g ms, resident %.4g + CPU %.4g + overhead %.4g ms) = %.4g ms (%s): %.4g tok/s predicted\n",
 		  p->t_link_ms, p->t_disk_ms, p->t_resident_ms, p->t_cpu_ms, p->t_overhead_ms,
 		  p->t_total_ms, bound, p->predicted_tok_per_s);
+	if (p->pass_tokens > 1)
+		sb_printf(&b, "a pass of %d tokens: %.4g ms; of 1 token: %.4g ms (%.3gx)\n",
+			  p->pass_tokens, p->t_total_ms, p->t_pass1_ms,
+			  p->t_pass1_ms > 0 ? p->t_total_ms / p->t_pass1_ms : 0);
 	if (p->draft_path)
 		sb_printf(&b, "draft %s: %s VRAM, %.4g ms per drafted token; the target planned for passes of %d tokens (K = %d): %.4g tok/s predicted at acceptance %.2f\n",
 			  p->draft_path, sz(p->draft_vram_bytes, a), p->draft_token_ms, p->n_verify,

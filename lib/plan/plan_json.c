@@ -244,6 +244,8 @@ static void put_usage_estimate(struct wr *w, json_t *root, const struct ntx_plan
 		put(w, o, "cpu_ms", json_real(p->t_cpu_ms));
 		put(w, o, "overhead_ms", json_real(p->t_overhead_ms));
 		put(w, o, "total_ms", json_real(p->t_total_ms));
+		put(w, o, "pass_tokens", json_integer(p->pass_tokens));
+		put(w, o, "pass_1_ms", json_real(p->t_pass1_ms));
 		put(w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
 	}
 	if (p->draft_path) {
@@ -676,6 +678,7 @@ static int read_usage_estimate(struct ntx_jrd *r, json_t *root)
 	json_t *o;
 	char kp[NTX_JRD_PATH];
 	uint64_t u;
+	int64_t n;
 	double d;
 	size_t i;
 
@@ -695,6 +698,12 @@ static int read_usage_estimate(struct ntx_jrd *r, json_t *root)
 	for (i = 0; i < sizeof tkeys / sizeof tkeys[0]; i++)
 		if (ntx_jrd_dbl(r, o, "estimate", tkeys[i], 0, 1e30, 0, &d))
 			return -1;
+	/* written since the estimate has both passes (optional) */
+	if ((json_object_get(o, "pass_tokens") &&
+	     ntx_jrd_i64(r, o, "estimate", "pass_tokens", 1, 1 << 20, &n, NULL)) ||
+	    (json_object_get(o, "pass_1_ms") &&
+	     ntx_jrd_dbl(r, o, "estimate", "pass_1_ms", 0, 1e30, 0, &d)))
+		return -1;
 	return 0;
 }
 

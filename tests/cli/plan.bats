@@ -395,3 +395,21 @@ bad_plan() {
 	grep -q '"format": "ntx.plan"' "$T/got.json"
 	[ -z "$(ls "$T" | grep '\.tmp')" ] # no temporary
 }
+
+
+@test "the plan's estimate gives the pass of K+1 tokens and the pass of 1 (--draft)" {
+	T="$BATS_TEST_TMPDIR"
+	"$GEN" --shape 1b --mix q4_k_m --vocab-from "$D/q4.gguf" --sparse -q -o "$T/d.gguf"
+	run --separate-stderr "$PLAN" "$D/q4.gguf" $FIX --cpu-batch-gbps 380 --vram-budget 24G \
+		--ram-budget 100G --draft "$T/d.gguf" --draft-k 7 --explain -o "$T/p.json"
+	[ "$status" -eq 0 ]
+	[ "$(num "$T/p.json" pass_tokens)" = 8 ]
+	one=$(num "$T/p.json" pass_1_ms)
+	total=$(num "$T/p.json" total_ms)
+	awk -v a="$one" -v b="$total" 'BEGIN { exit !(a > 0 && b >= a) }'
+	[[ "$stderr" == *"a pass of 8 tokens: "*" ms; of 1 token: "*" ms"* ]]
+	# read back and re-serialized byte for byte
+	run --separate-stderr "$PLAN" --check "$T/p.json" -o "$T/c.json"
+	[ "$status" -eq 0 ]
+	cmp "$T/p.json" "$T/c.json"
+}
