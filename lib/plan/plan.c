@@ -43,6 +43,8 @@ const char *ntx_src_name(enum ntx_src s)
 	case NTX_SRC_DETECTED: return "detected";
 	case NTX_SRC_OVERRIDE: return "override";
 	case NTX_SRC_PROBE: return "probe";
+	case NTX_SRC_LINK: return "link";
+	case NTX_SRC_CACHE: return "cache";
 	}
 	return "?";
 }
@@ -860,11 +862,18 @@ static double resolve_bw(double given, double detected, enum ntx_src dsrc, doubl
 		return ntx_plan_round6(given);
 	}
 	if (detected > 0) {
-		*src = dsrc == NTX_SRC_PROBE ? NTX_SRC_PROBE : NTX_SRC_DEFAULT;
+		*src = dsrc == NTX_SRC_PROBE || dsrc == NTX_SRC_LINK || dsrc == NTX_SRC_CACHE ?
+			       dsrc : NTX_SRC_DEFAULT;
 		return ntx_plan_round6(detected);
 	}
 	*src = NTX_SRC_DEFAULT;
 	return def;
+}
+
+/* Measured on this machine: now (--probe) or by an earlier probe (cache). */
+static int measured(enum ntx_src s)
+{
+	return s == NTX_SRC_PROBE || s == NTX_SRC_CACHE;
 }
 
 /* The CPU rate for this model from per-type probe rates: bytes-weighted
@@ -927,7 +936,7 @@ static void plan_resolve_bandwidths(struct ntx_plan *p, const struct ntx_plan_mo
 				    const struct ntx_plan_hw *hw, const struct ntx_plan_opts *o)
 {
 	double def = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-	double det = hw->cpu_src == NTX_SRC_PROBE ? cpu_rate_for_model(pm, hw) : 0;
+	double det = measured(hw->cpu_src) ? cpu_rate_for_model(pm, hw) : 0;
 
 	p->hw = *hw;
 	p->hw.h2d_gbps = resolve_bw(o->h2d_gbps, hw->h2d_gbps, hw->h2d_src,
@@ -939,12 +948,12 @@ static void plan_resolve_bandwidths(struct ntx_plan *p, const struct ntx_plan_mo
 	if (def > NTX_PLAN_CPU_GBPS_MAX)
 		def = NTX_PLAN_CPU_GBPS_MAX;
 	if (det <= 0)
-		det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
+		det = measured(hw->cpu_src) ? hw->cpu_gbps : 0;
 	p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
 	def = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-	det = hw->cpu_batch_src == NTX_SRC_PROBE ? cpu_batch_rate_for_model(pm, hw) : 0;
+	det = measured(hw->cpu_batch_src) ? cpu_batch_rate_for_model(pm, hw) : 0;
 	if (det <= 0)
-		det = hw->cpu_batch_src == NTX_SRC_PROBE ? hw->cpu_batch_gbps : 0;
+		det = measured(hw->cpu_batch_src) ? hw->cpu_batch_gbps : 0;
 	p->hw.cpu_batch_gbps = resolve_bw(o->cpu_batch_gbps, det, hw->cpu_batch_src, def,
 					  &p->hw.cpu_batch_src);
 }

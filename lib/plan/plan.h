@@ -19,9 +19,14 @@ enum ntx_kv_type { NTX_KV_F16 = 0, NTX_KV_F32 = 1 };
 const char *ntx_tier_name(enum ntx_tier t); /* "vram", "ram", "disk" */
 const char *ntx_exec_name(enum ntx_exec e); /* "gpu", "cpu" */
 
-/* Where a hardware value or budget came from. */
-enum ntx_src { NTX_SRC_DEFAULT = 0, NTX_SRC_DETECTED = 1, NTX_SRC_OVERRIDE = 2, NTX_SRC_PROBE = 3 };
-const char *ntx_src_name(enum ntx_src s); /* "default", "detected", "override", "probe" */
+/* Where a hardware value or budget came from: LINK, the H2D rate estimated
+ * from the GPU's PCIe link (sysfs); CACHE, a rate an earlier --probe on this
+ * machine measured (the probe cache). */
+enum ntx_src { NTX_SRC_DEFAULT = 0, NTX_SRC_DETECTED = 1, NTX_SRC_OVERRIDE = 2, NTX_SRC_PROBE = 3,
+	       NTX_SRC_LINK = 4, NTX_SRC_CACHE = 5 };
+#define NTX_SRC_COUNT 6
+/* "default", "detected", "override", "probe", "link", "cache" */
+const char *ntx_src_name(enum ntx_src s);
 
 /* Executor policy (ntx-plan --executor). */
 enum ntx_policy { NTX_POLICY_AUTO = 0, NTX_POLICY_GPU = 1, NTX_POLICY_CPU = 2 };
@@ -36,7 +41,10 @@ const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
 #define NTX_PLAN_PACK_HEADER (1ull << 20)        /* pack header estimate */
 #define NTX_PLAN_LAYER_OVERHEAD_S 20e-6          /* per computed layer */
 #define NTX_PLAN_CPU_LAYER_OVERHEAD_S 50e-6      /* per CPU-executed layer (hand-off) */
-#define NTX_PLAN_DEFAULT_H2D_GBPS 25.0
+#define NTX_PLAN_DEFAULT_H2D_GBPS 25.0   /* when the PCIe link is not known */
+/* Pinned cudaMemcpy over PCIe reaches this share of the link's raw rate
+ * (the H200 test host: 55.5 GB/s on Gen5 x16, 63.0 GB/s raw) */
+#define NTX_PLAN_PCIE_EFFICIENCY 0.88
 #define NTX_PLAN_DEFAULT_DISK_GBPS 2.0
 #define NTX_PLAN_DEFAULT_GPU_GBPS 2000.0
 #define NTX_PLAN_CPU_GBPS_PER_CORE 4.0
@@ -108,6 +116,11 @@ struct ntx_plan_hw {
 	double cpu_batch_gbps;
 	enum ntx_src cpu_batch_src;
 	double cpu_type_batch_gbps[NTX_TYPE_COUNT]; /* probed, per weight type (0 = not measured) */
+	/* the GPU's place on the PCIe bus, and its link (ntx_hw_link_estimate) */
+	char gpu_bus_id[32];               /* "0000:3b:00.0", lower case; "" unknown */
+	double pcie_gts;                   /* GT/s per lane, capped by the bridges above (0 = unknown) */
+	int pcie_width;                    /* lanes, likewise (0 = unknown) */
+	uint64_t disk_dev;                 /* st_dev of the pack directory (with NTX_HW_DISK) */
 };
 
 /* What ntx_hw_detect_some looks at (and hw->detected reports). */
@@ -319,7 +332,8 @@ void ntx_gpu_unusable_why(char *why, size_t n, const char *cuda_msg, int driver_
 
 /* Detect GPU (through the CUDA runtime when built with CUDA), RAM, cores and
  * free disk at pack_dir (NULL: current directory). Never fails hard: what it
- * cannot detect is left 0. Default bandwidths are filled in when not probed. */
+ * cannot detect is left 0. Default bandwidths are filled in, the H2D rate
+ * from the GPU's PCIe link when sysfs tells it (ntx_hw_link_estimate). */
 void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir);
 
 /* --probe: measure pinned H2D bandwidth (GPU only), O_DIRECT read rate (of a
@@ -332,6 +346,33 @@ void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir);
  * failed and why. */
 int ntx_hw_probe(struct ntx_plan_hw *hw, const char *probe_dir, int n_threads,
 		 const struct ntx_tunables *tun, struct ntx_err *err);
+
+/* ---- the PCIe link ---- */
+
+/* A sysfs link speed ("32.0 GT/s PCIe", "8 GT/s") in GT/s per lane; 0 when
+ * it is not one ("Unknown", garbage). */
+double ntx_pcie_gts(const char *s);
+/* A sysfs link width ("16", "x16") in lanes, 1..32; 0 when it is not one. */
+int ntx_pcie_width(const char *s);
+/* What pinned host-to-device copies reach over a link of width lanes at gts
+ * GT/s: the raw rate after the line code (8b/10b to 5 GT/s, 128b/130b from
+ * 8 GT/s, ~1 for Gen6's FLITs) x NTX_PLAN_PCIE_EFFICIENCY, in GB/s; 0 when
+ * either is unknown. Gen5 x16: 55.4; Gen4 x16: 27.7; Gen3 x8: 6.9. */
+double ntx_pcie_gbps(double gts, int width);
+/* The same from the two sysfs strings (max_link_speed, max_link_width). */
+double ntx_pcie_link_gbps(const char *speed, const char *width);
+/* The link of the PCI function bus_id ("0000:3b:00.0", any case, CUDA's
+ * 8-digit domain accepted) under the sysfs tree root ("/sys"): its
+ * max_link_speed and max_link_width, each lowered to that of any bridge
+ * above it that reports one (the link can run no faster than its slowest
+ * partner; the current speed is not used: a GPU lowers it when idle).
+ * Returns ntx_pcie_gbps of that and fills *gts and *width; 0 (and zeros)
+ * when the files are missing or unreadable. */
+double ntx_pcie_sysfs_link(const char *root, const char *bus_id, double *gts, int *width);
+/* With a GPU and its bus id known (ntx_hw_detect does this with "/sys"):
+ * h2d_gbps from the link, h2d_src NTX_SRC_LINK, pcie_gts and pcie_width.
+ * Returns 1 when it estimated, else 0 (hw unchanged). */
+int ntx_hw_link_estimate(struct ntx_plan_hw *hw, const char *sysfs_root);
 
 /* Detect only what the NTX_HW_* bits in what ask for (the rest is left 0 and
  * its bit clear in hw->detected); ntx_hw_detect is what = NTX_HW_ALL. */

@@ -122,7 +122,11 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 	sb_printf(&b, "model: %s: %d layers, %s of layers + %s other; fingerprint %s\n",
 		  pm->path ? pm->path : "?", pm->n_layer, sz(total, a),
 		  sz(pm->tok_embd_bytes + pm->output_bytes + pm->other_bytes, c), pm->fingerprint);
-	if (p->hw.gpu_present)
+	if (p->hw.gpu_present && p->hw.pcie_gts > 0)
+		sb_printf(&b, "hardware: GPU %d %s (%s free of %s; PCIe %g GT/s x%d), ",
+			  p->hw.gpu_index, p->hw.gpu_name, sz(p->hw.vram_free, a),
+			  sz(p->hw.vram_total, c), p->hw.pcie_gts, p->hw.pcie_width);
+	else if (p->hw.gpu_present)
 		sb_printf(&b, "hardware: GPU %d %s (%s free of %s), ", p->hw.gpu_index,
 			  p->hw.gpu_name, sz(p->hw.vram_free, a), sz(p->hw.vram_total, c));
 	else
