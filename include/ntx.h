@@ -127,6 +127,8 @@ struct ntx_lm_info {
 	int n_ctx_train;          /* the context length it was trained with */
 	int32_t n_vocab;
 	int32_t bos, eos;         /* -1: none */
+	const char *chat_template; /* tokenizer.chat_template, the Jinja text
+				    * (borrowed); NULL: the model has none */
 };
 
 /* Fill *info (info->size set by the caller). Any thread. */
@@ -336,6 +338,9 @@ struct ntx_gen_result {
 				     * target with the draft's layers skipped) */
 	double t_draft_ms;          /* of t_gen_ms: drafting */
 	double t_verify_ms;         /* of t_gen_ms: the target's passes */
+	int64_t n_paused_steps;     /* of n_target_passes: plain steps taken
+				     * because drafting did not pay (the
+				     * adaptive K paused it; 0 with a fixed K) */
 };
 
 /* Each generated token: its id and its piece (as ntx_lm_piece; "" for

@@ -27,6 +27,16 @@ XDG_CACHE_HOME=$NTX_TEST_CACHE
 export XDG_CACHE_HOME
 trap 'rm -f "$log"; rm -rf "$NTX_TEST_CACHE"' EXIT
 
+# A test must never change the build it tests (issue 28: an install test once
+# rebuilt it without CUDA). The compiler-flags stamp, the tools, the
+# libraries and ntx.pc are fingerprinted before the tests and checked after.
+build_state() {
+	(cd "$BUILD" 2>/dev/null && md5sum .cflags ntx.pc bin/* libntx.* 2>/dev/null)
+}
+state_before=$(mktemp)
+build_state >"$state_before"
+trap 'rm -f "$log" "$state_before"' EXIT
+
 if [ ! -d "$NTX_FIXTURES/models" ] || [ ! -d "$NTX_FIXTURES/tinymodel" ]; then
 	if [ "${CI:-}" = true ]; then
 		echo "not ok - no reference set at $NTX_FIXTURES (CI=true: a missing set fails; set NTX_FIXTURES=DIR)"
@@ -61,6 +71,14 @@ if command -v bats >/dev/null 2>&1; then
 else
 	echo "not ok - bats is not installed (run scripts/setup)"
 	fail=$((fail + 1))
+fi
+
+if ! build_state | cmp -s - "$state_before"; then
+	echo "not ok - the tests changed the build under test ($BUILD): $(build_state | diff "$state_before" - | sed -n 's/^> [0-9a-f]*  //p' | tr '\n' ' ')"
+	fail=$((fail + 1))
+else
+	echo "ok - the tests left the build under test ($BUILD) as it was"
+	pass=$((pass + 1))
 fi
 
 totals

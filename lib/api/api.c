@@ -230,6 +230,7 @@ enum ntx_status ntx_lm_info(const struct ntx_lm *lm, struct ntx_lm_info *info,
 	x.n_vocab = (int32_t)c->n_vocab;
 	x.bos = ntx_vocab_bos(lm->v);
 	x.eos = ntx_vocab_eos(lm->v);
+	x.chat_template = ntx_vocab_chat_template(lm->v);
 	return ntx_api_struct_out(info, &x, sizeof x, "ntx_lm_info", e);
 }
 

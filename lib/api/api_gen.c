@@ -85,6 +85,7 @@ void ntx_api_gen_result(struct ntx_gen_result *r, const struct ntx_gen_stats *st
 	r->n_draft_passes = st->n_draft_passes;
 	r->t_draft_ms = st->t_draft_s * 1e3;
 	r->t_verify_ms = st->t_verify_s * 1e3;
+	r->n_paused_steps = st->n_paused;
 }
 
 /* ---- self-speculation ---- */

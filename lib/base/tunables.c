@@ -34,6 +34,7 @@ void ntx_tunables_default(struct ntx_tunables *t)
 	t->gemv_mma_overlap = 1;
 	t->attn_prefetch = 1;
 	t->attn_chunk = 32;
+	t->spec_backoff = 1;
 	t->probe_cache = 1;
 }
 
@@ -103,6 +104,7 @@ void ntx_tunables_from_env(struct ntx_tunables *t)
 
 	t->no_graphs = env_set("NTX_NO_GRAPHS");
 	t->no_hugepages = env_set("NTX_NO_HUGEPAGES");
+	t->spec_backoff = env_on("NTX_SPEC_BACKOFF");
 
 	t->fault_read = fault_read(getenv("NTX_FAULT_READ"));
 	t->fault_read_every = env_set("NTX_FAULT_READ_EVERY");

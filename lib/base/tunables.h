@@ -38,6 +38,8 @@ struct ntx_tunables {
 	/* ---- engine (lib/engine) ---- */
 	int no_graphs;      /* NTX_NO_GRAPHS: no CUDA graphs for decode steps (0) */
 	int no_hugepages;   /* NTX_NO_HUGEPAGES: no huge-page copies of CPU weights (0) */
+	int spec_backoff;   /* NTX_SPEC_BACKOFF: the adaptive draft length may pause drafting
+			     * that does not pay (spec.h) (1) */
 	/* ---- pack reads (lib/stream/dio.c; tests) ---- */
 	int64_t fault_read; /* NTX_FAULT_READ: the N-th chunk read fails with EIO; 0 off,
 			     * -1 set to something else than an integer >= 1 (opening a

@@ -159,7 +159,8 @@ static void hot_worker(void *p, int ith, int nth)
 		for (i = 0; i < NTX_LAYER_NT; i++) {
 			const struct ntx_gguf_tensor *t = ntx_layer_tensor(&e->m->layers[l], i);
 
-			map_release(t->data, t->nbytes);
+			if (t)
+				map_release(t->data, t->nbytes);
 		}
 	}
 	if (ith == nth - 1 && e->out_hot) {
@@ -308,6 +309,11 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 	ntx_cpu_tunables_set(&e->tun);
 	if (!m->layers) {
 		ntx_err_set(err, NTX_EINVAL, "model has no tensors (vocabulary-only file)");
+		goto fail;
+	}
+	if (c->n_expert > 0 || c->qk_norm || c->rope_style != NTX_ROPE_NORM) { /* MOE-TODO */
+		ntx_err_set(err, NTX_EUNSUP, "%s: mixture-of-experts layers (%d experts) are not "
+			    "computed yet", c->arch, c->n_expert);
 		goto fail;
 	}
 	if (o->plan && o->plan->model.n_layer != c->n_layer) {
@@ -710,6 +716,11 @@ int ntx_engine_n_ubatch(const struct ntx_engine *e)
 int ntx_engine_prompt_chunk(const struct ntx_engine *e)
 {
 	return e->n_cut;
+}
+
+const struct ntx_tunables *ntx_engine_tunables(const struct ntx_engine *e)
+{
+	return &e->tun;
 }
 
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e)

@@ -107,6 +107,8 @@ int ntx_engine_prompt_chunk(const struct ntx_engine *e);
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e);
 enum ntx_backend ntx_engine_backend(const struct ntx_engine *e);
 const struct ntx_model *ntx_engine_model(const struct ntx_engine *e);
+/* The switches the engine read at ntx_engine_new (borrowed, the engine's). */
+const struct ntx_tunables *ntx_engine_tunables(const struct ntx_engine *e);
 
 /* Weight bytes read per decoded token: every evaluated layer and the output
  * head (for roofline figures). */

@@ -150,6 +150,8 @@ static int upload_layer(struct ntx_engine *e, int l, void *dst, cudaStream_t st,
 	for (i = 0; i < NTX_LAYER_NT; i++) {
 		const struct ntx_gguf_tensor *t = ntx_layer_tensor(&e->m->layers[l], i);
 
+		if (!t)
+			continue;
 		CK(cudaMemcpyAsync((char *)dst + L->lo.offset[i], t->data, t->nbytes,
 				   cudaMemcpyHostToDevice, st),
 		   "cudaMemcpyAsync (weights)");
@@ -197,7 +199,10 @@ static int dev_tensors(struct ntx_engine *e, int l, void *dev, cudaStream_t st, 
 	*d = *lt;
 	dst[0] = &d->attn_norm, dst[1] = &d->wq, dst[2] = &d->wk, dst[3] = &d->wv, dst[4] = &d->wo;
 	dst[5] = &d->ffn_norm, dst[6] = &d->w_gate, dst[7] = &d->w_up, dst[8] = &d->w_down;
+	dst[9] = &d->router, dst[10] = &d->q_norm, dst[11] = &d->k_norm;
 	for (i = 0; i < NTX_LAYER_NT; i++) {
+		if (!ntx_layer_tensor(lt, i))
+			continue;
 		if (split_resident(ntx_layer_tensor(lt, i), (char *)dev + e->layers[l].lo.offset[i],
 				   &g->dtv[l][i], st, err))
 			return -1;
@@ -301,7 +306,7 @@ static int gpu_alloc_workspaces(struct ntx_engine *e, struct ntx_gpu *g, struct 
 		const struct ntx_layer_tensors *lt = &m->layers[l];
 
 		for (i = 1; i < NTX_LAYER_NT; i++) {
-			if (i != 5)
+			if (i != 5 && i < 9)
 				g->ws_mm_bytes = max_z(g->ws_mm_bytes, mm_ws(ntx_layer_tensor(lt, i), (int)U));
 		}
 	}

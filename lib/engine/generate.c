@@ -244,23 +244,33 @@ static void draft_take(struct gen *g, int i, int greedy)
 }
 
 /* Draft up to k tokens after cur (g->draft[0]) with the model or the mask.
- * Returns how many, or -1 (err). */
-static int draft_model(struct gen *g, int k, int src, int greedy, struct ntx_err *err)
+ * Returns how many, or -1 (err). *t_tuner: what the tuner is to take as
+ * the time of those k drafts, or -1 for the time they took. When the draft
+ * model first caught up with more than the one or two tokens a step leaves
+ * it (the prompt, a lookup step's tokens, the tokens of paused steps), that
+ * is k times the mean of the single-token evaluations after the catch-up,
+ * 0 (unknown) without any: the catch-up is paid for once, not per token. */
+static int draft_model(struct gen *g, int k, int src, int greedy, double *t_tuner,
+		       struct ntx_err *err)
 {
 	int i;
 
+	*t_tuner = -1;
 	if (src == SRC_MODEL) {
 		/* the last position the draft evaluates is n_past + k - 1 */
-		int room = ntx_engine_n_ctx(g->o->draft) - g->n_past;
+		int room = ntx_engine_n_ctx(g->o->draft) - g->n_past, lag;
+		double t0;
 
 		k = k < room ? k : room;
 		if (k < 1)
 			return 0;
 		g->d_past = g->d_past < g->n_past ? g->d_past : g->n_past;
 		ntx_engine_kv_truncate(g->o->draft, g->o->draft_seq, g->d_past);
+		lag = g->n_hist - g->d_past;
 		if (draft_sync(g, err))
 			return -1;
 		draft_take(g, 0, greedy);
+		t0 = ntx_now_s();
 		for (i = 1; i < k; i++) {
 			if (eval_span(g->o->draft, g->o->draft_seq, &g->draft[i], g->n_past + i, 1,
 				      SPAN_LAST, NULL, g->logits, g->top1 ? g->ids : NULL, err)) {
@@ -271,6 +281,8 @@ static int draft_model(struct gen *g, int k, int src, int greedy, struct ntx_err
 			g->st->n_draft_passes++;
 			draft_take(g, i, greedy);
 		}
+		if (lag > 2)
+			*t_tuner = k > 1 ? k * (ntx_now_s() - t0) / (k - 1) : 0;
 	} else {
 		for (i = 0; i < k; i++) {
 			if (gen_eval(g, &g->draft[i], g->n_past + i, 1, SPAN_LAST, g->o->draft_mask,
@@ -303,18 +315,25 @@ static int plain_step(struct gen *g, int32_t cur, int32_t *next, struct ntx_err 
 }
 
 /* One speculative step with a draft of up to k tokens. *out_cur gets the
- * next un-evaluated token; returns 1 if generation stopped, -1 on error. */
+ * next un-evaluated token; returns 1 if generation stopped, -1 on error.
+ * A tuner that pauses drafting (K 0) gives a plain step; its source does not
+ * draft, and the draft model catches up with the step's tokens at its next
+ * draft. */
 static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
 		     struct ntx_err *err)
 {
 	int greedy = ntx_sampler_is_greedy(g->smp), i, k = 0, n_acc, src = SRC_NONE;
-	int fixed = !g->o->adaptive_k;
-	double t0 = ntx_now_s(), t1;
+	int fixed = !g->o->adaptive_k, paused = 0;
+	double t0 = ntx_now_s(), t1, t_tuner = -1;
 
 	g->draft[0] = cur;
 	if (g->o->lookup > 0) {
 		int kl = fixed ? g->o->draft_k : ntx_spec_tuner_pick(&g->tun[0], 0);
 
+		if (kl == 0) {
+			ntx_spec_tuner_skipped(&g->tun[0]);
+			paused = 1;
+		}
 		k = ntx_spec_lookup(g->hist, g->n_hist, g->o->lookup, kl < k_room ? kl : k_room,
 				    g->draft + 1);
 		if (k > 0)
@@ -323,13 +342,20 @@ static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
 	if (!src && (g->o->draft || g->o->self_spec)) {
 		int km = fixed ? g->o->draft_k : ntx_spec_tuner_pick(&g->tun[1], 1);
 
-		src = g->o->draft ? SRC_MODEL : SRC_SELF;
-		k = draft_model(g, km < k_room ? km : k_room, src, greedy, err);
-		if (k < 0)
-			return fail_or_interrupt(g, err) ? -1 : 1;
+		if (km == 0) {
+			ntx_spec_tuner_skipped(&g->tun[1]);
+			paused = 1;
+		} else {
+			src = g->o->draft ? SRC_MODEL : SRC_SELF;
+			k = draft_model(g, km < k_room ? km : k_room, src, greedy, &t_tuner, err);
+			if (k < 0)
+				return fail_or_interrupt(g, err) ? -1 : 1;
+		}
 	}
-	if (k == 0)
+	if (k == 0) {
+		g->st->n_paused += paused;
 		return plain_step(g, cur, out_cur, err);
+	}
 	t1 = ntx_now_s();
 	/* verify: cur, d_1..d_k at n_past.. -> k+1 rows */
 	if (gen_eval(g, g->draft, g->n_past, k + 1, SPAN_VERIFY, NULL, err))
@@ -337,8 +363,8 @@ static int spec_step(struct gen *g, int32_t cur, int k_room, int32_t *out_cur,
 	g->st->n_full_passes++;
 	n_acc = ntx_spec_accept(g->smp, g->V, g->logits, g->top1 ? g->ids : NULL,
 				src == SRC_LOOKUP ? NULL : g->q, g->draft, k, g->p, out_cur);
-	ntx_spec_tuner_observe(&g->tun[src == SRC_LOOKUP ? 0 : 1], k, n_acc, t1 - t0,
-			       ntx_now_s() - t1, src != SRC_LOOKUP);
+	ntx_spec_tuner_observe(&g->tun[src == SRC_LOOKUP ? 0 : 1], k, n_acc,
+			       t_tuner >= 0 ? t_tuner : t1 - t0, ntx_now_s() - t1, src != SRC_LOOKUP);
 	g->st->t_draft_s += t1 - t0;
 	g->st->t_verify_s += ntx_now_s() - t1;
 	g->st->n_drafted += k;
@@ -427,6 +453,7 @@ static int gen_alloc(struct gen *g, int kmax, int k_init, int spec, struct ntx_e
 	g->top1 = ntx_sampler_is_argmax(g->smp) && !g->o->force && !g->o->logits;
 	ntx_spec_tuner_init(&g->tun[0], kmax, k_init);
 	ntx_spec_tuner_init(&g->tun[1], kmax, k_init);
+	g->tun[0].pause = g->tun[1].pause = ntx_engine_tunables(g->e)->spec_backoff;
 	if (!g->logits || !g->p || !g->q || !g->draft || !g->ids || (spec && !g->hist))
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	return 0;

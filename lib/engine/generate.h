@@ -50,7 +50,10 @@ struct ntx_gen_opts {
 					* most NTX_SPEC_KMAX) */
 	int adaptive_k;                /* choose K every step from measured
 					* acceptance and costs (up to
-					* NTX_SPEC_KMAX_ADAPTIVE), starting at draft_k */
+					* NTX_SPEC_KMAX_ADAPTIVE), starting at draft_k;
+					* K 0 (plain steps, with a probe now and
+					* then) while drafting does not pay (spec.h;
+					* the engine's NTX_SPEC_BACKOFF=0: never) */
 	const uint8_t *draft_mask;     /* n_layer flags: layers the draft skips */
 };
 
@@ -69,6 +72,9 @@ struct ntx_gen_stats {
 	int64_t n_drafted, n_accepted, n_full_passes, n_draft_passes;
 	int64_t n_lookup_drafted, n_lookup_accepted;
 	double t_draft_s, t_verify_s;
+	/* adaptive K: plain steps taken because drafting did not pay (the
+	 * tuner paused it, spec.h; its probes draft and are not counted) */
+	int64_t n_paused;
 };
 
 /* Called with each generated token; return non-zero to stop. */

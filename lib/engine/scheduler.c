@@ -59,6 +59,9 @@ struct ntx_sched {
 	struct ntx_engine *draft;
 	int lookup, k_fixed, kmax;
 	struct ntx_spec_tuner tun[2]; /* K of lookup drafts, of model drafts */
+	int kl, km;               /* this step's K of each (0: paused) */
+	double t_tok;             /* the tuner's drafting time per drafted token after a
+				   * catch-up (0 unknown), or -1: the slot's share */
 	int *sl;                  /* [n_slots] the decoding slots of a step */
 	int *dk, *dsrc, *dwant;   /* [n_slots] drafts, their source, model K */
 	int32_t *d;               /* [n_slots * (kmax + 1)]: cur, then the drafts */
@@ -474,6 +477,7 @@ int ntx_sched_set_spec(struct ntx_sched *sc, struct ntx_engine *draft, int looku
 	sc->kmax = adaptive ? (draft_k > SPEC_KMAX_BATCH ? draft_k : SPEC_KMAX_BATCH) : draft_k;
 	ntx_spec_tuner_init(&sc->tun[0], sc->kmax, adaptive && draft_k > sc->kmax ? sc->kmax : draft_k);
 	ntx_spec_tuner_init(&sc->tun[1], sc->kmax, adaptive && draft_k > sc->kmax ? sc->kmax : draft_k);
+	sc->tun[0].pause = sc->tun[1].pause = ntx_engine_tunables(sc->e)->spec_backoff;
 	w = ns * (size_t)(sc->kmax + 1);
 	sc->sl = malloc(ns * sizeof *sc->sl);
 	sc->dk = malloc(ns * sizeof *sc->dk);
@@ -592,18 +596,23 @@ static int draft_catch_up(struct ntx_sched *sc, int ns, int cap, int top1, int *
  * one evaluation, then one draft position per evaluation. */
 static int draft_model(struct ntx_sched *sc, int ns, int top1, struct ntx_err *err)
 {
-	int a, r, n, j, rounds = 0, cap = 0;
+	int a, r, n, j, rounds = 0, cap = 0, n_slots = 0, n_tok = 0;
+	double t0;
 
+	sc->t_tok = -1;
 	for (a = 0; a < ns; a++) {
 		struct slot *s = &sc->slots[sc->sl[a]];
 
-		if (sc->dwant[sc->sl[a]] > 0)
+		if (sc->dwant[sc->sl[a]] > 0) {
 			cap += s->n_past + 1 - (s->d_past < s->n_past ? s->d_past : s->n_past);
+			n_slots++;
+		}
 	}
 	if (cap == 0)
 		return 0;
 	if (draft_catch_up(sc, ns, cap, top1, &rounds, err))
 		return -1;
+	t0 = ntx_now_s();
 	for (a = j = 0; a < ns; a++)
 		if (sc->dwant[sc->sl[a]] > 0)
 			draft_take(sc, sc->sl[a], j++, 0, top1);
@@ -621,6 +630,7 @@ static int draft_model(struct ntx_sched *sc, int ns, int top1, struct ntx_err *e
 			n++;
 			s->d_past++;
 		}
+		n_tok += n;
 		if (draft_eval(sc, n, top1, err))
 			return -1;
 		for (a = j = 0; a < ns; a++)
@@ -636,6 +646,11 @@ static int draft_model(struct ntx_sched *sc, int ns, int top1, struct ntx_err *e
 			ntx_sampler_unaccept(sc->slots[i].smp, sc->dwant[i]);
 		}
 	}
+	/* a catch-up of more than the one or two tokens a step leaves each
+	 * slot (the prompt, lookup steps, paused steps) is paid once: the tuner
+	 * gets the cost of the single-position rounds after it */
+	if (cap > 2 * n_slots)
+		sc->t_tok = n_tok ? (ntx_now_s() - t0) / n_tok : 0;
 	return 0;
 }
 
@@ -648,10 +663,13 @@ static int spec_plan_drafts(struct ntx_sched *sc, int *top1)
 	size_t stride = (size_t)sc->kmax + 1;
 	int ns = 0, i;
 
+	/* one K of each source for every slot (0: drafting paused) */
+	sc->kl = sc->k_fixed ? sc->k_fixed : ntx_spec_tuner_pick(&sc->tun[0], 0);
+	sc->km = sc->k_fixed ? sc->k_fixed : ntx_spec_tuner_pick(&sc->tun[1], 1);
 	for (i = 0; i < sc->n_slots; i++) {
 		struct slot *s = &sc->slots[i];
 		int32_t *d = sc->d + (size_t)i * stride;
-		int room, kl, km;
+		int room, kl = sc->kl, km = sc->km;
 
 		if (s->state != SLOT_DECODE)
 			continue;
@@ -660,20 +678,18 @@ static int spec_plan_drafts(struct ntx_sched *sc, int *top1)
 		room = sc->n_ctx - s->n_past - 1;
 		if (s->req.n_predict >= 0 && room > s->req.n_predict - s->n_gen)
 			room = s->req.n_predict - s->n_gen;
-		kl = sc->k_fixed ? sc->k_fixed : ntx_spec_tuner_pick(&sc->tun[0], 0);
-		km = sc->k_fixed ? sc->k_fixed : ntx_spec_tuner_pick(&sc->tun[1], 1);
 		d[0] = s->cur;
 		sc->dk[i] = sc->dwant[i] = 0;
 		sc->dsrc[i] = SRC_NONE;
 		if (room < 1)
 			continue;
-		if (sc->lookup) {
+		if (sc->lookup && kl) {
 			s->cache[s->n_past] = s->cur; /* the history: cache, then cur */
 			sc->dk[i] = ntx_spec_lookup(s->cache, s->n_past + 1, sc->lookup,
 						    kl < room ? kl : room, d + 1);
 			sc->dsrc[i] = sc->dk[i] ? SRC_LOOKUP : SRC_NONE;
 		}
-		if (!sc->dk[i] && sc->draft) {
+		if (!sc->dk[i] && sc->draft && km) {
 			int droom = ntx_engine_n_ctx(sc->draft) - s->n_past;
 
 			km = km < room ? km : room;
@@ -733,6 +749,8 @@ static int spec_accept_slot(struct ntx_sched *sc, int i, int off, int top1, doub
 	if (k) {
 		sc->st.n_drafted += k;
 		sc->st.n_accepted += n_acc;
+		if (sc->dsrc[i] == SRC_MODEL && sc->t_tok >= 0)
+			t_draft = k * sc->t_tok;
 		ntx_spec_tuner_observe(&sc->tun[sc->dsrc[i] == SRC_MODEL], k, n_acc,
 				       t_draft, t_verify, sc->dsrc[i] == SRC_MODEL);
 	} else {
@@ -769,6 +787,7 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 	ns = spec_plan_drafts(sc, &top1);
 	if (ns == 0)
 		return 0;
+	sc->t_tok = -1;
 	if (sc->draft && draft_model(sc, ns, top1, err)) {
 		forget_caches(sc);
 		return -1;
@@ -789,6 +808,13 @@ static int spec_step(struct ntx_sched *sc, struct ntx_err *err)
 			return -1;
 		off += sc->dk[i] + 1;
 	}
+	/* a paused source: the step counts towards its wait */
+	if (sc->lookup && sc->kl == 0)
+		ntx_spec_tuner_skipped(&sc->tun[0]);
+	if (sc->draft && sc->km == 0)
+		ntx_spec_tuner_skipped(&sc->tun[1]);
+	if ((sc->draft && sc->km == 0) || (!sc->draft && sc->kl == 0))
+		sc->st.n_paused_steps++;
 	return 0;
 }
 

@@ -92,7 +92,9 @@ static inline int ntx_sched_n_free(const struct ntx_sched *s)
  * draft: a draft model's engine of the same vocabulary with at least as many
  * sequences and as large a context (borrowed; NULL: none); lookup: prompt
  * lookup n-gram size (0: off); draft_k: K (1..NTX_SPEC_KMAX); adaptive:
- * choose K every step from measured acceptance and costs, up to 8. Each
+ * choose K every step from measured acceptance and costs, up to 8, and
+ * pause drafting while it does not pay (one K for every sequence of a step;
+ * spec.h). Each
  * decoding sequence drafts up to K tokens (a lookup match first, else the
  * draft model; drafting runs for all sequences together, one draft position
  * per evaluation), then one verification evaluation checks every sequence's
@@ -114,6 +116,10 @@ struct ntx_sched_stats {
 	 * draft model evaluations, seconds drafting and verifying */
 	int64_t n_drafted, n_accepted, n_verify_steps, n_draft_evals;
 	double t_draft_s, t_verify_s;
+	/* adaptive K: verification steps without a draft model evaluation
+	 * (without lookup drafts, when there is no draft model) because
+	 * drafting did not pay (spec.h) */
+	int64_t n_paused_steps;
 };
 void ntx_sched_get_stats(const struct ntx_sched *s, struct ntx_sched_stats *st);
 

@@ -174,10 +174,17 @@ void ntx_spec_tuner_init(struct ntx_spec_tuner *t, int k_max, int k_init)
 	t->k_max = k_max < 1 ? 1 : k_max;
 	t->k_init = k_init < 1 ? 1 : k_init > t->k_max ? t->k_max : k_init;
 	t->t_draft = -1;
+	t->pause = 1;
+	t->backoff = NTX_SPEC_BACKOFF_MIN;
+	t->credit = NTX_SPEC_CREDIT;
 }
 
+/* A running average; an observation over twice it counts as twice it (a
+ * step the machine preempted must not make a pass look slow for long). */
 static void ema(double *x, double v)
 {
+	if (*x > 0 && v > 2 * *x)
+		v = 2 * *x;
 	*x = *x > 0 ? 0.7 * *x + 0.3 * v : v;
 }
 
@@ -187,21 +194,86 @@ void ntx_spec_tuner_observe_pass(struct ntx_spec_tuner *t, int n, double t_pass_
 		ema(&t->t_pass[n], t_pass_s);
 }
 
+/* Pause: plain steps for the current wait, which then doubles. */
+static void pause_drafting(struct ntx_spec_tuner *t)
+{
+	t->off = 1;
+	t->wait = t->backoff;
+	t->backoff = t->backoff * 2 > NTX_SPEC_BACKOFF_MAX ? NTX_SPEC_BACKOFF_MAX : t->backoff * 2;
+}
+
+/* The cost of a plain step: the cheapest pass of any width seen (a pass of
+ * more tokens never costs less: before a plain step this overstates it,
+ * and one width's average made slow by a preempted pass and not seen since
+ * cannot hide the others). 0 when nothing is known. */
+static double plain_cost(const struct ntx_spec_tuner *t)
+{
+	double m = 0;
+	int n;
+
+	for (n = 1; n <= NTX_SPEC_KMAX + 1; n++)
+		if (t->t_pass[n] > 0 && (m == 0 || t->t_pass[n] < m))
+			m = t->t_pass[n];
+	return m;
+}
+
+/* The credit after a step that yielded n_acc + 1 tokens in step_s seconds;
+ * a probe's outcome. */
+static void judge(struct ntx_spec_tuner *t, int n_acc, double step_s)
+{
+	double p1 = plain_cost(t);
+	double g = p1 > 0 ? (n_acc + 1) - step_s / p1 : 0;
+
+	if (t->off) {
+		if (t->wait > 0)
+			return; /* a step drafted while paused (the batch's other slots) */
+		t->n_probes++;
+		if (n_acc > 0 && g > 0) {
+			t->off = 0;
+			t->credit = NTX_SPEC_CREDIT;
+			t->backoff = NTX_SPEC_BACKOFF_MIN;
+		} else {
+			pause_drafting(t);
+		}
+		return;
+	}
+	t->credit = 0.9 * t->credit + g;
+	if (t->credit > NTX_SPEC_CREDIT_MAX)
+		t->credit = NTX_SPEC_CREDIT_MAX;
+	if (t->credit < 0 && t->pause)
+		pause_drafting(t);
+}
+
 void ntx_spec_tuner_observe(struct ntx_spec_tuner *t, int k, int n_acc, double t_draft_s,
 			    double t_pass_s, int model_draft)
 {
+	double drafting = 0;
+
 	if (k < 1)
 		return;
 	/* a rejection ends the examined drafts: n_acc + 1 of them, or k */
 	t->acc = 0.9 * t->acc + n_acc;
 	t->examined = 0.9 * t->examined + (n_acc < k ? n_acc + 1 : k);
 	if (model_draft && t_draft_s > 0) {
-		double per = t_draft_s / k;
-
-		t->t_draft = t->t_draft > 0 ? 0.7 * t->t_draft + 0.3 * per : per;
+		ema(&t->t_draft, t_draft_s / k);
+		drafting = t_draft_s;
+	} else if (model_draft && t->t_draft > 0) {
+		drafting = k * t->t_draft;
 	}
 	ntx_spec_tuner_observe_pass(t, k + 1, t_pass_s);
 	t->n_obs++;
+	if (t_pass_s > 0)
+		judge(t, n_acc, drafting + t_pass_s);
+}
+
+void ntx_spec_tuner_skipped(struct ntx_spec_tuner *t)
+{
+	t->n_paused++;
+	if (t->wait > 0)
+		t->wait--;
+	/* the evidence ages as if a step had drafted nothing */
+	t->acc *= 0.9;
+	t->examined *= 0.9;
 }
 
 double ntx_spec_tuner_acceptance(const struct ntx_spec_tuner *t)
@@ -254,6 +326,8 @@ int ntx_spec_best_k(const struct ntx_spec_tuner *t, double a, double t_draft, do
 
 int ntx_spec_tuner_pick(const struct ntx_spec_tuner *t, int model_draft)
 {
+	if (t->off)
+		return t->wait > 0 ? 0 : NTX_SPEC_PROBE_K < t->k_max ? NTX_SPEC_PROBE_K : t->k_max;
 	if (t->n_obs == 0)
 		return t->k_init;
 	return ntx_spec_best_k(t, ntx_spec_tuner_acceptance(t),

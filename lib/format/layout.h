@@ -1,6 +1,7 @@
 /* layout.h - the layout of one layer's weights as a single contiguous buffer:
- * the NTX_LAYER_NT tensors the forward pass uses, in ntx_layer_tensor()
- * order, each at an offset aligned to NTX_LAYER_ALIGN. The pack file stores
+ * the tensors the forward pass uses, in ntx_layer_tensor() slot order,
+ * each at an offset aligned to NTX_LAYER_ALIGN (an absent optional slot has
+ * 0 bytes at the offset of the next). The pack file stores
  * every streamed layer in this layout (one extent per layer), pinned host
  * copies of RAM-tier layers use it, and the device ring buffers receive it,
  * so the engine builds weight pointers the same way for every tier. */

@@ -1,4 +1,4 @@
-/* model.c - Llama model view (see model.h). */
+/* model.c - the model view (see model.h). */
 #include "model.h"
 
 #include <inttypes.h>
@@ -81,6 +81,55 @@ static int get_float(const struct ntx_gguf *g, const char *key, double def, doub
 	return 0;
 }
 
+/* The mixture-of-experts keys: expert_count, expert_used_count, the expert
+ * width (the descriptor's key, else feed_forward_length), and what ntx does
+ * not run yet (shared experts, a gating function other than softmax). */
+static int read_experts(const struct ntx_gguf *g, struct ntx_llama_config *cfg, char *key,
+			size_t ksz, struct ntx_err *err)
+{
+	const struct ntx_arch *a = cfg->desc;
+	int64_t v;
+
+#define K(name) (snprintf(key, ksz, "%s.%s", cfg->arch, name), key)
+	if (a->ffn == NTX_FFN_DENSE)
+		return 0;
+	if (get_int(g, K("expert_count"), 0, a->ffn == NTX_FFN_MOE, 0, 1 << 16, &v, err))
+		return -1;
+	cfg->n_expert = (int)v;
+	if (cfg->n_expert == 0)
+		return 0;
+	if (get_int(g, K("expert_used_count"), 0, 1, 1, cfg->n_expert, &v, err))
+		return -1;
+	cfg->n_expert_used = (int)v;
+	if (a->expert_ff_key) {
+		if (get_int(g, K(a->expert_ff_key), cfg->n_ff / cfg->n_expert_used, 0, 1, 1 << 22,
+			    &v, err))
+			return -1;
+		cfg->n_ff = (int)v;
+		if (cfg->n_ff < 1)
+			return ntx_err_set(err, NTX_EFORMAT, "expert FFN width is 0 (no key '%s')",
+					   K(a->expert_ff_key));
+	}
+	if (get_int(g, K("expert_shared_count"), 0, 0, 0, 1 << 16, &v, err))
+		return -1;
+	if (v > 0)
+		return ntx_err_set(err, NTX_EUNSUP,
+				   "shared experts ('%s' = %lld) are not supported yet",
+				   K("expert_shared_count"), (long long)v);
+	/* llama_expert_gating_func_type: 1 softmax, 2 sigmoid */
+	if (get_int(g, K("expert_gating_func"), 1, 0, 0, 1 << 16, &v, err))
+		return -1;
+	if (v != 1)
+		return ntx_err_set(err, NTX_EUNSUP,
+				   "expert gating function %lld ('%s') is not supported yet "
+				   "(only 1, softmax)", (long long)v, K("expert_gating_func"));
+	if (get_float(g, K("expert_weights_scale"), 0.0, 0.0, 1e6, &cfg->expert_weights_scale,
+		      err))
+		return -1;
+#undef K
+	return 0;
+}
+
 int ntx_llama_config_read(const struct ntx_gguf *g, struct ntx_llama_config *cfg,
 			  struct ntx_err *err)
 {
@@ -96,13 +145,16 @@ int ntx_llama_config_read(const struct ntx_gguf *g, struct ntx_llama_config *cfg
 		return -1;
 	if (rc == 0)
 		return ntx_err_set(err, NTX_EFORMAT, "missing key 'general.architecture'");
-	if (arch.len != 5 || memcmp(arch.p, "llama", 5) != 0)
+	cfg->desc = ntx_arch_find(arch.p, arch.len);
+	if (!cfg->desc)
 		return ntx_err_set(err, NTX_EUNSUP,
-				   "architecture '%.*s' is not supported (only 'llama')",
-				   (int)(arch.len > 40 ? 40 : arch.len), arch.p);
-	strcpy(cfg->arch, "llama");
+				   "architecture '%.*s' is not supported yet (supported: %s)",
+				   (int)(arch.len > 40 ? 40 : arch.len), arch.p, ntx_arch_names());
+	snprintf(cfg->arch, sizeof cfg->arch, "%s", cfg->desc->name);
+	cfg->rope_style = cfg->desc->rope;
+	cfg->qk_norm = cfg->desc->qk_norm;
 
-#define K(name) (snprintf(key, sizeof key, "llama.%s", name), key)
+#define K(name) (snprintf(key, sizeof key, "%s.%s", cfg->arch, name), key)
 	if (get_int(g, K("block_count"), 0, 1, 1, 10000, &v, err))
 		return -1;
 	cfg->n_layer = (int)v;
@@ -159,6 +211,8 @@ int ntx_llama_config_read(const struct ntx_gguf *g, struct ntx_llama_config *cfg
 	if (get_int(g, K("vocab_size"), 0, 0, 0, INT32_MAX, &v, err))
 		return -1;
 	cfg->n_vocab = v;
+	if (read_experts(g, cfg, key, sizeof key, err))
+		return -1;
 #undef K
 	if (!cfg->n_vocab && ntx_gguf_get_arr(g, "tokenizer.ggml.tokens", &tok, err) == 1)
 		cfg->n_vocab = (int64_t)tok->val.n;
@@ -173,23 +227,33 @@ int ntx_llama_config_read(const struct ntx_gguf *g, struct ntx_llama_config *cfg
 	return 0;
 }
 
-/* Check that tensor t exists with type among the allowed, shape (a, b). */
-static int check_tensor(const struct ntx_gguf *g, const char *name, int64_t a, int64_t b,
-			int weight, const struct ntx_gguf_tensor **out, struct ntx_err *err)
+/* Check that tensor t exists with type among the allowed, shape (a, b, c)
+ * (c > 1: a 3-D stack of c matrices, the experts). */
+static int check_tensor3(const struct ntx_gguf *g, const char *name, int64_t a, int64_t b,
+			 int64_t c, int weight, const struct ntx_gguf_tensor **out,
+			 struct ntx_err *err)
 {
 	const struct ntx_gguf_tensor *t = ntx_gguf_find_tensor(g, name);
 	const struct ntx_type_info *ti;
+	uint32_t dims = c > 1 ? 3 : b > 1 ? 2 : 1;
 
 	*out = t;
 	if (!t)
 		return ntx_err_set(err, NTX_EFORMAT, "missing tensor '%s'", name);
-	if (t->ne[0] != a || t->ne[1] != b || t->ne[2] != 1 || t->ne[3] != 1 ||
-	    (b == 1 && t->n_dims != 1) || (b != 1 && t->n_dims != 2))
+	if (t->ne[0] != a || t->ne[1] != b || t->ne[2] != c || t->ne[3] != 1 ||
+	    t->n_dims != dims) {
+		if (c > 1)
+			return ntx_err_set(err, NTX_EFORMAT,
+					   "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+					   name, (long long)t->ne[0], (long long)t->ne[1],
+					   (long long)t->ne[2], (long long)t->ne[3], (long long)a,
+					   (long long)b, (long long)c);
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
 				   name, (long long)t->ne[0], (long long)t->ne[1],
 				   (long long)t->ne[2], (long long)t->ne[3], (long long)a,
 				   (long long)b);
+	}
 	ti = ntx_type_get(t->type);
 	if (!weight) {
 		if (t->type != 0)
@@ -204,14 +268,50 @@ static int check_tensor(const struct ntx_gguf *g, const char *name, int64_t a, i
 	return 0;
 }
 
+static int check_tensor(const struct ntx_gguf *g, const char *name, int64_t a, int64_t b,
+			int weight, const struct ntx_gguf_tensor **out, struct ntx_err *err)
+{
+	return check_tensor3(g, name, a, b, 1, weight, out, err);
+}
+
 const struct ntx_gguf_tensor *ntx_layer_tensor(const struct ntx_layer_tensors *lt, int i)
 {
 	const struct ntx_gguf_tensor *v[NTX_LAYER_NT] = {
 		lt->attn_norm, lt->wq, lt->wk, lt->wv, lt->wo,
 		lt->ffn_norm, lt->w_gate, lt->w_up, lt->w_down,
+		lt->router, lt->q_norm, lt->k_norm,
 	};
 
 	return i >= 0 && i < NTX_LAYER_NT ? v[i] : NULL;
+}
+
+int ntx_layer_n_tensors(const struct ntx_layer_tensors *lt)
+{
+	int i, n = 0;
+
+	for (i = 0; i < NTX_LAYER_NT; i++)
+		n += ntx_layer_tensor(lt, i) != NULL;
+	return n;
+}
+
+/* Tensors of layer l that ntx would ignore although they change the
+ * result: shared experts, expert-choice biases, attention biases. */
+static int check_unsupported(const struct ntx_gguf *g, int l, struct ntx_err *err)
+{
+	static const char *const sfx[] = {
+		"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight",
+		"ffn_gate_inp_shexp.weight", "exp_probs_b.bias", "attn_q.bias", "attn_k.bias",
+		"attn_v.bias", "attn_output.bias",
+	};
+	char name[96];
+	size_t i;
+
+	for (i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+		snprintf(name, sizeof name, "blk.%d.%s", l, sfx[i]);
+		if (ntx_gguf_find_tensor(g, name))
+			return ntx_err_set(err, NTX_EUNSUP, "tensor '%s' is not supported yet", name);
+	}
+	return 0;
 }
 
 struct ntx_model *ntx_model_from_gguf(struct ntx_gguf *g, unsigned flags, struct ntx_err *err)
@@ -264,28 +364,38 @@ struct ntx_model *ntx_model_from_gguf(struct ntx_gguf *g, unsigned flags, struct
 	for (l = 0; l < c->n_layer; l++) {
 		struct ntx_layer_tensors *lt = &m->layers[l];
 		int64_t q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_head_kv * c->head_dim;
+		int64_t ne = c->n_expert > 0 ? c->n_expert : 1;
+		const char *x = c->n_expert > 0 ? "_exps" : "";
 		struct {
 			const char *suffix;
-			int64_t a, b;
-			int weight;
+			int64_t a, b, c;
+			int weight, use;
 			const struct ntx_gguf_tensor **slot;
 		} want[NTX_LAYER_NT] = {
-			{ "attn_norm", c->n_embd, 1, 0, &lt->attn_norm },
-			{ "attn_q", c->n_embd, q, 1, &lt->wq },
-			{ "attn_k", c->n_embd, kv, 1, &lt->wk },
-			{ "attn_v", c->n_embd, kv, 1, &lt->wv },
-			{ "attn_output", q, c->n_embd, 1, &lt->wo },
-			{ "ffn_norm", c->n_embd, 1, 0, &lt->ffn_norm },
-			{ "ffn_gate", c->n_embd, c->n_ff, 1, &lt->w_gate },
-			{ "ffn_up", c->n_embd, c->n_ff, 1, &lt->w_up },
-			{ "ffn_down", c->n_ff, c->n_embd, 1, &lt->w_down },
+			{ "attn_norm", c->n_embd, 1, 1, 0, 1, &lt->attn_norm },
+			{ "attn_q", c->n_embd, q, 1, 1, 1, &lt->wq },
+			{ "attn_k", c->n_embd, kv, 1, 1, 1, &lt->wk },
+			{ "attn_v", c->n_embd, kv, 1, 1, 1, &lt->wv },
+			{ "attn_output", q, c->n_embd, 1, 1, 1, &lt->wo },
+			{ "ffn_norm", c->n_embd, 1, 1, 0, 1, &lt->ffn_norm },
+			{ "ffn_gate", c->n_embd, c->n_ff, ne, 1, 1, &lt->w_gate },
+			{ "ffn_up", c->n_embd, c->n_ff, ne, 1, 1, &lt->w_up },
+			{ "ffn_down", c->n_ff, c->n_embd, ne, 1, 1, &lt->w_down },
+			{ "ffn_gate_inp", c->n_embd, c->n_expert, 1, 1, c->n_expert > 0, &lt->router },
+			{ "attn_q_norm", c->head_dim, 1, 1, 0, c->qk_norm, &lt->q_norm },
+			{ "attn_k_norm", c->head_dim, 1, 1, 0, c->qk_norm, &lt->k_norm },
 		};
 		int k;
 
+		if (check_unsupported(g, l, err))
+			goto fail;
 		for (k = 0; k < NTX_LAYER_NT; k++) {
-			snprintf(name, sizeof name, "blk.%d.%s.weight", l, want[k].suffix);
-			if (check_tensor(g, name, want[k].a, want[k].b, want[k].weight,
-					 want[k].slot, err))
+			if (!want[k].use)
+				continue;
+			snprintf(name, sizeof name, "blk.%d.%s%s.weight", l, want[k].suffix,
+				 k >= 6 && k <= 8 ? x : "");
+			if (check_tensor3(g, name, want[k].a, want[k].b, want[k].c, want[k].weight,
+					  want[k].slot, err))
 				goto fail;
 		}
 	}

@@ -118,7 +118,8 @@ static int parse_header(struct ntx_pack *p, const unsigned char *h, struct ntx_e
 		return ntx_err_set(err, NTX_EFORMAT, "directory offset %" PRIu64 " is not %d",
 				   dir_offset, NTX_PACK_HEADER_SIZE);
 	p->dir_size = rd64(h + 56);
-	want = (uint64_t)n_extents * (NTX_PACK_EXTENT_REC + NTX_LAYER_NT * NTX_PACK_TENSOR_REC);
+	/* at least one tensor record per extent (a layer has 9 to NTX_LAYER_NT) */
+	want = (uint64_t)n_extents * (NTX_PACK_EXTENT_REC + NTX_PACK_TENSOR_REC);
 	if (p->dir_size > NTX_PACK_MAX_DIR || p->dir_size < want)
 		return ntx_err_set(err, NTX_EFORMAT,
 				   "directory size %" PRIu64 " is not in [%" PRIu64 ", %llu] for %u extents",
@@ -288,9 +289,9 @@ static int count_dir_records(const struct ntx_pack *p, const unsigned char *dir,
 		r = dir + pos;
 		nt = rd32(r + 4);
 		nf = rd32(r + 56);
-		if (nt != NTX_LAYER_NT)
-			return ntx_err_set(err, NTX_EFORMAT, "extent %d: %u tensors, not %d", x, nt,
-					   NTX_LAYER_NT);
+		if (nt < 1 || nt > NTX_LAYER_NT)
+			return ntx_err_set(err, NTX_EFORMAT, "extent %d: %u tensors, not in [1, %d]",
+					   x, nt, NTX_LAYER_NT);
 		need = NTX_PACK_EXTENT_REC + (uint64_t)nt * NTX_PACK_TENSOR_REC +
 		       (uint64_t)nf * NTX_PACK_FRAME_REC;
 		if (need > p->dir_size - pos)
@@ -323,7 +324,7 @@ static int parse_extent_head(const struct ntx_pack *p, struct ntx_pack_extent *e
 				   "increasing layer order)",
 				   x, layer, *prev_layer, p->n_layer);
 	e->layer = *prev_layer = (int)layer;
-	e->n_tensors = NTX_LAYER_NT;
+	e->n_tensors = (int)rd32(r + 4); /* checked by count_dir_records */
 	e->offset = rd64(r + 8);
 	e->stored_size = rd64(r + 16);
 	e->data_size = rd64(r + 24);
@@ -436,7 +437,7 @@ static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_er
 		if (parse_extent_head(p, e, r, x, &prev_layer, &expect_off, err))
 			return -1;
 		e->tensors = tm;
-		for (k = 0; k < NTX_LAYER_NT; k++)
+		for (k = 0; k < e->n_tensors; k++)
 			if (parse_tensor(r + NTX_PACK_EXTENT_REC + k * NTX_PACK_TENSOR_REC, x, k, &off,
 					 tm++, err))
 				return -1;
@@ -445,7 +446,7 @@ static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_er
 					   "layer %d: raw size %" PRIu64 ", its tensors make %" PRIu64,
 					   e->layer, e->raw_size, off);
 		if (parse_extent_coding(p, e, r + NTX_PACK_EXTENT_REC +
-						      NTX_LAYER_NT * NTX_PACK_TENSOR_REC,
+						      (uint64_t)e->n_tensors * NTX_PACK_TENSOR_REC,
 					&fm, err))
 			return -1;
 		p->by_layer[e->layer] = x;
@@ -454,7 +455,7 @@ static int parse_dir(struct ntx_pack *p, const unsigned char *dir, struct ntx_er
 			p->max_stored = e->stored_size;
 		if (e->raw_size > p->max_raw)
 			p->max_raw = e->raw_size;
-		pos += NTX_PACK_EXTENT_REC + (uint64_t)NTX_LAYER_NT * NTX_PACK_TENSOR_REC +
+		pos += NTX_PACK_EXTENT_REC + (uint64_t)e->n_tensors * NTX_PACK_TENSOR_REC +
 		       (uint64_t)e->n_frames * NTX_PACK_FRAME_REC;
 	}
 	if (expect_off != p->file_size)
@@ -623,7 +624,7 @@ const struct ntx_pack_extent *ntx_pack_extent_for_layer(const struct ntx_pack *p
 int ntx_pack_check_model(const struct ntx_pack *p, const struct ntx_model *m,
 			 struct ntx_err *err)
 {
-	int x, k;
+	int x, k, j;
 
 	if (p->gguf_fingerprint != m->fingerprint)
 		return ntx_err_set(err, NTX_EMISMATCH,
@@ -644,10 +645,19 @@ int ntx_pack_check_model(const struct ntx_pack *p, const struct ntx_model *m,
 		struct ntx_layer_layout lo;
 
 		ntx_layer_layout(lt, &lo);
-		for (k = 0; k < NTX_LAYER_NT; k++) {
+		if (e->n_tensors != ntx_layer_n_tensors(lt))
+			return ntx_err_set(err, NTX_EMISMATCH,
+					   "layer %d: the pack has %d tensors, the model's layer %d",
+					   e->layer, e->n_tensors, ntx_layer_n_tensors(lt));
+		for (k = 0, j = 0; k < NTX_LAYER_NT; k++) {
 			const struct ntx_gguf_tensor *t = ntx_layer_tensor(lt, k);
-			const struct ntx_pack_tensor *pt = &e->tensors[k];
-			int d, same = strcmp(t->name, pt->name) == 0 && t->type == pt->type &&
+			const struct ntx_pack_tensor *pt;
+			int d, same;
+
+			if (!t)
+				continue;
+			pt = &e->tensors[j++];
+			same = strcmp(t->name, pt->name) == 0 && t->type == pt->type &&
 				      t->nbytes == pt->nbytes && pt->offset == lo.offset[k];
 
 			for (d = 0; d < 4; d++)

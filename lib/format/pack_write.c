@@ -86,7 +86,7 @@ static void copy_range(const struct ntx_layer_tensors *lt, const struct ntx_laye
 
 	for (k = 0; k < NTX_LAYER_NT && a < b; k++) {
 		const struct ntx_gguf_tensor *t = ntx_layer_tensor(lt, k);
-		uint64_t t0 = lo->offset[k], t1 = t0 + t->nbytes;
+		uint64_t t0 = lo->offset[k], t1 = t0 + (t ? t->nbytes : 0);
 		uint64_t end = k + 1 < NTX_LAYER_NT ? lo->offset[k + 1] : lo->total;
 
 		if (a >= end)
@@ -118,6 +118,8 @@ static uint32_t pick_transform(const struct ntx_layer_tensors *lt)
 	for (k = 0; k < NTX_LAYER_NT; k++) {
 		const struct ntx_gguf_tensor *t = ntx_layer_tensor(lt, k);
 
+		if (!t)
+			continue;
 		all += t->nbytes;
 		if (t->type == NTX_TYPE_F16 || t->type == NTX_TYPE_BF16)
 			w2 += t->nbytes;
@@ -338,7 +340,7 @@ static void build_head(const struct ntx_model *m, const struct ntx_pack_write_op
 		int nf = e->compression == NTX_PACK_COMP_ZSTD ? e->n_items : 0;
 
 		wr32(d, (uint32_t)e->layer);
-		wr32(d + 4, NTX_LAYER_NT);
+		wr32(d + 4, (uint32_t)ntx_layer_n_tensors(e->lt));
 		wr64(d + 8, e->offset);
 		wr64(d + 16, e->stored_size);
 		wr64(d + 24, e->data_size);
@@ -353,6 +355,8 @@ static void build_head(const struct ntx_model *m, const struct ntx_pack_write_op
 			const struct ntx_gguf_tensor *t = ntx_layer_tensor(e->lt, k);
 			int j;
 
+			if (!t) /* absent optional slot: no record */
+				continue;
 			memset(d, 0, NTX_PACK_NAME_MAX);
 			memcpy(d, t->name, strlen(t->name));
 			wr32(d + 64, t->type);
@@ -426,7 +430,7 @@ static int check_opts(const struct ntx_model *m, const struct ntx_pack_write_opt
 		for (k = 0; k < NTX_LAYER_NT; k++) {
 			const struct ntx_gguf_tensor *t = ntx_layer_tensor(&m->layers[o->layers[i]], k);
 
-			if (strlen(t->name) >= NTX_PACK_NAME_MAX)
+			if (t && strlen(t->name) >= NTX_PACK_NAME_MAX)
 				return ntx_err_set(err, NTX_EUNSUP,
 						   "tensor '%s': name longer than %d bytes", t->name,
 						   NTX_PACK_NAME_MAX - 1);
@@ -520,7 +524,8 @@ static int plan_extents(struct run *r, const struct ntx_model *m,
 				return -1;
 			dir_size += (uint64_t)e->n_items * NTX_PACK_FRAME_REC;
 		}
-		dir_size += NTX_PACK_EXTENT_REC + NTX_LAYER_NT * NTX_PACK_TENSOR_REC;
+		dir_size += NTX_PACK_EXTENT_REC +
+			    (uint64_t)ntx_layer_n_tensors(e->lt) * NTX_PACK_TENSOR_REC;
 		r->n_items += e->n_items;
 		r->raw_total += e->lo.total;
 	}
@@ -678,7 +683,8 @@ static int write_head(struct run *r, const struct ntx_model *m,
 	/* compressed extents downgraded to none have no frame records, so the
 	 * directory may be smaller than reserved; the gap stays zero */
 	for (x = 0; x < o->n_layers; x++)
-		dir_size += NTX_PACK_EXTENT_REC + NTX_LAYER_NT * NTX_PACK_TENSOR_REC +
+		dir_size += NTX_PACK_EXTENT_REC +
+			    (uint64_t)ntx_layer_n_tensors(r->ex[x].lt) * NTX_PACK_TENSOR_REC +
 			    (r->ex[x].compression == NTX_PACK_COMP_ZSTD
 				     ? (uint64_t)r->ex[x].n_items * NTX_PACK_FRAME_REC
 				     : 0);

@@ -64,9 +64,12 @@ static int compare(const struct ntx_pack_extent *e, const struct ntx_layer_tenso
 	ntx_layer_layout(lt, &lo);
 	for (k = 0; k < NTX_LAYER_NT; k++) {
 		const struct ntx_gguf_tensor *t = ntx_layer_tensor(lt, k);
-		const unsigned char *a = raw + lo.offset[k], *b = t->data;
+		const unsigned char *a = raw + lo.offset[k], *b;
 		uint64_t end = k + 1 < NTX_LAYER_NT ? lo.offset[k + 1] : lo.total;
 
+		if (!t) /* absent optional slot: no bytes */
+			continue;
+		b = t->data;
 		if (memcmp(a, b, (size_t)t->nbytes) != 0) {
 			for (i = 0; i < t->nbytes && a[i] == b[i]; i++)
 				;

@@ -275,6 +275,8 @@ int ntx_ring_fill_map(struct ntx_ring *r, int s, const struct ntx_layer_tensors 
 	for (i = 0; i < NTX_LAYER_NT; i++) {
 		const struct ntx_gguf_tensor *t = ntx_layer_tensor(lt, i);
 
+		if (!t)
+			continue;
 		CK(cudaMemcpyAsync((char *)sl->dev + lo->offset[i], t->data, t->nbytes,
 				   cudaMemcpyHostToDevice, r->ps),
 		   "cudaMemcpyAsync (weights)");

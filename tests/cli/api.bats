@@ -6,6 +6,8 @@
 
 bats_require_minimum_version 1.5.0
 
+load install_helpers
+
 setup() {
 	cd "$BATS_TEST_DIRNAME/../.."
 	T="$BATS_TEST_TMPDIR"
@@ -50,7 +52,7 @@ setup() {
 @test "make install PREFIX=DIR: ntx.h, libntx.a, libntx.so*, ntx.pc; the example builds with pkg-config" {
 	command -v pkg-config >/dev/null || skip "no pkg-config (run scripts/setup)"
 	p="$T/prefix"
-	run -0 make -s install NO_CUDA=1 BUILD="$build" PREFIX="$p"
+	run -0 install_private PREFIX="$p"
 	[ -f "$p/include/ntx.h" ]
 	[ -f "$p/lib/libntx.a" ]
 	[ -f "$p/lib/libntx.so.$ver" ]
@@ -70,6 +72,4 @@ setup() {
 	want=$output
 	LD_LIBRARY_PATH="$p/lib" run -0 "$T/example" "$Q4" "Once upon a time"
 	[ "$output" = "$want" ]
-	# restore the build tree's ntx.pc for the default PREFIX
-	make -s NO_CUDA=1 BUILD="$build" "$build/ntx.pc"
 }

@@ -18,6 +18,7 @@ SET_A="--layers 2 --embd 512 --ff 1536 --heads 4 --kv-heads 2 --vocab 512 --ctx 
 	[[ "$stderr" == "ntx-gguf-gen: --mix: unknown mix 'q3_k'"* ]]
 	run --separate-stderr "$GEN" --shape 13b -o "$T/x.gguf"
 	[ "$status" -eq 2 ]
+	expect "${stderr%%$'\n'*}" "ntx-gguf-gen: --shape: unknown shape '13b' (tiny 1b 8b 70b tiny-moe mixtral-8x7b tiny-qwen3moe qwen3-30b-a3b qwen3-235b-a22b)"
 	run --separate-stderr "$GEN"
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == "ntx-gguf-gen: missing -o FILE"* ]]
@@ -44,11 +45,11 @@ SET_A="--layers 2 --embd 512 --ff 1536 --heads 4 --kv-heads 2 --vocab 512 --ctx 
 	run --separate-stderr "$GEN" --bogus
 	[ "$status" -eq 2 ]
 	expect "$stderr" "ntx-gguf-gen: unrecognized option '--bogus'
-usage: ntx-gguf-gen [--shape tiny|1b|8b|70b] [--mix MIX] [options] -o FILE"
+usage: ntx-gguf-gen [--shape NAME] [--mix MIX] [options] -o FILE"
 	[ ! -e "$T/x.gguf" ]
 	run "$GEN" --help
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"--vocab-from"*"--sparse"* ]]
+	[[ "$output" == *"--experts N"*"--experts-used N"*"--vocab-from"*"--sparse"* ]]
 }
 
 @test "every mix of the set-A shape has the fixture's per-tensor types" {
@@ -198,3 +199,164 @@ PY
 		"(None, \"tensor 'blk.0.ffn_down.weight' has type Q5_0, which ntx does not support (supported: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K)\")"
 	expect "$(json "$T/b.json" 'len(d["layers"]), d["layers"][0]["types"]["Q5_0"]')" "(2, 135168)"
 }
+
+# ---- mixtures of experts ----
+
+@test "tiny-moe and tiny-qwen3moe have the MoE fixtures' tensors, types and keys" {
+	need_fixtures
+	for p in "tiny-moe mixtral-tiny" "tiny-qwen3moe qwen3moe-tiny"; do
+		set -- $p
+		for m in f16 q8_0 q4_k_m; do
+			"$GEN" -q --shape "$1" --vocab 8192 --mix "$m" -o "$T/$1-$m.gguf"
+			"$INSPECT" "$T/$1-$m.gguf" >"$T/$1-$m.json"
+			python3 - "$T/$1-$m.json" "$F/moe/tensor_types.json" "$2-$m.gguf" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ref = json.load(open(sys.argv[2]))[sys.argv[3]]
+mine = {t["name"]: (t["type"], t["shape"], t["bytes"]) for t in d["tensors"]}
+want = {t["name"]: (t["type"], t["ne"], t["n_bytes"]) for t in ref["tensors"]}
+assert mine == want, (sys.argv[3], {k: (mine.get(k), want.get(k)) for k in set(mine) | set(want) if mine.get(k) != want.get(k)})
+arch = ref["kv"]["general.architecture"]
+keys = [k for k in ref["kv"] if k.startswith(arch + ".") or k in ("general.architecture", "general.file_type")]
+md = d["metadata"]
+assert {k: md.get(k) for k in keys} == {k: ref["kv"][k] for k in keys}, (sys.argv[3], {k: (md.get(k), ref["kv"][k]) for k in keys if md.get(k) != ref["kv"][k]})
+assert sorted(k for k in md if k.startswith(arch + ".")) == sorted(k for k in ref["kv"] if k.startswith(arch + ".")), sys.argv[3]
+assert md["tokenizer.ggml.pre"] == ref["kv"]["tokenizer.ggml.pre"]
+# the model view reads it (Q5_0, the fallback of Q4_K for rows of 128, may not be computable yet)
+m = d["model"]
+if m is None:
+    assert "qwen3moe-tiny-q4_k_m" in sys.argv[3] and "has type Q5_0" in d["model_error"], d["model_error"]
+else:
+    hd = ref["kv"].get(arch + ".attention.key_length", 64)
+    ff = ref["kv"].get(arch + ".expert_feed_forward_length", ref["kv"][arch + ".feed_forward_length"])
+    assert (m["arch"], m["n_layer"], m["n_embd"], m["n_ff"], m["n_head"], m["n_head_kv"], m["head_dim"], m["n_vocab"]) == (arch, 2, 256, ff, 4, 2, hd, 8192), m
+    assert m["rms_eps"] == ref["kv"][arch + ".attention.layer_norm_rms_epsilon"], m
+PY
+		done
+	done
+	# the file_type-only difference: both tiny MoE files are read as models
+	expect "$(json "$T/tiny-moe-q4_k_m.json" 'd["model"]["arch"], d["model"]["file_type"]')" "('llama', 15)"
+	expect "$(json "$T/tiny-qwen3moe-q8_0.json" 'd["model"]["arch"], d["model"]["file_type"]')" "('qwen3moe', 7)"
+}
+
+@test "the tiny MoE presets: 512 tokens, qwen2 pre-tokenizer for qwen3moe" {
+	"$GEN" -q --shape tiny-moe --mix q4_k_m -o "$T/a.gguf"
+	"$INSPECT" "$T/a.gguf" >"$T/a.json"
+	expect "$(json "$T/a.json" '[d["metadata"][k] for k in ("general.architecture", "llama.expert_count", "llama.expert_used_count", "llama.feed_forward_length", "llama.vocab_size", "tokenizer.ggml.pre")], d["model"]["n_ff"]')" \
+		"(['llama', 8, 2, 256, 512, 'llama-bpe'], 256)"
+	expect "$(json "$T/a.json" '{t["name"]: (t["type"], t["shape"]) for t in d["tensors"] if t["name"].startswith("blk.1.ffn")}')" \
+		'{"blk.1.ffn_norm.weight": ["F32", [256]], "blk.1.ffn_gate_inp.weight": ["F32", [256, 8]], "blk.1.ffn_gate_exps.weight": ["Q4_K", [256, 256, 8]], "blk.1.ffn_up_exps.weight": ["Q4_K", [256, 256, 8]], "blk.1.ffn_down_exps.weight": ["Q6_K", [256, 256, 8]]}'
+	"$GEN" -q --shape tiny-qwen3moe -o "$T/b.gguf"
+	"$INSPECT" "$T/b.gguf" >"$T/b.json"
+	expect "$(json "$T/b.json" '[d["metadata"][k] for k in ("general.architecture", "qwen3moe.expert_count", "qwen3moe.expert_used_count", "qwen3moe.expert_feed_forward_length", "qwen3moe.feed_forward_length", "qwen3moe.attention.key_length", "tokenizer.ggml.pre")], d["model"]["head_dim"], d["model"]["n_ff"]')" \
+		"(['qwen3moe', 16, 4, 128, 512, 128, 'qwen2'], 128, 128)"
+	expect "$(json "$T/b.json" '[t["name"][6:] for t in d["tensors"] if t["name"].startswith("blk.0.")]')" \
+		'["attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q_norm.weight", "attn_k_norm.weight", "attn_output.weight", "ffn_norm.weight", "ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"]'
+}
+
+@test "full MoE shapes (sparse, 2 layers): the real models' hyperparameters and parameter counts" {
+	# parameter counts of the Hugging Face models: Mixtral-8x7B-v0.1,
+	# Qwen3-30B-A3B, Qwen3-235B-A22B (all layers; here 2 layers are written
+	# and the count extrapolated from layer 0)
+	for c in "mixtral-8x7b 32 llama 4096 14336 32 8 128 8 2 32000 46702792704" \
+		 "qwen3-30b-a3b 48 qwen3moe 2048 768 32 4 128 128 8 151936 30532122624" \
+		 "qwen3-235b-a22b 94 qwen3moe 4096 1536 64 4 128 128 8 151936 235093634560"; do
+		set -- $c
+		"$GEN" -q --shape "$1" --layers 2 --mix q4_k_m --sparse -o "$T/$1.gguf"
+		[ "$(du -k "$T/$1.gguf" | cut -f1)" -lt 20000 ] # a hole, not data
+		"$INSPECT" "$T/$1.gguf" >"$T/$1.json"
+		python3 - "$T/$1.json" "$@" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+shape, n_layer, arch, embd, ff, heads, kv, hd, nexp, nused, vocab, params = sys.argv[2:]
+n_layer, embd, ff, heads, kv, hd, nexp, nused, vocab, params = map(int, (n_layer, embd, ff, heads, kv, hd, nexp, nused, vocab, params))
+m, md = d["model"], d["metadata"]
+assert m is not None, d.get("model_error")
+assert (m["arch"], m["n_layer"], m["n_embd"], m["n_ff"], m["n_head"], m["n_head_kv"], m["head_dim"], m["n_vocab"], m["rope_base"]) == (arch, 2, embd, ff, heads, kv, hd, vocab, 1e6), m
+assert (md[arch + ".expert_count"], md[arch + ".expert_used_count"]) == (nexp, nused)
+t = {x["name"]: x for x in d["tensors"]}
+assert t["blk.1.ffn_gate_exps.weight"]["shape"] == [embd, ff, nexp]
+assert t["blk.1.ffn_down_exps.weight"]["shape"] == [ff, embd, nexp]
+assert t["blk.1.ffn_gate_inp.weight"]["shape"] == [embd, nexp] and t["blk.1.ffn_gate_inp.weight"]["type"] == "F32"
+assert t["blk.0.attn_q.weight"]["shape"] == [embd, heads * hd]
+assert t["blk.0.attn_output.weight"]["shape"] == [heads * hd, embd]
+# Q4_K_M of a 2-layer file: use_more_bits(1, 2) (the last eighth) gives ffn_down_exps Q6_K in layer 1
+assert (t["blk.0.ffn_down_exps.weight"]["type"], t["blk.1.ffn_down_exps.weight"]["type"], t["blk.1.ffn_up_exps.weight"]["type"], t["blk.0.ffn_gate_exps.weight"]["type"]) == ("Q4_K", "Q6_K", "Q4_K", "Q4_K")
+# exactly 8 experts: attn_k/attn_v Q8_0, attn_output Q5_K (Mixtral)
+# (else attn_v of layer 1 is Q6_K as ffn_down's)
+types = tuple(t["blk.1." + k + ".weight"]["type"] for k in ("attn_k", "attn_v", "attn_output"))
+assert types == (("Q8_0", "Q8_0", "Q5_K") if nexp == 8 else ("Q4_K", "Q6_K", "Q4_K")), (shape, types)
+n = lambda x: math.prod(x["shape"])
+layer0 = sum(n(x) for k, x in t.items() if k.startswith("blk.0."))
+other = sum(n(x) for k, x in t.items() if not k.startswith("blk."))
+assert other + n_layer * layer0 == params, (shape, other + n_layer * layer0, params)
+PY
+	done
+}
+
+@test "--arch, --experts, --experts-used, --head-dim override a preset" {
+	"$GEN" -q --experts 4 -o "$T/a.gguf"  # tiny (dense llama) with 4 experts, 2 used
+	"$INSPECT" "$T/a.gguf" >"$T/a.json"
+	expect "$(json "$T/a.json" 'd["metadata"]["llama.expert_count"], d["metadata"]["llama.expert_used_count"], d["model"]["n_ff"], [t["shape"] for t in d["tensors"] if t["name"] == "blk.0.ffn_up_exps.weight"]')" \
+		"(4, 2, 768, [[256, 768, 4]])"
+	"$GEN" -q --shape tiny-moe --experts 0 -o "$T/b.gguf"  # dense again
+	"$INSPECT" "$T/b.gguf" >"$T/b.json"
+	expect "$(json "$T/b.json" '[k for k in d["metadata"] if "expert" in k], len([t for t in d["tensors"] if "exps" in t["name"] or "gate_inp" in t["name"]]), d["model"]["arch"]')" \
+		"([], 0, 'llama')"
+	"$GEN" -q --shape tiny-qwen3moe --arch llama --experts-used 3 --mix q8_0 -o "$T/c.gguf"
+	"$INSPECT" "$T/c.gguf" >"$T/c.json"
+	expect "$(json "$T/c.json" '[d["metadata"].get(k) for k in ("general.architecture", "llama.attention.key_length", "llama.rope.dimension_count", "llama.expert_count", "llama.expert_used_count")], d["model"]["head_dim"], d["model"]["n_rot"], [t["name"] for t in d["tensors"] if "norm" in t["name"] and "blk.0" in t["name"]]')" \
+		"(['llama', 128, 128, 16, 3], 128, 128, ['blk.0.attn_norm.weight', 'blk.0.ffn_norm.weight'])"
+	"$GEN" -q --arch qwen3moe --experts 6 --experts-used 2 --head-dim 32 --heads 8 --kv-heads 4 --mix q4_k_m -o "$T/d.gguf"
+	"$INSPECT" "$T/d.gguf" >"$T/d.json"
+	expect "$(json "$T/d.json" 'd["model"]["arch"], d["model"]["head_dim"], d["model"]["n_ff"], d["metadata"]["qwen3moe.feed_forward_length"], d["metadata"]["tokenizer.ggml.pre"], {t["name"]: (t["type"], t["shape"]) for t in d["tensors"]}["blk.0.attn_q.weight"], {t["name"]: (t["type"], t["shape"]) for t in d["tensors"]}["blk.0.attn_k_norm.weight"]')" \
+		"('qwen3moe', 32, 768, 1536, 'qwen2', ('Q4_K', [256, 256]), ('F32', [32]))"
+	# not 8 experts: attn_k/attn_v keep the mix's rules
+	expect "$(json "$T/d.json" '[t["type"] for t in d["tensors"] if t["name"] in ("blk.0.attn_k.weight", "blk.1.attn_v.weight", "blk.1.attn_output.weight")]')" \
+		'["Q4_K", "Q6_K", "Q4_K"]'
+	run --separate-stderr "$GEN" --arch qwen3moe -o "$T/x.gguf"
+	[ "$status" -eq 2 ]
+	expect "$stderr" "ntx-gguf-gen: qwen3moe needs experts (--experts N)"
+	run --separate-stderr "$GEN" --shape tiny-moe --experts-used 9 -o "$T/x.gguf"
+	[ "$status" -eq 2 ]
+	expect "$stderr" "ntx-gguf-gen: --experts-used 9 is more than the 8 experts"
+	run --separate-stderr "$GEN" --experts-used 1 -o "$T/x.gguf"
+	[ "$status" -eq 2 ]
+	run --separate-stderr "$GEN" --experts 1 -o "$T/x.gguf"
+	[ "$status" -eq 2 ]
+	expect "${stderr%%$'\n'*}" "ntx-gguf-gen: --experts: a mixture needs 2 experts or more (0: dense)"
+	run --separate-stderr "$GEN" --head-dim 33 -o "$T/x.gguf"
+	[ "$status" -eq 2 ]
+	run --separate-stderr "$GEN" --arch mistral -o "$T/x.gguf"
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "ntx-gguf-gen: --arch: unknown architecture 'mistral' (llama qwen3moe)"* ]]
+	run --separate-stderr "$GEN" --shape tiny-qwen3moe --rope-freqs -o "$T/x.gguf"
+	[ "$status" -eq 2 ]
+	expect "$stderr" "ntx-gguf-gen: --rope-freqs is for llama, not qwen3moe"
+	[ ! -e "$T/x.gguf" ]
+}
+
+@test "MoE weights: every expert slice N(0, 0.02)-like, routers N(0, 0.15) in F32" {
+	"$GEN" -q --shape tiny-moe --mix f16 -o "$T/f.gguf"
+	"$INSPECT" "$T/f.gguf" >"$T/f.json"
+	python3 - "$T/f.gguf" "$T/f.json" <<'PY'
+import json, math, struct, sys
+t = {x["name"]: x for x in json.load(open(sys.argv[2]))["tensors"]}
+def data(name):
+    x = t[name]; f = open(sys.argv[1], "rb"); f.seek(x["offset_bytes"]); return f.read(x["bytes"])
+def stats(v):
+    m = sum(v) / len(v); return m, math.sqrt(sum((x - m) ** 2 for x in v) / len(v))
+b = data("blk.1.ffn_down_exps.weight")
+assert len(b) == 256 * 256 * 8 * 2
+slices = [struct.unpack("<65536e", b[e * 131072:(e + 1) * 131072]) for e in range(8)]
+for e, v in enumerate(slices):
+    m, s = stats(v)
+    assert abs(m) < 0.001 and 0.019 < s < 0.021, (e, m, s)
+assert len({v[:16] for v in slices}) == 8  # no expert repeats another
+assert t["blk.0.ffn_gate_inp.weight"]["type"] == "F32"
+r = struct.unpack("<2048f", data("blk.0.ffn_gate_inp.weight"))
+m, s = stats(r)
+assert abs(m) < 0.01 and 0.14 < s < 0.16, (m, s)
+PY
+}
+

@@ -2,7 +2,9 @@
 # ntx-serve (doc/ntx-serve.1): the official openai npm client against the
 # tiny model (greedy output equal to ntx-run alone), every error status
 # (401, 413, 400, 404, 405, 503) as an OpenAI error object, a client that
-# goes away frees its slot, prefix reuse across a conversation, SIGTERM.
+# goes away frees its slot, prefix reuse across a conversation, SIGTERM; the
+# chat format (the model's, --chat-template, else chatml) in /props and
+# /v1/models.
 
 load serve_helpers
 
@@ -12,6 +14,9 @@ setup_file() {
 	export NODE_DIR="$BATS_TEST_DIRNAME/../serve/node_modules-dir"
 	[ -x "$NTX_BIN/ntx-serve" ] || { echo "no $NTX_BIN/ntx-serve (make first)" >&2; return 1; }
 	command -v curl >/dev/null || { echo "no curl (run scripts/setup)" >&2; return 1; }
+	# the tiny model without a chat template, and with one of no known format
+	export NOTMPL="$BATS_FILE_TMPDIR/tiny-notmpl.gguf" UNKNOWN="$BATS_FILE_TMPDIR/tiny-unknown.gguf"
+	template_model "$M" "$NOTMPL" none && template_model "$M" "$UNKNOWN" unknown
 }
 
 setup() {
@@ -41,8 +46,8 @@ teardown() {
 	[ "$(jq_py "$T/r.json" 'd["chat"]["content"]')" = "$chat" ]
 	[ "$(jq_py "$T/r.json" 'd["stream"]["content"]')" = "$chat" ]
 	[ "$(jq_py "$T/r.json" 'd["completion"]["text"]')" = "$cmpl" ]
-	[ "$(jq_py "$T/r.json" '[d["model"], d["chat"]["role"], d["chat"]["object"], d["stream"]["role"]]')" = \
-	  '["tinymodel-q4_k_m.gguf", "assistant", "chat.completion", "assistant"]' ]
+	[ "$(jq_py "$T/r.json" '[d["model"], d["chat_template"], d["chat"]["role"], d["chat"]["object"], d["stream"]["role"]]')" = \
+	  '["tinymodel-q4_k_m.gguf", "llama3", "assistant", "chat.completion", "assistant"]' ]
 	# usage: the prompt's tokens, 24 generated; the streamed request reused the first one's prompt
 	python3 - "$T/r.json" <<'PY'
 import json, sys
@@ -55,6 +60,26 @@ assert s["usage"]["prompt_tokens"] == c["usage"]["prompt_tokens"], s
 assert s["usage"]["prompt_tokens_details"]["cached_tokens"] == c["usage"]["prompt_tokens"] - 1, s
 assert s["chunks"] >= 3, s  # tokens that come together share a chunk
 PY
+}
+
+@test "openai npm client on a model without a chat template: chats in chatml, equal ntx-run --chat-template chatml" {
+	if ! command -v node >/dev/null || [ ! -d "$NODE_DIR/node_modules/openai" ]; then
+		[ "${CI:-}" != true ] || { echo "CI: node or the openai package is missing (scripts/setup installs it)" >&2; return 1; }
+		skip "node or tests/serve/node_modules-dir/node_modules/openai missing (run scripts/setup)"
+	fi
+	start_server -m "$NOTMPL" --api-key sekret --parallel 2
+	run timeout 120 node "$BATS_TEST_DIRNAME/../serve/openai-client.mjs" "$URL/v1" sekret "Tell me a story" 16
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	echo "$output" >"$T/r.json"
+	chatml=$("$RUN" -m "$NOTMPL" -q -t 2 --chat --chat-template chatml -p "Tell me a story" -n 16 --temp 0)
+	llama3=$("$RUN" -m "$NOTMPL" -q -t 2 --chat --chat-template llama3 -p "Tell me a story" -n 16 --temp 0)
+	[ "$chatml" != "$llama3" ] # the formats give different texts: the check below can fail
+	[ "$(jq_py "$T/r.json" 'd["chat"]["content"]')" = "$chatml" ]
+	[ "$(jq_py "$T/r.json" 'd["stream"]["content"]')" = "$chatml" ]
+	[ "$(jq_py "$T/r.json" 'd["chat"]["usage"]["prompt_tokens"]')" = \
+	  "$(n_tokens -m "$NOTMPL" --chat --chat-template chatml -p "Tell me a story")" ]
+	[ "$(jq_py "$T/r.json" '[d["model"], d["chat_template"], d["chat"]["finish"]]')" = \
+	  '["tiny-notmpl.gguf", "chatml", "length"]' ]
 }
 
 @test "GET /health and /v1/models; the bearer key guards /v1 (401, constant-time compare), not /health" {
@@ -80,6 +105,83 @@ PY
 	[ "$(cat "$T/status")" = 200 ]
 	[ "$(jq_py "$T/body" '[d["object"], d["model"], d["choices"][0]["finish_reason"], d["usage"]["completion_tokens"]]')" = \
 	  '["text_completion", "tiny", "length", 3]' ]
+}
+
+@test "a model without a chat template: chats in chatml (as llama-server), one line at start says so; /props and /v1/models name it" {
+	start_server -m "$NOTMPL" --api-key sekret --parallel 2 -c 512 --alias plain
+	[ "$(head -n 1 "$SRV_LOG")" = \
+	  "ntx-serve: the model has no tokenizer.chat_template: chat uses chatml (--chat-template NAME to choose another)" ]
+	msg='{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Tell me a story"}],"max_tokens":12,"temperature":0}'
+	chatml=$("$RUN" -m "$NOTMPL" -q -t 2 --chat --chat-template chatml --system "Be brief." -p "Tell me a story" -n 12 --temp 0)
+	n=$(n_tokens -m "$NOTMPL" --chat --chat-template chatml --system "Be brief." -p "Tell me a story")
+	# the other formats (llama3, the library's fallback llama2-sys) make other prompts
+	[ "$n" -ne "$(n_tokens -m "$NOTMPL" --chat --chat-template llama3 --system "Be brief." -p "Tell me a story")" ]
+	[ "$n" -ne "$(n_tokens -m "$NOTMPL" --chat --chat-template llama2-sys --system "Be brief." -p "Tell me a story")" ]
+	for i in 1 2; do
+		post /v1/chat/completions "$msg" -H 'Authorization: Bearer sekret'
+		[ "$(cat "$T/status")" = 200 ] || { cat "$T/body"; false; }
+		[ "$(jq_py "$T/body" 'd["choices"][0]["message"]["content"]')" = "$chatml" ]
+		[ "$(jq_py "$T/body" 'd["usage"]["prompt_tokens"]')" = "$n" ]
+	done
+	# /props: the key guards it as /v1/models; GET only
+	run curl -s -w ' %{http_code}' "$URL/props"
+	[[ "$output" == *'"invalid_api_key"'*' 401' ]]
+	run curl -s -H 'Authorization: Bearer sekret' "$URL/props"
+	echo "$output" >"$T/p.json"
+	[ "$(jq_py "$T/p.json" '[d["model"], d["model_path"], d["chat_template"], d["chat_template_source"], d["n_ctx"], d["total_slots"], d["backend"]]')" = \
+	  "[\"plain\", \"$NOTMPL\", \"chatml\", \"fallback\", 512, 2, \"cpu\"]" ]
+	run curl -s -w ' %{http_code}' -X POST -H 'Authorization: Bearer sekret' -d '{}' "$URL/props"
+	[[ "$output" == *'method not allowed'*' 405' ]]
+	run curl -s -w ' %{http_code}' -H 'Authorization: Bearer sekret' "$URL/props/more"
+	[[ "$output" == *'"not_found"'*' 404' ]]
+	run curl -s -H 'Authorization: Bearer sekret' "$URL/v1/models"
+	echo "$output" >"$T/m.json"
+	[ "$(jq_py "$T/m.json" '[d["data"][0]["id"], d["data"][0]["chat_template"]]')" = '["plain", "chatml"]' ]
+	# the line was printed once, at start
+	[ "$(grep -c 'chat uses' "$SRV_LOG")" = 1 ]
+}
+
+@test "a model whose chat template is no known format: chatml too, with its own line" {
+	start_server -m "$UNKNOWN" --parallel 1
+	[ "$(grep -c 'chat uses' "$SRV_LOG")" = 1 ]
+	[ "$(head -n 1 "$SRV_LOG")" = \
+	  "ntx-serve: the model's tokenizer.chat_template is not a known format: chat uses chatml (--chat-template NAME to choose another)" ]
+	post /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":12,"temperature":0}'
+	[ "$(cat "$T/status")" = 200 ] || { cat "$T/body"; false; }
+	[ "$(jq_py "$T/body" 'd["choices"][0]["message"]["content"]')" = \
+	  "$("$RUN" -m "$UNKNOWN" -q -t 2 --chat --chat-template chatml -p "Tell me a story" -n 12 --temp 0)" ]
+	run curl -s "$URL/props"
+	echo "$output" >"$T/p.json"
+	[ "$(jq_py "$T/p.json" '[d["model"], d["chat_template"], d["chat_template_source"], d["total_slots"]]')" = \
+	  '["tiny-unknown.gguf", "chatml", "fallback", 1]' ]
+}
+
+@test "a known chat template is the model's own; --chat-template (a name or a Jinja text) overrides it" {
+	chat() { # MODEL SERVER-FORMAT SOURCE RUN-ARGS...: the server's chat equals ntx-run with RUN-ARGS
+		local m=$1 fmt=$2 src=$3
+		shift 3
+		if grep 'chat uses' "$SRV_LOG" >&2; then return 1; fi
+		post /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":12,"temperature":0}'
+		[ "$(cat "$T/status")" = 200 ] || { cat "$T/body" >&2; return 1; }
+		[ "$(jq_py "$T/body" 'd["choices"][0]["message"]["content"]')" = \
+		  "$("$RUN" -m "$m" -q -t 2 --chat "$@" -p "Tell me a story" -n 12 --temp 0)" ]
+		[ "$(jq_py "$T/body" 'd["usage"]["prompt_tokens"]')" = "$(n_tokens -m "$m" --chat "$@" -p "Tell me a story")" ]
+		curl -s "$URL/props" >"$T/p.json"
+		[ "$(jq_py "$T/p.json" '[d["chat_template"], d["chat_template_source"]]')" = "[\"$fmt\", \"$src\"]" ]
+		curl -s "$URL/v1/models" >"$T/m.json"
+		[ "$(jq_py "$T/m.json" 'd["data"][0]["chat_template"]')" = "$fmt" ]
+	}
+	start_server -m "$M" --parallel 1
+	chat "$M" llama3 model
+	# the model's own format is llama3: its prompt differs from chatml's
+	[ "$(n_tokens -m "$M" --chat -p "Tell me a story")" -ne \
+	  "$(n_tokens -m "$M" --chat --chat-template chatml -p "Tell me a story")" ]
+	stop_server
+	start_server -m "$NOTMPL" --parallel 1 --chat-template llama3
+	chat "$NOTMPL" llama3 option --chat-template llama3
+	stop_server
+	start_server -m "$M" --parallel 1 --chat-template '{{ "<|im_start|>" + role }}'
+	chat "$M" chatml option --chat-template chatml
 }
 
 @test "bad requests: 400 with an OpenAI error object naming the field; 404, 405" {
@@ -300,6 +402,15 @@ PY
 	run timeout 20 "$NTX_BIN/ntx-serve" -m "$M" --port "$port" -t 1
 	[ "$status" -eq 1 ]
 	[[ "$output" == "ntx-serve: cannot listen on 127.0.0.1 port $port"* ]]
+	# the chat format's line comes at start, before the port; -q silences it
+	run timeout 20 "$NTX_BIN/ntx-serve" -m "$NOTMPL" --port "$port" -t 1
+	[ "$status" -eq 1 ]
+	[ "${#lines[@]}" -eq 2 ]
+	[[ "${lines[0]}" == "ntx-serve: the model has no tokenizer.chat_template: chat uses chatml"* ]]
+	run timeout 20 "$NTX_BIN/ntx-serve" -m "$NOTMPL" --port "$port" -t 1 -q
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ntx-serve: cannot listen on 127.0.0.1 port $port"* ]]
+	[ "${#lines[@]}" -eq 1 ]
 }
 
 @test "load: 32 clients x 4 requests, mixed streams and disconnects, 3 rounds: texts equal ntx-run alone, no slot leak, flat memory" {

@@ -71,3 +71,28 @@ wait_health() {
 	echo "health $1 never became $2: $(curl -s "$URL/health")" >&2
 	return 1
 }
+
+# template_model SRC DST none|unknown: a copy of the model SRC without a
+# tokenizer.chat_template (its key renamed) or with one that is no known
+# format (its text overwritten); lengths and the file's layout unchanged.
+template_model() {
+	python3 - "$@" <<'PY'
+import struct, sys
+src, dst, mode = sys.argv[1:]
+d = open(src, "rb").read()
+k = b"tokenizer.chat_template"
+i = d.index(k) + len(k)  # then the type (u32, 8: string), the length (u64), the text
+assert d.count(k) == 1 and struct.unpack_from("<I", d, i)[0] == 8, "one string key"
+n = struct.unpack_from("<Q", d, i + 4)[0]
+if mode == "none":
+    d = d[:i - 1] + b"X" + d[i:]
+else:
+    d = d[:i + 12] + b"{{ no known format }}".ljust(n, b" ") + d[i + 12 + n:]
+open(dst, "wb").write(d)
+PY
+}
+
+# n_tokens ARGS...: the number of prompt ids of ntx-run --tokenize ARGS.
+n_tokens() {
+	"$RUN" -q --tokenize "$@" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))'
+}

@@ -74,13 +74,43 @@ spec_same() {
 	run --separate-stderr "$RUN" -m "$Q" -f "$D/p1.txt" -n 96 --temp 0 -c 512 \
 		--draft "$DQ" --stats-json "$D/s.json"
 	[ "$status" -eq 0 ]
-	[[ "$stderr" == *"ntx-run: speculative (draft model): "*" drafted, "*" accepted ("*"%), "*" tokens per target pass; draft "*" s ("*"%), verify "*" s ("*"%)"* ]]
+	[[ "$stderr" == *"ntx-run: speculative (draft model): "*" drafted, "*" accepted ("*"%), "*" tokens per target pass, "*" of "*" passes paused; draft "*" s ("*"%), verify "*" s ("*"%)"* ]]
 	[ "$(json "$D/s.json" 'd["speculative"]["source"]')" = "draft model" ]
 	[ "$(json "$D/s.json" 'd["speculative"]["accepted"] > 0')" = true ]
 	[ "$(json "$D/s.json" 'd["speculative"]["accepted"] <= d["speculative"]["drafted"]')" = true ]
 	[ "$(json "$D/s.json" 'd["speculative"]["tokens_per_target_pass"] > 1')" = true ]
 	[ "$(json "$D/s.json" '0 < d["speculative"]["draft_time_share"] < 1')" = true ]
 	[ "$(json "$D/s.json" 'abs(d["speculative"]["acceptance_rate"] * d["speculative"]["drafted"] - d["speculative"]["accepted"]) < 1e-6')" = true ]
+	[ "$(json "$D/s.json" '0 <= d["speculative"]["paused_steps"] <= d["speculative"]["target_passes"]')" = true ]
+}
+
+@test "a draft that is never accepted: drafting pauses (paused_steps), output equals plain; NTX_SPEC_BACKOFF=0 drafts every step" {
+	need_fixtures
+	# random weights with the target's vocabulary: nothing it drafts is
+	# the target's pick, and it costs a third of a target pass
+	"$NTX_BIN/ntx-gguf-gen" -q --vocab-from "$Q" --mix q8_0 -o "$D/rand.gguf"
+	run --separate-stderr "$RUN" -m "$Q" -f "$D/p1.txt" -n 96 --temp 0 -c 512 \
+		--draft "$D/rand.gguf" --stats-json "$D/r.json"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(cat "$D/p1.plain")" ]
+	[[ "$stderr" == *" passes paused; "* ]]
+	[ "$(json "$D/r.json" 'd["speculative"]["accepted"]')" = 0 ]
+	# most steps are plain: a few draft before the pause, then a probe per wait
+	[ "$(json "$D/r.json" 'd["speculative"]["paused_steps"] >= d["speculative"]["target_passes"] // 2')" = true ]
+	[ "$(json "$D/r.json" 'd["speculative"]["target_passes"]')" = 95 ]
+	run --separate-stderr env NTX_SPEC_BACKOFF=0 "$RUN" -m "$Q" -f "$D/p1.txt" -n 96 --temp 0 -c 512 \
+		--draft "$D/rand.gguf" --stats-json "$D/r0.json"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(cat "$D/p1.plain")" ]
+	[ "$(json "$D/r0.json" 'd["speculative"]["paused_steps"]')" = 0 ]
+	[ "$(json "$D/r0.json" 'd["speculative"]["drafted"] >= 95')" = true ]
+	# a fixed K never pauses
+	run --separate-stderr "$RUN" -m "$Q" -f "$D/p1.txt" -n 96 --temp 0 -c 512 \
+		--draft "$D/rand.gguf" --draft-k 2 --stats-json "$D/r2.json"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(cat "$D/p1.plain")" ]
+	[ "$(json "$D/r2.json" 'd["speculative"]["paused_steps"]')" = 0 ]
+	[ "$(json "$D/r2.json" 'd["speculative"]["drafted"] >= 2 * 94')" = true ]
 }
 
 @test "--json with --draft: the summary's text equals plain decoding" {

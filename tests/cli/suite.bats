@@ -4,6 +4,8 @@
 
 bats_require_minimum_version 1.5.0
 
+load install_helpers
+
 setup() {
 	cd "$BATS_TEST_DIRNAME/../.."
 	T="$BATS_TEST_TMPDIR"
@@ -25,7 +27,7 @@ setup() {
 
 @test "make install: tools, man pages, and the doc/*.md specs the man pages cite" {
 	build=$(dirname "$NTX_BIN")
-	run make -s install NO_CUDA=1 BUILD="$build" DESTDIR="$T/root" PREFIX=/usr
+	run install_private DESTDIR="$T/root" PREFIX=/usr
 	[ "$status" -eq 0 ]
 	for t in ntx-inspect ntx-plan ntx-pack ntx-skip-calib ntx-run; do
 		[ -x "$T/root/usr/bin/$t" ]

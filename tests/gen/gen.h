@@ -1,6 +1,7 @@
-/* gen.h - ntx-gguf-gen internals: synthetic Llama GGUF files for tests and
- * speed measurements (shapes, llama.cpp's per-tensor type mixes, random
- * well-scaled weights generated in parallel, a synthetic tokenizer). */
+/* gen.h - ntx-gguf-gen internals: synthetic Llama, Mixtral-style (llama with
+ * experts) and qwen3moe GGUF files for tests and speed measurements (shapes,
+ * llama.cpp's per-tensor type mixes, random well-scaled weights generated in
+ * parallel, a synthetic tokenizer). */
 #ifndef NTX_GEN_H
 #define NTX_GEN_H
 
@@ -19,11 +20,20 @@ struct gen_override {
 	int used;
 };
 
+/* general.architecture */
+enum gen_arch { ARCH_LLAMA, ARCH_QWEN3MOE };
+
 struct gen_model {
 	const char *shape; /* preset name */
-	int n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx;
+	enum gen_arch arch;
+	int n_layer, n_embd, n_head, n_head_kv, n_ctx;
+	int n_ff;          /* FFN width: dense, or of one expert when n_expert > 0 */
+	int head_dim;      /* 0: n_embd / n_head */
+	int n_expert;      /* 0: dense FFN (llama only) */
+	int n_expert_used;
 	int64_t n_vocab;
 	double rope_base;
+	float rms_eps;
 	int rope_freqs; /* add rope_freqs.weight (Llama 3.1 scaling) */
 	int tied;       /* no output.weight */
 	enum gen_mix mix;
@@ -37,8 +47,19 @@ struct gen_model {
 	int no_vocab;
 };
 
-/* Fill a preset: "tiny", "1b", "8b", "70b". Returns 0 or -1. */
+/* Fill a preset: "tiny", "1b", "8b", "70b", "tiny-moe", "mixtral-8x7b",
+ * "tiny-qwen3moe", "qwen3-30b-a3b", "qwen3-235b-a22b". Returns 0 or -1. */
 int gen_preset(struct gen_model *m, const char *name);
+
+/* The preset names, separated by sep ("tiny 1b ..."). */
+const char *gen_preset_names(char sep);
+
+/* Parse an architecture name ("llama", "qwen3moe"); -1 if unknown. */
+int gen_arch_from_name(const char *name);
+const char *gen_arch_name(enum gen_arch arch);
+
+/* The head dimension of m (head_dim, else n_embd / n_head). */
+int gen_head_dim(const struct gen_model *m);
 
 /* Parse a mix name ("q4_k_m"); -1 if unknown. */
 int gen_mix_from_name(const char *name);
@@ -61,9 +82,11 @@ int gen_describe(struct gen_model *m, struct ntx_gguf_writer *w, struct gen_fill
 
 /* ---- tokenizer (gen_vocab.c) ---- */
 
-/* Add the synthetic byte-level BPE tokenizer (gpt2 / llama-bpe) of n_vocab
- * tokens: 256 byte tokens, merges, fillers, 5 Llama 3 specials at the end. */
-int gen_vocab_synthetic(struct ntx_gguf_writer *w, int64_t n_vocab, struct ntx_err *err);
+/* Add the synthetic byte-level BPE tokenizer (model gpt2, tokenizer.ggml.pre
+ * pre: "llama-bpe", "qwen2") of n_vocab tokens: 256 byte tokens, merges,
+ * fillers, 5 Llama 3 specials at the end. */
+int gen_vocab_synthetic(struct ntx_gguf_writer *w, int64_t n_vocab, const char *pre,
+			struct ntx_err *err);
 
 /* Smallest n_vocab the synthetic tokenizer accepts. */
 #define GEN_VOCAB_MIN (256 + 5)
@@ -79,6 +102,7 @@ int gen_vocab_copy(struct ntx_gguf_writer *w, const char *path, struct ntx_err *
 enum gen_dist {
 	DIST_WEIGHT, /* N(0, 0.02) */
 	DIST_NORM,   /* N(1, 0.05) */
+	DIST_ROUTER, /* N(0, 0.15): expert router (ffn_gate_inp), as the fixtures */
 	DIST_ROPE    /* Llama 3.1 rope_freqs factors */
 };
 

@@ -7,7 +7,9 @@
  * data about as incompressible as real weights. Float weights are
  * approximately N(0, 0.02) (Irwin-Hall sum of four uniforms), so F16/BF16
  * tensors have the skewed exponent bytes of real weights; norms are about
- * N(1, 0.05). Quantized blocks hold finite, plausible fp16 scales and random
+ * N(1, 0.05), expert routers (ffn_gate_inp, F32) N(0, 0.15) as in the MoE
+ * fixtures. A 3-D expert tensor is its experts' matrices one after the
+ * other, each filled like a 2-D matrix. Quantized blocks hold finite, plausible fp16 scales and random
  * quants (Q8_0 quants gaussian-shaped like real ones). */
 #include "gen.h"
 
@@ -24,6 +26,7 @@
 #endif
 
 #define SIGMA 0.02f
+#define ROUTER_SIGMA 0.15f /* routers: wide enough that routing varies by token */
 #define SEG_BYTES 65536
 
 /* ---- PRNG ---- */
@@ -313,7 +316,8 @@ static void gen_run(struct rng *r, const struct gen_tensor *t, unsigned char *ou
 {
 	if (t->type == NTX_TYPE_F32 || t->type == NTX_TYPE_F16 || t->type == NTX_TYPE_BF16)
 		gen_floats(r, t->type, t->dist == DIST_NORM ? 1.0f : 0.0f,
-			   t->dist == DIST_NORM ? 0.05f : SIGMA, out, n);
+			   t->dist == DIST_NORM ? 0.05f : t->dist == DIST_ROUTER ? ROUTER_SIGMA : SIGMA,
+			   out, n);
 	else
 		gen_blocks(r, t->type, out, n);
 }

@@ -70,7 +70,8 @@ static size_t utf8(uint32_t c, char *out)
 	return 2;
 }
 
-int gen_vocab_synthetic(struct ntx_gguf_writer *w, int64_t n_vocab, struct ntx_err *err)
+int gen_vocab_synthetic(struct ntx_gguf_writer *w, int64_t n_vocab, const char *pre,
+			struct ntx_err *err)
 {
 	uint32_t cp[256];
 	int order[256];
@@ -126,7 +127,7 @@ int gen_vocab_synthetic(struct ntx_gguf_writer *w, int64_t n_vocab, struct ntx_e
 	}
 #undef NEW_TOKEN
 	if (ntx_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2", err) ||
-	    ntx_gguf_writer_add_str(w, "tokenizer.ggml.pre", "llama-bpe", err) ||
+	    ntx_gguf_writer_add_str(w, "tokenizer.ggml.pre", pre, err) ||
 	    ntx_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok, NULL,
 					  (uint64_t)n_vocab, err) ||
 	    ntx_gguf_writer_add_array(w, "tokenizer.ggml.token_type", NTX_GGUF_I32, type,

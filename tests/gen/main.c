@@ -1,6 +1,7 @@
-/* ntx-gguf-gen - write synthetic Llama GGUF files: small ones for tests and
- * full-size 1B/8B/70B shapes (random, well-scaled weights in llama.cpp's
- * type mixes) for speed and planning tests. See usage() below. */
+/* ntx-gguf-gen - write synthetic GGUF files (dense Llama, Mixtral-style llama
+ * with experts, qwen3moe): small ones for tests and full-size shapes (random,
+ * well-scaled weights in llama.cpp's type mixes) for speed and planning
+ * tests. See usage() below. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -20,22 +21,30 @@ static const char *prog = "ntx-gguf-gen";
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: %s [--shape tiny|1b|8b|70b] [--mix MIX] [options] -o FILE\n", prog);
+	fprintf(f, "usage: %s [--shape NAME] [--mix MIX] [options] -o FILE\n", prog);
 }
 
 static void help(void)
 {
 	usage(stdout);
 	printf("\n"
-	       "Write a synthetic Llama GGUF file: random weights with the shapes and the\n"
-	       "per-tensor type mix that llama.cpp would produce, and a tokenizer.\n"
+	       "Write a synthetic GGUF model (dense Llama, Mixtral-style llama with experts,\n"
+	       "or qwen3moe): random weights with the shapes and the per-tensor type mix that\n"
+	       "llama.cpp would produce, and a tokenizer.\n"
 	       "\n"
 	       "Shape (a preset, then overrides):\n"
-	       "  --shape NAME        tiny (2 layers, 256 embd; default), 1b, 8b, 70b\n"
-	       "  --layers N  --embd N  --ff N  --heads N  --kv-heads N  --vocab N\n"
+	       "  --shape NAME        dense llama: tiny (2 layers, 256 embd; default), 1b, 8b,\n"
+	       "                      70b; llama with experts: tiny-moe, mixtral-8x7b;\n"
+	       "                      qwen3moe: tiny-qwen3moe, qwen3-30b-a3b, qwen3-235b-a22b\n"
+	       "  --layers N  --embd N  --heads N  --kv-heads N  --vocab N\n"
+	       "  --ff N              FFN width (with experts: the width of one expert)\n"
+	       "  --head-dim N        head dimension (default: embd / heads)\n"
+	       "  --arch NAME         llama or qwen3moe (adds q/k norms; needs experts)\n"
+	       "  --experts N         experts per layer (0: dense FFN, llama only)\n"
+	       "  --experts-used N    experts used per token (default: the preset's, or 2)\n"
 	       "  --ctx N             training context length (metadata only)\n"
 	       "  --rope-base X       RoPE frequency base\n"
-	       "  --rope-freqs        add a Llama 3.1 rope_freqs.weight\n"
+	       "  --rope-freqs        add a Llama 3.1 rope_freqs.weight (llama only)\n"
 	       "  --tied              no output.weight (output tied to token_embd)\n"
 	       "Types:\n"
 	       "  --mix MIX           f32 f16 (default) bf16 q8_0 q4_0 q4_k_m q5_k_m q6_k\n"
@@ -92,7 +101,7 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 enum {
 	O_SHAPE = 256, O_LAYERS, O_EMBD, O_FF, O_HEADS, O_KV, O_VOCAB, O_CTX, O_ROPE_BASE,
 	O_ROPE_FREQS, O_TIED, O_MIX, O_TYPE_OF, O_VOCAB_FROM, O_NO_VOCAB, O_SPARSE, O_SEED,
-	O_ALIGN
+	O_ALIGN, O_HEAD_DIM, O_ARCH, O_EXPERTS, O_EXPERTS_USED
 };
 
 static int bad_value(const char *opt, const struct ntx_err *err)
@@ -111,6 +120,10 @@ int main(int argc, char **argv)
 		{ "ff", required_argument, NULL, O_FF },
 		{ "heads", required_argument, NULL, O_HEADS },
 		{ "kv-heads", required_argument, NULL, O_KV },
+		{ "head-dim", required_argument, NULL, O_HEAD_DIM },
+		{ "arch", required_argument, NULL, O_ARCH },
+		{ "experts", required_argument, NULL, O_EXPERTS },
+		{ "experts-used", required_argument, NULL, O_EXPERTS_USED },
 		{ "vocab", required_argument, NULL, O_VOCAB },
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "rope-base", required_argument, NULL, O_ROPE_BASE },
@@ -134,6 +147,7 @@ int main(int argc, char **argv)
 	struct gen_override ovr[64];
 	const char *out = NULL, *shape = "tiny";
 	int layers = -1, embd = -1, ff = -1, heads = -1, kv = -1, ctx = -1, sparse = 0, quiet = 0;
+	int head_dim = -1, arch = -1, experts = -1, experts_used = -1, hd;
 	int64_t vocab = -1, seed = 1;
 	double rope_base = -1;
 	struct ntx_err err;
@@ -176,6 +190,35 @@ int main(int argc, char **argv)
 		case O_KV:
 			if (ntx_parse_int(optarg, 1, 1 << 14, &kv, &err))
 				return bad_value("--kv-heads", &err);
+			break;
+		case O_HEAD_DIM:
+			if (ntx_parse_int(optarg, 2, 1 << 14, &head_dim, &err))
+				return bad_value("--head-dim", &err);
+			if (head_dim % 2) {
+				ntx_err_set(&err, NTX_EINVAL, "%d is odd (RoPE rotates pairs)", head_dim);
+				return bad_value("--head-dim", &err);
+			}
+			break;
+		case O_ARCH:
+			arch = gen_arch_from_name(optarg);
+			if (arch < 0) {
+				fprintf(stderr, "%s: --arch: unknown architecture '%s' (llama qwen3moe)\n",
+					prog, optarg);
+				usage(stderr);
+				return 2;
+			}
+			break;
+		case O_EXPERTS:
+			if (ntx_parse_int(optarg, 0, 1 << 16, &experts, &err))
+				return bad_value("--experts", &err);
+			if (experts == 1) {
+				ntx_err_set(&err, NTX_EINVAL, "a mixture needs 2 experts or more (0: dense)");
+				return bad_value("--experts", &err);
+			}
+			break;
+		case O_EXPERTS_USED:
+			if (ntx_parse_int(optarg, 1, 1 << 16, &experts_used, &err))
+				return bad_value("--experts-used", &err);
 			break;
 		case O_VOCAB:
 			if (ntx_parse_i64(optarg, 1, INT32_MAX, &vocab, &err))
@@ -276,7 +319,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (gen_preset(&m, shape)) {
-		fprintf(stderr, "%s: --shape: unknown shape '%s' (tiny 1b 8b 70b)\n", prog, shape);
+		fprintf(stderr, "%s: --shape: unknown shape '%s' (%s)\n", prog, shape,
+			gen_preset_names(' '));
 		usage(stderr);
 		return 2;
 	}
@@ -286,13 +330,38 @@ int main(int argc, char **argv)
 	if (heads > 0) m.n_head = heads;
 	if (kv > 0) m.n_head_kv = kv;
 	else if (heads > 0 && m.n_head % m.n_head_kv) m.n_head_kv = m.n_head;
+	if (head_dim > 0) m.head_dim = head_dim;
+	if (arch >= 0) m.arch = (enum gen_arch)arch;
+	if (experts >= 0) m.n_expert = experts;
+	if (experts_used > 0) {
+		if (experts_used > m.n_expert) {
+			fprintf(stderr, "%s: --experts-used %d is more than the %d experts\n", prog,
+				experts_used, m.n_expert);
+			return 2;
+		}
+		m.n_expert_used = experts_used;
+	} else if (m.n_expert_used < 1 || m.n_expert_used > m.n_expert) {
+		m.n_expert_used = 2; /* a preset's count does not fit --experts */
+	}
+	if (m.n_expert == 0) m.n_expert_used = 0;
 	if (ctx > 0) m.n_ctx = ctx;
 	if (rope_base > 0) m.rope_base = rope_base;
 	if (vocab > 0) m.n_vocab = vocab;
 	m.seed = (uint64_t)seed;
-	if (m.n_embd % m.n_head || (m.n_embd / m.n_head) % 2 || m.n_head % m.n_head_kv) {
-		fprintf(stderr, "%s: heads %d and KV heads %d do not fit embedding length %d (need an even head dimension n_embd/heads and heads a multiple of KV heads)\n",
+	hd = gen_head_dim(&m);
+	if ((m.head_dim <= 0 && (m.n_embd % m.n_head || hd % 2)) || hd < 2 ||
+	    m.n_head % m.n_head_kv) {
+		fprintf(stderr, "%s: heads %d and KV heads %d do not fit embedding length %d (need an even head dimension n_embd/heads, or --head-dim, and heads a multiple of KV heads)\n",
 			prog, m.n_head, m.n_head_kv, m.n_embd);
+		return 2;
+	}
+	if (m.arch == ARCH_QWEN3MOE && m.n_expert == 0) {
+		fprintf(stderr, "%s: qwen3moe needs experts (--experts N)\n", prog);
+		return 2;
+	}
+	if (m.rope_freqs && m.arch != ARCH_LLAMA) {
+		fprintf(stderr, "%s: --rope-freqs is for llama, not %s\n", prog,
+			gen_arch_name(m.arch));
 		return 2;
 	}
 	if (m.vocab_from && m.no_vocab) {

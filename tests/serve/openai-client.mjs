@@ -35,6 +35,7 @@ for await (const ch of stream) {
 const cmpl = await client.completions.create({ model, prompt: text, max_tokens, temperature: 0 });
 console.log(JSON.stringify({
 	model,
+	chat_template: models.data[0].chat_template,
 	chat: { content: r.choices[0].message.content, role: r.choices[0].message.role,
 		finish: r.choices[0].finish_reason, usage: r.usage, object: r.object },
 	stream: { content, chunks, finish, usage, role },

@@ -11,6 +11,7 @@
  * the value. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -548,6 +549,14 @@ int main(void)
 	     "info: %d layers, vocab %d, ctx %d, %llu params, %llu bytes", info.n_layer,
 	     info.n_vocab, info.n_ctx_train, (unsigned long long)info.n_params,
 	     (unsigned long long)info.file_size);
+	t_ok(info.chat_template && strstr(info.chat_template, "<|start_header_id|>") &&
+		     !strncmp(info.chat_template, "{% set loop_messages", 20),
+	     "info: the model's tokenizer.chat_template, its Jinja text");
+	/* a caller built before chat_template: the field is left as it was */
+	info.size = offsetof(struct ntx_lm_info, chat_template);
+	info.chat_template = "untouched";
+	t_ok(ntx_lm_info(lm, &info, err) == NTX_OK && !strcmp(info.chat_template, "untouched"),
+	     "info.size without chat_template: the field is not written");
 	info.size = 0;
 	t_ok(ntx_lm_info(lm, &info, err) == NTX_STATUS_INVALID &&
 		     strstr(ntx_error_message(err), "size 0"),

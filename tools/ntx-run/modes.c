@@ -149,7 +149,7 @@ static double tokens_per_pass(const struct ntx_gen_result *r)
 
 static json_t *spec_json(const struct run_opts *o, const struct ntx_gen_result *r)
 {
-	return json_pack("{s:s, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
+	return json_pack("{s:s, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
 			 "source", spec_source(o),
 			 "drafted", (json_int_t)r->n_drafted,
 			 "accepted", (json_int_t)r->n_accepted,
@@ -158,6 +158,7 @@ static json_t *spec_json(const struct run_opts *o, const struct ntx_gen_result *
 			 "lookup_drafted", (json_int_t)r->n_lookup_drafted,
 			 "lookup_accepted", (json_int_t)r->n_lookup_accepted,
 			 "target_passes", (json_int_t)r->n_target_passes,
+			 "paused_steps", (json_int_t)r->n_paused_steps,
 			 "draft_passes", (json_int_t)r->n_draft_passes,
 			 "tokens_per_target_pass", tokens_per_pass(r),
 			 "t_draft_ms", r->t_draft_ms, "t_verify_ms", r->t_verify_ms,
@@ -208,9 +209,10 @@ static void print_timings(struct gen *g)
 		r->t_gen_ms / 1e3, rate(r->n_gen - 1, r->t_gen_ms), run_finish_name(r->finish));
 	if (spec_on(g->o) && r->n_target_passes)
 		fprintf(stderr,
-			PROG ": speculative (%s): %lld drafted, %lld accepted (%.1f%%), %.2f tokens per target pass; draft %.2f s (%.0f%%), verify %.2f s (%.0f%%)\n",
+			PROG ": speculative (%s): %lld drafted, %lld accepted (%.1f%%), %.2f tokens per target pass, %lld of %lld passes paused; draft %.2f s (%.0f%%), verify %.2f s (%.0f%%)\n",
 			spec_source(g->o), (long long)r->n_drafted, (long long)r->n_accepted,
 			r->n_drafted ? 100.0 * r->n_accepted / r->n_drafted : 0.0, tokens_per_pass(r),
+			(long long)r->n_paused_steps, (long long)r->n_target_passes,
 			r->t_draft_ms / 1e3, share(r->t_draft_ms, r->t_gen_ms), r->t_verify_ms / 1e3,
 			share(r->t_verify_ms, r->t_gen_ms));
 	st.size = sizeof st;

@@ -1,5 +1,6 @@
 /* http.c - ntx-serve's HTTP side on libmicrohttpd (one thread per
  * connection): routing, the bearer key, size limits, JSON error objects,
+ * the server's description (/v1/models, /props, /health),
  * blocking non-streaming responses and server-sent event streams. A client
  * that goes away is noticed while its request waits (a peek at the socket
  * every 100 ms, and failed writes): its sequence is cancelled. */
@@ -302,9 +303,22 @@ static enum MHD_Result health(struct server *s, struct MHD_Connection *c)
 
 static enum MHD_Result models(struct server *s, struct MHD_Connection *c)
 {
-	return send_json(c, 200, json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list",
+	return send_json(c, 200, json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s}]}", "object", "list",
 					   "data", "id", s->model_name, "object", "model", "created",
-					   (json_int_t)time(NULL), "owned_by", "ntx"));
+					   (json_int_t)time(NULL), "owned_by", "ntx", "chat_template",
+					   s->chat_template));
+}
+
+/* The server's settings, as llama-server's /props (whose chat_template is
+ * the Jinja text; ours is the format's name, chat_template_source says
+ * where it came from). */
+static enum MHD_Result props(struct server *s, struct MHD_Connection *c)
+{
+	return send_json(c, 200, json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s}", "model",
+					   s->model_name, "model_path", s->model_file,
+					   "chat_template", s->chat_template, "chat_template_source",
+					   s->chat_source, "n_ctx", s->n_ctx, "total_slots", s->n_slots,
+					   "backend", s->backend == NTX_USE_CUDA ? "cuda" : "cpu"));
 }
 
 static enum MHD_Result header_size(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -326,6 +340,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	int post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
 	int chat = strcmp(url, "/v1/chat/completions") == 0, compl = strcmp(url, "/v1/completions") == 0;
 	int mdl = strcmp(url, "/v1/models") == 0, hlth = strcmp(url, "/health") == 0;
+	int prp = strcmp(url, "/props") == 0;
 
 	(void)version;
 	if (!cn) {
@@ -341,9 +356,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		if (hsz > s->o->max_header)
 			return send_error(c, 413, "the request headers are larger than the limit (--max-header)",
 					  NULL);
-		if (!chat && !compl && !mdl && !hlth)
+		if (!chat && !compl && !mdl && !hlth && !prp)
 			return send_error(c, 404, "no such endpoint", NULL);
-		if (((chat || compl) && !post) || ((mdl || hlth) && !get))
+		if (((chat || compl) && !post) || ((mdl || hlth || prp) && !get))
 			return send_error(c, 405, "method not allowed", NULL);
 		if (s->o->api_key && !hlth) {
 			auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -357,7 +372,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 			return send_error(c, 413, "the request body is larger than the limit (--max-body)",
 					  NULL);
 		if (get)
-			return hlth ? health(s, c) : models(s, c);
+			return hlth ? health(s, c) : prp ? props(s, c) : models(s, c);
 		return MHD_YES; /* the body comes next */
 	}
 	if (*upload_data_size) {

@@ -1,5 +1,5 @@
 /* ntx-serve - an OpenAI-compatible HTTP server: chat completions and
- * completions (streamed as server-sent events or not), models and health,
+ * completions (streamed as server-sent events or not), models, props and health,
  * over one engine with continuous batching across connections and prefix
  * reuse (see serve.h for the threads). Options, opening and shutdown here. */
 #include <errno.h>
@@ -27,7 +27,7 @@ static void usage(FILE *f)
 "usage: " PROG " [options] -m MODEL.gguf\n"
 "       " PROG " [options] --plan plan.json\n"
 "Serve the OpenAI API over HTTP: POST /v1/chat/completions, POST /v1/completions,\n"
-"GET /v1/models, GET /health.\n"
+"GET /v1/models, GET /props, GET /health.\n"
 "\n"
 "  -m, --model FILE        GGUF model (default: the plan's)\n"
 "      --plan FILE         placement plan from ntx-plan\n"
@@ -41,7 +41,8 @@ static void usage(FILE *f)
 "      --port N            port (default 8080; 0: any free port, printed on stderr)\n"
 "      --api-key KEY       require 'Authorization: Bearer KEY' (401 otherwise)\n"
 "      --alias NAME        the model's name in the API (default: the file name)\n"
-"      --chat-template NAME  force a chat format (see ntx-run --help)\n"
+"      --chat-template NAME  force a chat format (see ntx-run --help; default:\n"
+"                            the model's when known, else chatml)\n"
 "  -md, --draft FILE         speculative decoding with a draft model of the same\n"
 "                            vocabulary (every request; greedy output unchanged)\n"
 "      --lookup N            prompt lookup drafts (n-grams up to N tokens)\n"
@@ -356,8 +357,39 @@ static int open_all(struct server *s, struct serve_opts *o, struct ntx_error *er
 	s->n_ctx = st.n_ctx;
 	s->n_slots = st.n_seq;
 	s->backend = st.backend;
+	s->model_file = mpath;
 	base = strrchr(mpath, '/');
 	s->model_name = o->alias ? o->alias : base ? base + 1 : mpath;
+	return 0;
+}
+
+/* The chat format of every request, resolved once: --chat-template, else
+ * the model's template when it is a known format, else chatml, as
+ * llama-server does (one line on stderr says why, unless -q). Returns 0,
+ * or -1 after printing the error. */
+static int resolve_chat(struct server *s, const struct serve_opts *o, struct ntx_error *err)
+{
+	struct ntx_lm_info li;
+
+	if (o->chat_template) { /* checked by parse_opts */
+		if (ntx_chat_template_name(o->chat_template, &s->chat_template, err))
+			return tool_fail(&T, "--chat-template", err), -1;
+		s->chat_source = "option";
+		return 0;
+	}
+	li.size = sizeof li;
+	if (ntx_lm_info(s->lm, &li, err))
+		return tool_fail(&T, NULL, err), -1;
+	if (li.chat_template && !ntx_chat_template_name(li.chat_template, &s->chat_template, err)) {
+		s->chat_source = "model";
+		return 0;
+	}
+	s->chat_template = "chatml";
+	s->chat_source = "fallback";
+	if (!o->quiet)
+		fprintf(stderr, PROG ": %s: chat uses chatml (--chat-template NAME to choose another)\n",
+			li.chat_template ? "the model's tokenizer.chat_template is not a known format"
+					 : "the model has no tokenizer.chat_template");
 	return 0;
 }
 
@@ -434,7 +466,7 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof s);
 	s.o = &o;
 	rc = 1;
-	if (open_all(&s, &o, err))
+	if (open_all(&s, &o, err) || resolve_chat(&s, &o, err))
 		goto out;
 	if (serve_worker_start(&s, msg, sizeof msg)) {
 		fprintf(stderr, PROG ": %s\n", msg);

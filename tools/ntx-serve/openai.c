@@ -145,7 +145,7 @@ static int prompt_text(const struct server *s, json_t *req, struct sreq *r, char
 			snprintf(msg, msz, "out of memory");
 			goto out;
 		}
-		if (ntx_lm_chat_apply(s->lm, s->o->chat_template, roles + k, contents + k, n + 1 - k,
+		if (ntx_lm_chat_apply(s->lm, s->chat_template, roles + k, contents + k, n + 1 - k,
 				      NTX_CHAT_ADD_ASSISTANT, &text, err))
 			snprintf(msg, msz, "%s", ntx_error_message(err));
 		else if (!(*out = strdup(text)))

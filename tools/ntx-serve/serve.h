@@ -91,7 +91,10 @@ struct server {
 	struct ntx_placement *pl;
 	struct ntx_ctx *ctx;        /* the worker's once it runs */
 	char *model_path;           /* the plan's model (ntx_free) */
+	const char *model_file;     /* the model's path (-m, or model_path) */
 	const char *model_name;
+	const char *chat_template;  /* every chat's format: a name (static) */
+	const char *chat_source;    /* "option", "model" or "fallback" (chatml) */
 	int n_ctx, n_slots;
 	enum ntx_backend_choice backend; /* in use: CPU or CUDA */
 	/* worker */
