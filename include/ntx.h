@@ -196,7 +196,9 @@ struct ntx_placement_params {
 void ntx_placement_params_init(struct ntx_placement_params *p);
 
 /* Plan in memory for the hardware found now within the budgets (as ntx-plan
- * does). NTX_STATUS_NOFIT when the model fits nowhere. A plan with layers on
+ * does; the rates of the probe cache when an earlier ntx-plan --probe on this
+ * machine stored them, unless NTX_PROBE_CACHE=0). NTX_STATUS_NOFIT when the
+ * model fits nowhere. A plan with layers on
  * disk needs its pack (made by ntx-pack) at pack_path. Any thread. */
 enum ntx_status ntx_placement_make(const struct ntx_lm *lm,
 				   const struct ntx_placement_params *p,
@@ -734,11 +736,17 @@ struct ntx_planner_params {
 	unsigned notes;          /* NTX_NOTE_* (default NTX_NOTE_WARNINGS) */
 	ntx_note_fn note;        /* may be NULL */
 	void *user;              /* for note */
+	int probe_cache;         /* 1 (default): without probe, use the rates an
+				  * earlier probe on this machine stored in the
+				  * probe cache; with probe, store them there
+				  * (doc/plan-json.md); 0: neither. NTX_PROBE_CACHE=0
+				  * turns it off for every call */
 };
 void ntx_planner_params_init(struct ntx_planner_params *p);
 
-/* Plan d's layers (as ntx-plan): detect what p leaves open (the GPU, RAM,
- * cores, free disk where the pack goes), probe when asked, then place.
+/* Plan d's layers (as ntx-plan): detect what p leaves open (the GPU and its
+ * PCIe link, RAM, cores, free disk where the pack goes), probe when asked
+ * (else take the probe cache's rates), then place.
  * NTX_STATUS_NOFIT: valid input that fits nowhere (the message says what is
  * short and by how much); NTX_STATUS_MISMATCH: a draft with another
  * vocabulary; NTX_STATUS_INVALID: bad parameters or scores. Notes run in

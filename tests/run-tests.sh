@@ -19,6 +19,13 @@ if [ -z "${NTX_FIXTURES:-}" ]; then
 fi
 export NTX_FIXTURES
 . "$(dirname "$0")/tap-count.sh"
+# No test reads or writes the user's files in ~/.cache (ntx-plan --probe
+# stores its rates there and plans read them back): a cache of our own,
+# removed at the end.
+NTX_TEST_CACHE=$(mktemp -d)
+XDG_CACHE_HOME=$NTX_TEST_CACHE
+export XDG_CACHE_HOME
+trap 'rm -f "$log"; rm -rf "$NTX_TEST_CACHE"' EXIT
 
 # A test must never change the build it tests (issue 28: an install test once
 # rebuilt it without CUDA). The compiler-flags stamp, the tools, the

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "api_int.h"
+#include "probe_cache.h"
+#include "tunables.h"
 #include "version.h"
 
 #define SAME(a, b) ((int)(a) == (int)(b))
@@ -403,6 +405,19 @@ enum ntx_status ntx_placement_make(const struct ntx_lm *lm,
 	if (ntx_plan_model_from_model(lm->m, &pm, &ie))
 		return ntx_api_fail(e, &ie);
 	ntx_hw_detect(&hw, x.gpu_index, NULL);
+	{
+		/* the rates an earlier ntx-plan --probe stored; a cache that
+		 * cannot be read leaves the defaults (no note channel here) */
+		struct ntx_tunables tun;
+		struct ntx_probe_key k;
+		struct ntx_err ce = { 0, "" };
+		char path[NTX_TUNABLES_PATH_MAX + 32];
+
+		ntx_tunables_from_env(&tun);
+		ntx_probe_key_now(&k, hw.cpu_cores);
+		if (ntx_probe_cache_path(&tun, path, sizeof path) == 0)
+			(void)ntx_probe_cache_load(path, &k, &hw, NULL, &ce);
+	}
 	rc = ntx_plan_compute(&pm, &hw, &po, &p, &ie);
 	ntx_plan_model_free(&pm);
 	if (rc)

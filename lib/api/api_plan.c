@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "api_int.h"
 #include "clock.h"
@@ -22,6 +23,7 @@
 #include "pack.h"
 #include "pack_read.h"
 #include "parse.h"
+#include "probe_cache.h"
 #include "skipset.h"
 #include "tunables.h"
 
@@ -181,6 +183,7 @@ void ntx_planner_params_init(struct ntx_planner_params *p)
 	p->size = sizeof *p;
 	p->vram_budget = p->ram_budget = p->disk_budget = p->reserve = -1;
 	p->notes = NTX_NOTE_WARNINGS;
+	p->probe_cache = 1;
 }
 
 /* One note, formatted, when the caller asked for its kind. */
@@ -286,6 +289,10 @@ static void note_detected(const struct ntx_planner_params *x, const struct ntx_p
 
 	if (hw->detected & NTX_HW_GPU)
 		note(x, NTX_NOTE_DETECTED, "GPU: %s", hw->gpu_present ? hw->gpu_name : "none");
+	if (hw->pcie_gts > 0)
+		note(x, NTX_NOTE_DETECTED, "PCIe link of %s: %g GT/s x%d (sysfs maximum, capped by the bridges above): H2D about %.3g GB/s",
+		     hw->gpu_bus_id, hw->pcie_gts, hw->pcie_width,
+		     ntx_pcie_gbps(hw->pcie_gts, hw->pcie_width));
 	if (hw->gpu_present)
 		note(x, NTX_NOTE_DETECTED, "VRAM: %s free of %s", ntx_fmt_size(hw->vram_free, a, 32),
 		     ntx_fmt_size(hw->vram_total, b, 32));
@@ -299,7 +306,8 @@ static void note_detected(const struct ntx_planner_params *x, const struct ntx_p
 		     ntx_fmt_size(hw->disk_free, a, 32));
 	/* two CPU rates, each said for what: weight bytes per second of one
 	 * token's products, and weight bytes x tokens per second of a batch's */
-	if (hw->probed)
+	if (hw->probed || hw->h2d_src != NTX_SRC_DEFAULT || hw->cpu_src != NTX_SRC_DEFAULT ||
+	    hw->disk_src != NTX_SRC_DEFAULT)
 		note(x, NTX_NOTE_DETECTED,
 		     "rates: H2D %g GB/s (%s), disk %g GB/s (%s), CPU %g GB/s for one token (%s), CPU %g GB/s x tokens for %d tokens at once (%s)",
 		     hw->h2d_gbps, ntx_src_name(hw->h2d_src), hw->disk_gbps,
@@ -307,14 +315,60 @@ static void note_detected(const struct ntx_planner_params *x, const struct ntx_p
 		     hw->cpu_batch_gbps, NTX_PLAN_CPU_BATCH_PROBE, ntx_src_name(hw->cpu_batch_src));
 }
 
+/* "2026-12-03" for a time in seconds since the epoch (UTC). */
+static const char *date_of(int64_t t, char *buf, size_t n)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!gmtime_r(&tt, &tm) || !strftime(buf, n, "%Y-%m-%d", &tm))
+		snprintf(buf, n, "?");
+	return buf;
+}
+
+/* The probe cache: after --probe, store what it measured; else apply what
+ * an earlier probe on this machine stored. A cache that cannot be read or
+ * written is a warning, never an error. */
+static void probe_cache(const struct ntx_planner_params *x, const struct ntx_plan_opts *o,
+			const struct ntx_tunables *tun, struct ntx_plan_hw *hw)
+{
+	struct ntx_probe_key k;
+	struct ntx_err ce = { 0, "" };
+	char path[NTX_TUNABLES_PATH_MAX + 32], day[32];
+	int64_t when = 0;
+	int n;
+
+	if (!x->probe_cache || ntx_probe_cache_path(tun, path, sizeof path))
+		return;
+	ntx_probe_key_now(&k, hw->cpu_cores);
+	if (o->probe) {
+		if (ntx_probe_cache_save(path, hw, &k, (int64_t)time(NULL), &ce))
+			note(x, NTX_NOTE_WARNINGS, "warning: probe cache not written: %s", ce.msg);
+		else
+			note(x, NTX_NOTE_DETECTED, "probed rates stored in %s", path);
+		return;
+	}
+	n = ntx_probe_cache_load(path, &k, hw, &when, &ce);
+	if (n < 0)
+		note(x, NTX_NOTE_WARNINGS,
+		     "warning: probe cache ignored (planning with the default rates; --probe rewrites it): %s",
+		     ce.msg);
+	else if (n > 0)
+		note(x, NTX_NOTE_DETECTED, "rates from the probe cache %s (probed %s)", path,
+		     date_of(when, day, sizeof day));
+}
+
 /* Detect only what the parameters leave open, probe when asked. */
 static void detect(const struct ntx_planner_params *x, const struct ntx_plan_opts *o,
 		   const char *pack_dir, struct ntx_plan_hw *hw)
 {
+	struct ntx_tunables tun; /* NTX_CPU_SCALAR, NTX_NO_AMX, the probe cache */
 	unsigned what = NTX_HW_ALL;
 
+	ntx_tunables_from_env(&tun);
 	if (!o->probe) {
-		if (o->vram_budget >= 0)
+		/* the GPU also for its PCIe link, when no H2D rate is given */
+		if (o->vram_budget == 0 || (o->vram_budget > 0 && o->h2d_gbps > 0))
 			what &= ~(unsigned)NTX_HW_GPU;
 		if (o->ram_budget >= 0)
 			what &= ~(unsigned)NTX_HW_RAM;
@@ -332,12 +386,11 @@ static void detect(const struct ntx_planner_params *x, const struct ntx_plan_opt
 		     pack_dir);
 	if (o->probe) {
 		struct ntx_err perr = { 0 };
-		struct ntx_tunables tun; /* NTX_CPU_SCALAR, NTX_NO_AMX */
 
-		ntx_tunables_from_env(&tun);
 		if (ntx_hw_probe(hw, pack_dir, hw->cpu_cores, &tun, &perr))
 			note(x, NTX_NOTE_WARNINGS, "warning: %s", perr.msg);
 	}
+	probe_cache(x, o, &tun, hw);
 	note_detected(x, hw, pack_dir);
 }
 

@@ -35,6 +35,24 @@ void ntx_tunables_default(struct ntx_tunables *t)
 	t->attn_prefetch = 1;
 	t->attn_chunk = 32;
 	t->spec_backoff = 1;
+	t->probe_cache = 1;
+}
+
+/* The directory for cached files: $XDG_CACHE_HOME when it is an absolute
+ * path (the XDG spec ignores a relative one), else $HOME/.cache; "" when
+ * neither is set or the path is too long. */
+static void cache_dir(char *out, size_t n)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+
+	out[0] = '\0';
+	if (x && x[0] == '/') {
+		if (strlen(x) < n)
+			strcpy(out, x);
+	} else if (h && *h && strlen(h) + sizeof "/.cache" <= n) {
+		strcpy(out, h);
+		strcat(out, "/.cache");
+	}
 }
 
 /* NTX_ATTN_CHUNK: a multiple of 32 in [32, 65536] (strtol: leading blanks
@@ -91,4 +109,7 @@ void ntx_tunables_from_env(struct ntx_tunables *t)
 	t->fault_read = fault_read(getenv("NTX_FAULT_READ"));
 	t->fault_read_every = env_set("NTX_FAULT_READ_EVERY");
 	t->dio_buffered = env_set("NTX_DIO_BUFFERED");
+
+	t->probe_cache = env_on("NTX_PROBE_CACHE");
+	cache_dir(t->cache_dir, sizeof t->cache_dir);
 }

@@ -1,5 +1,6 @@
 /* tunables.h - the switches that change how ntx computes, not what: kernel
- * choices for comparisons and measurements, and fault injection for tests.
+ * choices for comparisons and measurements, and fault injection for tests;
+ * and where the planner keeps what --probe measured (the probe cache).
  *
  * They come from the environment (NTX_*), read in one place,
  * ntx_tunables_from_env(), once per engine (ntx_engine_new; a tool without
@@ -45,6 +46,11 @@ struct ntx_tunables {
 			     * pack reader then fails) */
 	int fault_read_every; /* NTX_FAULT_READ_EVERY: every read from the N-th on fails (0) */
 	int dio_buffered;   /* NTX_DIO_BUFFERED: no O_DIRECT, as if refused (0) */
+	/* ---- the planner's probe cache (lib/plan/probe_cache.c) ---- */
+	int probe_cache;    /* NTX_PROBE_CACHE: plans read the rates an earlier --probe stored,
+			     * and --probe stores them (1) */
+	char cache_dir[NTX_TUNABLES_PATH_MAX]; /* $XDG_CACHE_HOME (absolute), else $HOME/.cache;
+						 * "" when neither is set (no cache) */
 };
 
 /* The defaults: what ntx does with none of the variables set. */

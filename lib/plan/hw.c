@@ -1,17 +1,21 @@
 /* hw.c - hardware detection for the planner (GPU through the CUDA runtime
- * when built with CUDA, RAM, cores, free disk) and the --probe measurements
- * (pinned H2D bandwidth, O_DIRECT read rate, CPU GEMV rate). See plan.h. */
+ * when built with CUDA, its PCIe link from sysfs, RAM, cores, free disk) and
+ * the --probe measurements (pinned H2D bandwidth, O_DIRECT read rate, CPU
+ * GEMV rate). See plan.h. */
 #include "plan.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,6 +79,13 @@ static void detect_gpu(struct ntx_plan_hw *hw, int gpu_index)
 		snprintf(hw->gpu_name, sizeof hw->gpu_name, "%s", prop.name);
 		hw->vram_total = tot;
 		hw->vram_free = fr;
+		if (cudaDeviceGetPCIBusId(hw->gpu_bus_id, (int)sizeof hw->gpu_bus_id, gpu_index) !=
+		    cudaSuccess) {
+			cudaGetLastError();
+			hw->gpu_bus_id[0] = '\0';
+		}
+		for (char *c = hw->gpu_bus_id; *c; c++) /* "0000:3B:00.0": sysfs is lower case */
+			*c = (char)tolower((unsigned char)*c);
 	}
 #else
 	(void)gpu_index;
@@ -129,11 +140,178 @@ static void detect_cpu(struct ntx_plan_hw *hw)
 static void detect_disk(struct ntx_plan_hw *hw, const char *dir)
 {
 	struct statvfs st;
+	struct stat sb;
 
-	if (statvfs(dir && *dir ? dir : ".", &st) != 0)
+	if (!dir || !*dir)
+		dir = ".";
+	if (statvfs(dir, &st) != 0)
 		return;
 	hw->disk_free = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+	if (stat(dir, &sb) == 0)
+		hw->disk_dev = (uint64_t)sb.st_dev;
 	hw->detected |= NTX_HW_DISK;
+}
+
+/* ---- the PCIe link (sysfs) ---- */
+
+double ntx_pcie_gts(const char *s)
+{
+	char *end;
+	double v;
+
+	if (!s)
+		return 0;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return 0;
+	v = strtod(s, &end);
+	while (*end == ' ')
+		end++;
+	if (strncmp(end, "GT/s", 4) != 0 || !(v > 0) || v > 1024)
+		return 0;
+	return v;
+}
+
+int ntx_pcie_width(const char *s)
+{
+	char *end;
+	long v;
+
+	if (!s)
+		return 0;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s == 'x' || *s == 'X')
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return 0;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	while (*end == ' ' || *end == '\t' || *end == '\n')
+		end++;
+	if (*end || errno || v < 1 || v > 32)
+		return 0;
+	return (int)v;
+}
+
+double ntx_pcie_gbps(double gts, int width)
+{
+	double enc;
+
+	if (!(gts > 0) || width < 1)
+		return 0;
+	/* line code: 8b/10b up to 5 GT/s, 128b/130b from 8 GT/s; 64 GT/s
+	 * (Gen6) sends FLITs, taken as ~1 */
+	enc = gts < 8 ? 0.8 : gts < 64 ? 128.0 / 130.0 : 1.0;
+	return gts * enc * width / 8 * NTX_PLAN_PCIE_EFFICIENCY;
+}
+
+double ntx_pcie_link_gbps(const char *speed, const char *width)
+{
+	return ntx_pcie_gbps(ntx_pcie_gts(speed), ntx_pcie_width(width));
+}
+
+/* The first line of a small sysfs file; 0 or -1. */
+static int read_line(const char *dir, const char *name, char *buf, size_t n)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	int ok;
+
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+		return -1;
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	ok = fgets(buf, (int)n, f) != NULL;
+	fclose(f);
+	if (!ok)
+		return -1;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+/* The maximum link speed and width a PCI function's directory reports
+ * (both, or neither: 0). */
+static int dir_link(const char *dir, double *gts, int *width)
+{
+	char sp[64], wd[64];
+
+	if (read_line(dir, "max_link_speed", sp, sizeof sp) ||
+	    read_line(dir, "max_link_width", wd, sizeof wd))
+		return 0;
+	*gts = ntx_pcie_gts(sp);
+	*width = ntx_pcie_width(wd);
+	return *gts > 0 && *width > 0;
+}
+
+/* "0000:3B:00.0" or "00000000:3b:00.0" -> "0000:3b:00.0": 0, or -1 when it
+ * is not a PCI address. */
+static int norm_bus_id(const char *in, char *out, size_t n)
+{
+	const char *c = strchr(in, ':');
+	size_t len, i;
+
+	if (!c)
+		return -1;
+	if (c - in > 4) /* CUDA may print an 8-digit domain; sysfs has 4 */
+		in = c - 4;
+	len = strlen(in);
+	if (len < 7 || len >= n || len > 16)
+		return -1;
+	for (i = 0; i < len; i++) {
+		char ch = (char)tolower((unsigned char)in[i]);
+
+		if (!isxdigit((unsigned char)ch) && ch != ':' && ch != '.')
+			return -1;
+		out[i] = ch;
+	}
+	out[len] = '\0';
+	return 0;
+}
+
+double ntx_pcie_sysfs_link(const char *root, const char *bus_id, double *gts, int *width)
+{
+	char path[PATH_MAX], real[PATH_MAX], rroot[PATH_MAX], id[32];
+	double g, pg;
+	int w, pw;
+	size_t rl;
+	char *sl;
+
+	*gts = 0;
+	*width = 0;
+	if (!root || !bus_id || norm_bus_id(bus_id, id, sizeof id) ||
+	    (size_t)snprintf(path, sizeof path, "%s/bus/pci/devices/%s", root, id) >= sizeof path ||
+	    !realpath(path, real) || !realpath(root, rroot) || !dir_link(real, &g, &w))
+		return 0;
+	/* every bridge above with a link of its own caps it (a GPU idles at a
+	 * lower current speed, so the maximum, not the current, is read) */
+	rl = strlen(rroot);
+	while ((sl = strrchr(real, '/')) != NULL && (size_t)(sl - real) > rl) {
+		*sl = '\0';
+		if (dir_link(real, &pg, &pw)) {
+			g = pg < g ? pg : g;
+			w = pw < w ? pw : w;
+		}
+	}
+	*gts = g;
+	*width = w;
+	return ntx_pcie_gbps(g, w);
+}
+
+int ntx_hw_link_estimate(struct ntx_plan_hw *hw, const char *sysfs_root)
+{
+	double g;
+
+	if (!hw->gpu_present || !hw->gpu_bus_id[0])
+		return 0;
+	g = ntx_pcie_sysfs_link(sysfs_root, hw->gpu_bus_id, &hw->pcie_gts, &hw->pcie_width);
+	if (g <= 0)
+		return 0;
+	hw->h2d_gbps = ntx_plan_round6(g);
+	hw->h2d_src = NTX_SRC_LINK;
+	return 1;
 }
 
 void ntx_hw_detect_some(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir,
@@ -159,6 +337,7 @@ void ntx_hw_detect_some(struct ntx_plan_hw *hw, int gpu_index, const char *pack_
 	hw->cpu_batch_gbps = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
 	hw->h2d_src = hw->disk_src = hw->cpu_src = hw->gpu_src = NTX_SRC_DEFAULT;
 	hw->cpu_batch_src = NTX_SRC_DEFAULT;
+	ntx_hw_link_estimate(hw, "/sys");
 }
 
 void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir)

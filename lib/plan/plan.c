@@ -43,6 +43,8 @@ const char *ntx_src_name(enum ntx_src s)
 	case NTX_SRC_DETECTED: return "detected";
 	case NTX_SRC_OVERRIDE: return "override";
 	case NTX_SRC_PROBE: return "probe";
+	case NTX_SRC_LINK: return "link";
+	case NTX_SRC_CACHE: return "cache";
 	}
 	return "?";
 }
@@ -91,6 +93,22 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 uint64_t ntx_plan_layer_buf_bytes(uint64_t layer_bytes)
 {
 	return ntx_plan_sat_add(layer_bytes, NTX_PLAN_LAYER_PAD);
+}
+
+double ntx_plan_gpu_mma_cost(int n_tok)
+{
+	double c = 0;
+
+	if (n_tok < 1)
+		n_tok = 1;
+	if (n_tok > 64)
+		n_tok = 64;
+	for (; n_tok > 0; n_tok -= 8) {
+		int k = n_tok > 8 ? 8 : n_tok;
+
+		c += k == 1 ? 1 : 1 + NTX_PLAN_GPU_MMA_FIRST + NTX_PLAN_GPU_MMA_TOKEN * k;
+	}
+	return c;
 }
 
 double ntx_plan_gpu_batch_cost(int n_tok)
@@ -427,46 +445,84 @@ static void account_bytes(struct ntx_plan *p, int gpu, int ring_slots, const str
 	}
 }
 
-/* The estimate: bytes moved, the time of each part, tokens per second (and
- * with a draft, the speculative rate); f->t and f->t_nondisk when f. n_seq:
- * tokens per pass. */
-static void account_time(struct ntx_plan *p, int gpu, int n_seq, const struct tally *tl,
-			 struct ntx_plan_fail *f)
+/* The share of the model's layer bytes whose GPU products of 2..8 tokens run
+ * on the tensor cores (Q4_K everywhere, Q6_K where resident: the engine
+ * rewrites resident Q6_K in split rows); the rest take the dp4a GEMV. 0
+ * when the model gives no bytes per type. */
+static void mma_shares(const struct ntx_plan_model *pm, double *resident, double *streamed)
+{
+	double all = 0;
+	int t;
+
+	for (t = 0; t < NTX_TYPE_COUNT; t++)
+		all += (double)pm->layer_type_bytes[t];
+	*resident = *streamed = 0;
+	if (all <= 0)
+		return;
+	*streamed = (double)pm->layer_type_bytes[NTX_TYPE_Q4_K] / all;
+	*resident = *streamed + (double)pm->layer_type_bytes[NTX_TYPE_Q6_K] / all;
+}
+
+/* CPU seconds per weight byte of a pass of n tokens, from mem (seconds per
+ * byte of one token: the one-token rate) and tok (seconds per byte and
+ * token: the batched rate). One token is memory-bound, many are
+ * compute-bound; between, the two limits overlap only in part, so a pass
+ * costs their cube-norm, a smooth roofline (at most 1.26x the larger limit,
+ * where the two are equal; 1.04x a factor 2 apart, 1.01x a factor 3). On
+ * the H200 host (doc/plan-json.md, "Passes of several tokens"): beside
+ * streaming (issue #28's plan, 17 CPU layers) the larger of the two put a
+ * pass of 7 tokens 13% under the measured one, this 7%; the line through
+ * the two probe points overestimates the CPU-only passes of 2 to 8 tokens
+ * by 24-35%. */
+static double cpu_pass_s_per_byte(double mem, double tok, int n)
+{
+	double c = n * tok;
+
+	if (n <= 1 || tok <= 0)
+		return mem;
+	return cbrt(mem * mem * mem + c * c * c);
+}
+
+/* The parts of one pass (seconds). */
+struct pass_t {
+	double res, link, disk, cpu, ovh, total, nondisk;
+};
+
+/* The time of a pass of n tokens (a decode step of n sequences, or a
+ * verification pass of n tokens of one sequence). */
+static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tally *tl,
+		      struct pass_t *o)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	double t_res, t_link, t_disk, t_cpu, t_ovh, t_comp, t, cpu_s_per_byte;
+	double fm_res, fm_str, cpu_s_per_byte, comp;
 	int l;
 
-	p->bytes_vram = tl->vram_gpu;
-	p->bytes_h2d_ram = tl->ram_gpu;
-	p->bytes_h2d_disk = tl->disk_gpu;
-	p->bytes_disk = ntx_plan_sat_add(tl->disk_gpu, tl->disk_cpu);
-	p->bytes_cpu = ntx_plan_sat_add(tl->ram_cpu, tl->disk_cpu);
-	p->bytes_cpu_disk = tl->disk_cpu;
 	/* the GPU computes every GPU-executed layer, streamed ones included,
-	 * one GEMV pass per chunk of 8 tokens; the CPU reads the weights once
-	 * and, with a batch, becomes compute-bound */
-	t_res = gpu ? (double)(tl->vram_gpu + tl->ram_gpu + tl->disk_gpu) *
-			      ntx_plan_gpu_batch_cost(n_seq) / (p->hw.gpu_gbps * 1e9) : 0;
-	t_link = (double)(tl->ram_gpu + tl->disk_gpu) / (p->hw.h2d_gbps * 1e9);
-	t_disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
+	 * in chunks of 8 tokens: tensor-core K-quant products grow little
+	 * with the tokens, dp4a ones more (plan.h) */
+	mma_shares(pm, &fm_res, &fm_str);
+	o->res = 0;
+	if (gpu) {
+		double gm = ntx_plan_gpu_mma_cost(n), gd = ntx_plan_gpu_batch_cost(n);
+
+		o->res = ((double)tl->vram_gpu * (fm_res * gm + (1 - fm_res) * gd) +
+			  (double)(tl->ram_gpu + tl->disk_gpu) * (fm_str * gm + (1 - fm_str) * gd)) /
+			 (p->hw.gpu_gbps * 1e9);
+	}
+	/* a streamed layer costs the link the same for 1 or 64 tokens */
+	o->link = (double)(tl->ram_gpu + tl->disk_gpu) / (p->hw.h2d_gbps * 1e9);
+	o->disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
 	{
-		/* memory-bound for one token, compute-bound with a batch; the
-		 * copies to the GPU halve the first (shared memory) and the
-		 * batched rate of several sequences, but cost a verification
-		 * pass of one sequence little (measured: plan.h) */
+		/* the copies to the GPU halve the CPU's one-token rate (shared
+		 * memory) and the batched rate of several sequences, but cost
+		 * a verification pass of one sequence little (measured: plan.h) */
 		int shared = tl->ram_gpu + tl->disk_gpu > 0;
 		int verify = p->n_verify > 1 && p->n_seq <= 1;
 		double mem = 1.0 / (p->hw.cpu_gbps * 1e9 * (shared ? NTX_PLAN_CPU_SHARED : 1));
 		double bs = !shared ? 1 : verify ? NTX_PLAN_CPU_VERIFY_SHARED : NTX_PLAN_CPU_SHARED;
+		double tok = p->hw.cpu_batch_gbps > 0 ? 1.0 / (p->hw.cpu_batch_gbps * 1e9 * bs) : 0;
 
-		cpu_s_per_byte = mem;
-		if (n_seq > 1 && p->hw.cpu_batch_gbps > 0) {
-			double batch = n_seq / (p->hw.cpu_batch_gbps * 1e9 * bs);
-
-			if (batch > cpu_s_per_byte)
-				cpu_s_per_byte = batch;
-		}
+		cpu_s_per_byte = cpu_pass_s_per_byte(mem, tok, n);
 	}
 	if (tl->ram_gpu + tl->disk_gpu > 0) {
 		/* a CPU layer longer than the ring's lead (ring_slots streamed
@@ -478,24 +534,49 @@ static void account_time(struct ntx_plan *p, int gpu, int n_seq, const struct ta
 			double tlay = (double)L->bytes * cpu_s_per_byte;
 
 			if (!L->skip && L->exec == NTX_EXEC_CPU && tlay > lead)
-				t_link += tlay - lead;
+				o->link += tlay - lead;
 		}
 	}
-	t_cpu = (double)p->bytes_cpu * cpu_s_per_byte;
-	t_ovh = (tl->n_gpu + tl->n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S +
-		tl->n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
-	t_comp = t_res + t_cpu + t_ovh;
-	t = t_comp;
-	if (t_link > t)
-		t = t_link;
-	if (t_disk > t)
-		t = t_disk;
-	p->t_resident_ms = ntx_plan_round6(t_res * 1e3);
-	p->t_link_ms = ntx_plan_round6(t_link * 1e3);
-	p->t_disk_ms = ntx_plan_round6(t_disk * 1e3);
-	p->t_cpu_ms = ntx_plan_round6(t_cpu * 1e3);
-	p->t_overhead_ms = ntx_plan_round6(t_ovh * 1e3);
+	o->cpu = (double)p->bytes_cpu * cpu_s_per_byte;
+	o->ovh = (tl->n_gpu + tl->n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S +
+		 tl->n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
+	comp = o->res + o->cpu + o->ovh;
+	o->total = comp;
+	if (o->link > o->total)
+		o->total = o->link;
+	if (o->disk > o->total)
+		o->total = o->disk;
+	o->nondisk = comp > o->link ? comp : o->link;
+}
+
+/* The estimate: bytes moved, the time of each part of a pass of n_tok
+ * tokens and of a pass of one, tokens per second (and with a draft, the
+ * speculative rate); f->t and f->t_nondisk when f. */
+static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct tally *tl,
+			 struct ntx_plan_fail *f)
+{
+	struct pass_t x, x1;
+	double t;
+
+	p->bytes_vram = tl->vram_gpu;
+	p->bytes_h2d_ram = tl->ram_gpu;
+	p->bytes_h2d_disk = tl->disk_gpu;
+	p->bytes_disk = ntx_plan_sat_add(tl->disk_gpu, tl->disk_cpu);
+	p->bytes_cpu = ntx_plan_sat_add(tl->ram_cpu, tl->disk_cpu);
+	p->bytes_cpu_disk = tl->disk_cpu;
+	pass_time(p, gpu, n_tok, tl, &x);
+	t = x.total;
+	x1 = x;
+	if (n_tok > 1)
+		pass_time(p, gpu, 1, tl, &x1);
+	p->t_resident_ms = ntx_plan_round6(x.res * 1e3);
+	p->t_link_ms = ntx_plan_round6(x.link * 1e3);
+	p->t_disk_ms = ntx_plan_round6(x.disk * 1e3);
+	p->t_cpu_ms = ntx_plan_round6(x.cpu * 1e3);
+	p->t_overhead_ms = ntx_plan_round6(x.ovh * 1e3);
 	p->t_total_ms = ntx_plan_round6(t * 1e3);
+	p->pass_tokens = n_tok;
+	p->t_pass1_ms = ntx_plan_round6(x1.total * 1e3);
 	p->predicted_tok_per_s = t > 0 ? ntx_plan_round6((p->n_seq > 0 ? p->n_seq : 1) / t) : 0;
 	p->predicted_spec_tok_per_s = 0;
 	if (p->draft_path && p->n_verify > 1 && t > 0) {
@@ -508,7 +589,7 @@ static void account_time(struct ntx_plan *p, int gpu, int n_seq, const struct ta
 	}
 	if (f) {
 		f->t = t;
-		f->t_nondisk = t_comp > t_link ? t_comp : t_link;
+		f->t_nondisk = x.nondisk;
 	}
 }
 
@@ -781,11 +862,18 @@ static double resolve_bw(double given, double detected, enum ntx_src dsrc, doubl
 		return ntx_plan_round6(given);
 	}
 	if (detected > 0) {
-		*src = dsrc == NTX_SRC_PROBE ? NTX_SRC_PROBE : NTX_SRC_DEFAULT;
+		*src = dsrc == NTX_SRC_PROBE || dsrc == NTX_SRC_LINK || dsrc == NTX_SRC_CACHE ?
+			       dsrc : NTX_SRC_DEFAULT;
 		return ntx_plan_round6(detected);
 	}
 	*src = NTX_SRC_DEFAULT;
 	return def;
+}
+
+/* Measured on this machine: now (--probe) or by an earlier probe (cache). */
+static int measured(enum ntx_src s)
+{
+	return s == NTX_SRC_PROBE || s == NTX_SRC_CACHE;
 }
 
 /* The CPU rate for this model from per-type probe rates: bytes-weighted
@@ -848,7 +936,7 @@ static void plan_resolve_bandwidths(struct ntx_plan *p, const struct ntx_plan_mo
 				    const struct ntx_plan_hw *hw, const struct ntx_plan_opts *o)
 {
 	double def = NTX_PLAN_CPU_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-	double det = hw->cpu_src == NTX_SRC_PROBE ? cpu_rate_for_model(pm, hw) : 0;
+	double det = measured(hw->cpu_src) ? cpu_rate_for_model(pm, hw) : 0;
 
 	p->hw = *hw;
 	p->hw.h2d_gbps = resolve_bw(o->h2d_gbps, hw->h2d_gbps, hw->h2d_src,
@@ -860,12 +948,12 @@ static void plan_resolve_bandwidths(struct ntx_plan *p, const struct ntx_plan_mo
 	if (def > NTX_PLAN_CPU_GBPS_MAX)
 		def = NTX_PLAN_CPU_GBPS_MAX;
 	if (det <= 0)
-		det = hw->cpu_src == NTX_SRC_PROBE ? hw->cpu_gbps : 0;
+		det = measured(hw->cpu_src) ? hw->cpu_gbps : 0;
 	p->hw.cpu_gbps = resolve_bw(o->cpu_gbps, det, hw->cpu_src, def, &p->hw.cpu_src);
 	def = NTX_PLAN_CPU_BATCH_GBPS_PER_CORE * (hw->cpu_cores > 0 ? hw->cpu_cores : 1);
-	det = hw->cpu_batch_src == NTX_SRC_PROBE ? cpu_batch_rate_for_model(pm, hw) : 0;
+	det = measured(hw->cpu_batch_src) ? cpu_batch_rate_for_model(pm, hw) : 0;
 	if (det <= 0)
-		det = hw->cpu_batch_src == NTX_SRC_PROBE ? hw->cpu_batch_gbps : 0;
+		det = measured(hw->cpu_batch_src) ? hw->cpu_batch_gbps : 0;
 	p->hw.cpu_batch_gbps = resolve_bw(o->cpu_batch_gbps, det, hw->cpu_batch_src, def,
 					  &p->hw.cpu_batch_src);
 }

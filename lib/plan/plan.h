@@ -19,9 +19,14 @@ enum ntx_kv_type { NTX_KV_F16 = 0, NTX_KV_F32 = 1 };
 const char *ntx_tier_name(enum ntx_tier t); /* "vram", "ram", "disk" */
 const char *ntx_exec_name(enum ntx_exec e); /* "gpu", "cpu" */
 
-/* Where a hardware value or budget came from. */
-enum ntx_src { NTX_SRC_DEFAULT = 0, NTX_SRC_DETECTED = 1, NTX_SRC_OVERRIDE = 2, NTX_SRC_PROBE = 3 };
-const char *ntx_src_name(enum ntx_src s); /* "default", "detected", "override", "probe" */
+/* Where a hardware value or budget came from: LINK, the H2D rate estimated
+ * from the GPU's PCIe link (sysfs); CACHE, a rate an earlier --probe on this
+ * machine measured (the probe cache). */
+enum ntx_src { NTX_SRC_DEFAULT = 0, NTX_SRC_DETECTED = 1, NTX_SRC_OVERRIDE = 2, NTX_SRC_PROBE = 3,
+	       NTX_SRC_LINK = 4, NTX_SRC_CACHE = 5 };
+#define NTX_SRC_COUNT 6
+/* "default", "detected", "override", "probe", "link", "cache" */
+const char *ntx_src_name(enum ntx_src s);
 
 /* Executor policy (ntx-plan --executor). */
 enum ntx_policy { NTX_POLICY_AUTO = 0, NTX_POLICY_GPU = 1, NTX_POLICY_CPU = 2 };
@@ -36,7 +41,10 @@ const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
 #define NTX_PLAN_PACK_HEADER (1ull << 20)        /* pack header estimate */
 #define NTX_PLAN_LAYER_OVERHEAD_S 20e-6          /* per computed layer */
 #define NTX_PLAN_CPU_LAYER_OVERHEAD_S 50e-6      /* per CPU-executed layer (hand-off) */
-#define NTX_PLAN_DEFAULT_H2D_GBPS 25.0
+#define NTX_PLAN_DEFAULT_H2D_GBPS 25.0   /* when the PCIe link is not known */
+/* Pinned cudaMemcpy over PCIe reaches this share of the link's raw rate
+ * (the H200 test host: 55.5 GB/s on Gen5 x16, 63.0 GB/s raw) */
+#define NTX_PLAN_PCIE_EFFICIENCY 0.88
 #define NTX_PLAN_DEFAULT_DISK_GBPS 2.0
 #define NTX_PLAN_DEFAULT_GPU_GBPS 2000.0
 #define NTX_PLAN_CPU_GBPS_PER_CORE 4.0
@@ -47,6 +55,12 @@ const char *ntx_policy_name(int policy); /* "auto", "gpu", "cpu" */
  * 1 + NTX_PLAN_GPU_TOKEN_COST x (tokens - 1) single-token GEMVs (the H200's
  * dp4a GEMV: 8 tokens take 3.2x one token's time) */
 #define NTX_PLAN_GPU_TOKEN_COST 0.31
+/* The K-quant GEMV on int8 tensor cores (Q4_K, and Q6_K in split rows: the
+ * resident ones), 2..8 tokens: a chunk of k tokens costs 1 + MMA_FIRST +
+ * MMA_TOKEN x k single-token GEMVs (the H200, resident 8B Q4_K_M, twelfth
+ * session: 2 / 4 / 8 tokens took 1.30 / 1.35 / 1.44x one token's pass) */
+#define NTX_PLAN_GPU_MMA_FIRST 0.25
+#define NTX_PLAN_GPU_MMA_TOKEN 0.025
 /* The CPU's share of its probed rates while the copy engine streams pinned
  * RAM to the GPU (doc/plan-json.md). One token, and a batch of several
  * sequences: half (the H200 host computed 70B Q4_K_M layers at 0.51x its
@@ -102,6 +116,11 @@ struct ntx_plan_hw {
 	double cpu_batch_gbps;
 	enum ntx_src cpu_batch_src;
 	double cpu_type_batch_gbps[NTX_TYPE_COUNT]; /* probed, per weight type (0 = not measured) */
+	/* the GPU's place on the PCIe bus, and its link (ntx_hw_link_estimate) */
+	char gpu_bus_id[32];               /* "0000:3b:00.0", lower case; "" unknown */
+	double pcie_gts;                   /* GT/s per lane, capped by the bridges above (0 = unknown) */
+	int pcie_width;                    /* lanes, likewise (0 = unknown) */
+	uint64_t disk_dev;                 /* st_dev of the pack directory (with NTX_HW_DISK) */
 };
 
 /* What ntx_hw_detect_some looks at (and hw->detected reports). */
@@ -161,6 +180,10 @@ struct ntx_plan {
 	uint64_t pack_bytes;       /* pack file size estimate (disk budget use) */
 	/* predicted time per token, ms */
 	double t_resident_ms, t_link_ms, t_disk_ms, t_cpu_ms, t_overhead_ms, t_total_ms;
+	/* the estimate is for a pass of pass_tokens tokens (n_seq, or K + 1
+	 * with a draft); t_pass1_ms: the same plan's pass of one token */
+	int pass_tokens;
+	double t_pass1_ms;
 	/* speculative decoding with a resident draft model (ntx-plan --draft):
 	 * the target is planned for passes of n_verify = K + 1 tokens (the
 	 * estimate above is then one such pass); the draft's weights, KV cache
@@ -309,7 +332,8 @@ void ntx_gpu_unusable_why(char *why, size_t n, const char *cuda_msg, int driver_
 
 /* Detect GPU (through the CUDA runtime when built with CUDA), RAM, cores and
  * free disk at pack_dir (NULL: current directory). Never fails hard: what it
- * cannot detect is left 0. Default bandwidths are filled in when not probed. */
+ * cannot detect is left 0. Default bandwidths are filled in, the H2D rate
+ * from the GPU's PCIe link when sysfs tells it (ntx_hw_link_estimate). */
 void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir);
 
 /* --probe: measure pinned H2D bandwidth (GPU only), O_DIRECT read rate (of a
@@ -322,6 +346,33 @@ void ntx_hw_detect(struct ntx_plan_hw *hw, int gpu_index, const char *pack_dir);
  * failed and why. */
 int ntx_hw_probe(struct ntx_plan_hw *hw, const char *probe_dir, int n_threads,
 		 const struct ntx_tunables *tun, struct ntx_err *err);
+
+/* ---- the PCIe link ---- */
+
+/* A sysfs link speed ("32.0 GT/s PCIe", "8 GT/s") in GT/s per lane; 0 when
+ * it is not one ("Unknown", garbage). */
+double ntx_pcie_gts(const char *s);
+/* A sysfs link width ("16", "x16") in lanes, 1..32; 0 when it is not one. */
+int ntx_pcie_width(const char *s);
+/* What pinned host-to-device copies reach over a link of width lanes at gts
+ * GT/s: the raw rate after the line code (8b/10b to 5 GT/s, 128b/130b from
+ * 8 GT/s, ~1 for Gen6's FLITs) x NTX_PLAN_PCIE_EFFICIENCY, in GB/s; 0 when
+ * either is unknown. Gen5 x16: 55.4; Gen4 x16: 27.7; Gen3 x8: 6.9. */
+double ntx_pcie_gbps(double gts, int width);
+/* The same from the two sysfs strings (max_link_speed, max_link_width). */
+double ntx_pcie_link_gbps(const char *speed, const char *width);
+/* The link of the PCI function bus_id ("0000:3b:00.0", any case, CUDA's
+ * 8-digit domain accepted) under the sysfs tree root ("/sys"): its
+ * max_link_speed and max_link_width, each lowered to that of any bridge
+ * above it that reports one (the link can run no faster than its slowest
+ * partner; the current speed is not used: a GPU lowers it when idle).
+ * Returns ntx_pcie_gbps of that and fills *gts and *width; 0 (and zeros)
+ * when the files are missing or unreadable. */
+double ntx_pcie_sysfs_link(const char *root, const char *bus_id, double *gts, int *width);
+/* With a GPU and its bus id known (ntx_hw_detect does this with "/sys"):
+ * h2d_gbps from the link, h2d_src NTX_SRC_LINK, pcie_gts and pcie_width.
+ * Returns 1 when it estimated, else 0 (hw unchanged). */
+int ntx_hw_link_estimate(struct ntx_plan_hw *hw, const char *sysfs_root);
 
 /* Detect only what the NTX_HW_* bits in what ask for (the rest is left 0 and
  * its bit clear in hw->detected); ntx_hw_detect is what = NTX_HW_ALL. */

@@ -122,7 +122,11 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 	sb_printf(&b, "model: %s: %d layers, %s of layers + %s other; fingerprint %s\n",
 		  pm->path ? pm->path : "?", pm->n_layer, sz(total, a),
 		  sz(pm->tok_embd_bytes + pm->output_bytes + pm->other_bytes, c), pm->fingerprint);
-	if (p->hw.gpu_present)
+	if (p->hw.gpu_present && p->hw.pcie_gts > 0)
+		sb_printf(&b, "hardware: GPU %d %s (%s free of %s; PCIe %g GT/s x%d), ",
+			  p->hw.gpu_index, p->hw.gpu_name, sz(p->hw.vram_free, a),
+			  sz(p->hw.vram_total, c), p->hw.pcie_gts, p->hw.pcie_width);
+	else if (p->hw.gpu_present)
 		sb_printf(&b, "hardware: GPU %d %s (%s free of %s), ", p->hw.gpu_index,
 			  p->hw.gpu_name, sz(p->hw.vram_free, a), sz(p->hw.vram_total, c));
 	else
@@ -181,6 +185,10 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 	sb_printf(&b, "time per step: max(link %.4g ms, disk %.4g ms, resident %.4g + CPU %.4g + overhead %.4g ms) = %.4g ms (%s): %.4g tok/s predicted\n",
 		  p->t_link_ms, p->t_disk_ms, p->t_resident_ms, p->t_cpu_ms, p->t_overhead_ms,
 		  p->t_total_ms, bound, p->predicted_tok_per_s);
+	if (p->pass_tokens > 1)
+		sb_printf(&b, "a pass of %d tokens: %.4g ms; of 1 token: %.4g ms (%.3gx)\n",
+			  p->pass_tokens, p->t_total_ms, p->t_pass1_ms,
+			  p->t_pass1_ms > 0 ? p->t_total_ms / p->t_pass1_ms : 0);
 	if (p->draft_path)
 		sb_printf(&b, "draft %s: %s VRAM, %.4g ms per drafted token; the target planned for passes of %d tokens (K = %d): %.4g tok/s predicted at acceptance %.2f\n",
 			  p->draft_path, sz(p->draft_vram_bytes, a), p->draft_token_ms, p->n_verify,

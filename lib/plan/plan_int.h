@@ -29,8 +29,10 @@ uint64_t ntx_plan_sat_mul(uint64_t a, uint64_t b);
  * a plan read back holds the same doubles. */
 double ntx_plan_round6(double x);
 /* GPU time of a decode step of n_tok tokens per weight byte, in units of a
- * single-token GEMV pass (1 for one token). */
+ * single-token GEMV pass (1 for one token): the dp4a GEMV, and the K-quant
+ * GEMV on tensor cores (plan.h). */
 double ntx_plan_gpu_batch_cost(int n_tok);
+double ntx_plan_gpu_mma_cost(int n_tok);
 
 /* A layer held as one buffer (layout.h: NTX_LAYER_NT tensors, each aligned
  * to NTX_LAYER_ALIGN): at most this much more than its tensor bytes. Counted

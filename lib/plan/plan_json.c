@@ -61,6 +61,9 @@ static json_t *hw_json(struct wr *w, const struct ntx_plan_hw *hw)
 	put(w, o, "gpu_name", gpu && hw->gpu_present ? json_string(hw->gpu_name) : json_null());
 	put(w, o, "vram_total_bytes", gpu && hw->gpu_present ? jbytes(hw->vram_total) : json_null());
 	put(w, o, "vram_free_bytes", gpu && hw->gpu_present ? jbytes(hw->vram_free) : json_null());
+	put(w, o, "gpu_bus_id", hw->gpu_bus_id[0] ? json_string(hw->gpu_bus_id) : json_null());
+	put(w, o, "pcie_gts", hw->pcie_gts > 0 ? json_real(hw->pcie_gts) : json_null());
+	put(w, o, "pcie_width", hw->pcie_width > 0 ? json_integer(hw->pcie_width) : json_null());
 	put(w, o, "ram_available_bytes",
 	    hw->detected & NTX_HW_RAM ? jbytes(hw->ram_available) : json_null());
 	put(w, o, "cpu_cores", hw->detected & NTX_HW_CPU ? json_integer(hw->cpu_cores) : json_null());
@@ -244,6 +247,8 @@ static void put_usage_estimate(struct wr *w, json_t *root, const struct ntx_plan
 		put(w, o, "cpu_ms", json_real(p->t_cpu_ms));
 		put(w, o, "overhead_ms", json_real(p->t_overhead_ms));
 		put(w, o, "total_ms", json_real(p->t_total_ms));
+		put(w, o, "pass_tokens", json_integer(p->pass_tokens));
+		put(w, o, "pass_1_ms", json_real(p->t_pass1_ms));
 		put(w, o, "predicted_tok_per_s", json_real(p->predicted_tok_per_s));
 	}
 	if (p->draft_path) {
@@ -302,7 +307,9 @@ oom2:
 	return NULL;
 }
 
-static const char *const src_names[] = { "default", "detected", "override", "probe" };
+static const char *const src_names[] = { "default", "detected", "override", "probe", "link",
+					 "cache" };
+_Static_assert(sizeof src_names / sizeof src_names[0] == NTX_SRC_COUNT, "one name per source");
 static const char *const tier_names[] = { "vram", "ram", "disk" };
 static const char *const exec_names[] = { "gpu", "cpu" };
 static const char *const policy_names[] = { "auto", "gpu", "cpu" };
@@ -314,7 +321,7 @@ static int get_src(struct ntx_jrd *r, json_t *obj, const char *opath, const char
 {
 	int v;
 
-	if (ntx_jrd_enum(r, obj, opath, key, src_names, 4, &v))
+	if (ntx_jrd_enum(r, obj, opath, key, src_names, NTX_SRC_COUNT, &v))
 		return -1;
 	*out = (enum ntx_src)v;
 	return 0;
@@ -375,6 +382,35 @@ static int read_model(struct ntx_jrd *r, json_t *root, struct ntx_plan_model *pm
 	return 0;
 }
 
+/* The GPU's bus id and PCIe link (written since the link estimate; optional,
+ * null when unknown). */
+static int read_link(struct ntx_jrd *r, json_t *h, struct ntx_plan_hw *hw)
+{
+	const char *s = NULL;
+	json_t *v;
+	int64_t w = 0;
+	int isnull;
+
+	if (json_object_get(h, "gpu_bus_id") && ntx_jrd_str(r, h, "hardware", "gpu_bus_id", 1, &s))
+		return -1;
+	if (s) {
+		if (strlen(s) >= sizeof hw->gpu_bus_id)
+			return ntx_jrd_error(r, "hardware.gpu_bus_id",
+					     "\"gpu_bus_id\" is longer than %zu bytes",
+					     sizeof hw->gpu_bus_id - 1);
+		snprintf(hw->gpu_bus_id, sizeof hw->gpu_bus_id, "%s", s);
+	}
+	v = json_object_get(h, "pcie_gts");
+	if (v && !json_is_null(v) &&
+	    ntx_jrd_dbl(r, h, "hardware", "pcie_gts", 0, 1024, 1, &hw->pcie_gts))
+		return -1;
+	if (json_object_get(h, "pcie_width") &&
+	    ntx_jrd_i64(r, h, "hardware", "pcie_width", 1, 32, &w, &isnull))
+		return -1;
+	hw->pcie_width = (int)w;
+	return 0;
+}
+
 static int read_hw(struct ntx_jrd *r, json_t *root, struct ntx_plan_hw *hw)
 {
 	json_t *h, *t;
@@ -403,6 +439,7 @@ static int read_hw(struct ntx_jrd *r, json_t *root, struct ntx_plan_hw *hw)
 		snprintf(hw->gpu_name, sizeof hw->gpu_name, "%s", s);
 	if (ntx_jrd_bytes_null(r, h, "hardware", "vram_total_bytes", &hw->vram_total, &isnull) ||
 	    ntx_jrd_bytes_null(r, h, "hardware", "vram_free_bytes", &hw->vram_free, &isnull) ||
+	    read_link(r, h, hw) ||
 	    ntx_jrd_bytes_null(r, h, "hardware", "ram_available_bytes", &hw->ram_available, &isnull))
 		return -1;
 	if (!isnull)
@@ -676,6 +713,7 @@ static int read_usage_estimate(struct ntx_jrd *r, json_t *root)
 	json_t *o;
 	char kp[NTX_JRD_PATH];
 	uint64_t u;
+	int64_t n;
 	double d;
 	size_t i;
 
@@ -695,6 +733,12 @@ static int read_usage_estimate(struct ntx_jrd *r, json_t *root)
 	for (i = 0; i < sizeof tkeys / sizeof tkeys[0]; i++)
 		if (ntx_jrd_dbl(r, o, "estimate", tkeys[i], 0, 1e30, 0, &d))
 			return -1;
+	/* written since the estimate has both passes (optional) */
+	if ((json_object_get(o, "pass_tokens") &&
+	     ntx_jrd_i64(r, o, "estimate", "pass_tokens", 1, 1 << 20, &n, NULL)) ||
+	    (json_object_get(o, "pass_1_ms") &&
+	     ntx_jrd_dbl(r, o, "estimate", "pass_1_ms", 0, 1e30, 0, &d)))
+		return -1;
 	return 0;
 }
 

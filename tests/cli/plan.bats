@@ -395,3 +395,105 @@ bad_plan() {
 	grep -q '"format": "ntx.plan"' "$T/got.json"
 	[ -z "$(ls "$T" | grep '\.tmp')" ] # no temporary
 }
+
+# A probe cache for this machine (host, CPU model, CPUs as ntx-plan sees
+# them) holding only CPU rates: cache_doc HOST CPU_GBPS > FILE
+cache_doc() {
+	model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+	printf '{"format": "ntx.probe", "version": 1, "host": "%s", "cpu_model": "%s", "cpu_cores": %d, "probed_at": 1764720000, "cpu": {"gbps": %s, "batch_gbps": 123.5, "type_gbps": {}, "type_batch_gbps": {}}, "h2d": null, "disk": null}\n' \
+		"$1" "$model" "$(nproc)" "$2"
+}
+
+@test "--probe stores its rates in the probe cache; plans without --probe use them" {
+	T="$BATS_TEST_TMPDIR"
+	export XDG_CACHE_HOME="$T/cache"
+	run --separate-stderr "$PLAN" "$D/q4.gguf" --probe -v --vram-budget 0 --ram-budget 64G \
+		--disk-budget 500G -o "$T/p.json"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"ntx-plan: probed rates stored in $T/cache/ntx/probe.json"* ]]
+	grep -q '"format": "ntx.probe"' "$T/cache/ntx/probe.json"
+	grep -q "\"host\": \"$(uname -n)\"" "$T/cache/ntx/probe.json"
+	[ -z "$(ls "$T/cache/ntx" | grep -v '^probe.json$')" ] # no temporary left
+	probed=$(num "$T/p.json" cpu_gbps)
+	# a plan without --probe takes the cached CPU rates, and says so with -v
+	run --separate-stderr "$PLAN" "$D/q4.gguf" -v --vram-budget 0 --ram-budget 64G \
+		--disk-budget 500G -o "$T/q.json"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"ntx-plan: rates from the probe cache $T/cache/ntx/probe.json (probed "* ]]
+	grep -q '"cpu_source": "cache"' "$T/q.json"
+	grep -q '"cpu_batch_source": "cache"' "$T/q.json"
+	[ "$(num "$T/q.json" cpu_gbps)" = "$probed" ]
+	# --no-probe-cache and NTX_PROBE_CACHE=0: the defaults
+	run --separate-stderr "$PLAN" "$D/q4.gguf" --no-probe-cache --vram-budget 0 \
+		--ram-budget 64G --disk-budget 500G -o "$T/r.json"
+	[ "$status" -eq 0 ]
+	grep -q '"cpu_source": "default"' "$T/r.json"
+	NTX_PROBE_CACHE=0 run --separate-stderr "$PLAN" "$D/q4.gguf" --vram-budget 0 \
+		--ram-budget 64G --disk-budget 500G -o "$T/s.json"
+	[ "$status" -eq 0 ]
+	grep -q '"cpu_source": "default"' "$T/s.json"
+	# an option given wins over the cache
+	run --separate-stderr "$PLAN" "$D/q4.gguf" --cpu-gbps 7 --vram-budget 0 --ram-budget 64G \
+		--disk-budget 500G -o "$T/t.json"
+	grep -q '"cpu_source": "override"' "$T/t.json"
+}
+
+@test "the probe cache: a matching file is used, another machine's ignored, a corrupt one warned about once" {
+	T="$BATS_TEST_TMPDIR"
+	export XDG_CACHE_HOME="$T/cache"
+	mkdir -p "$T/cache/ntx"
+	args=("$D/q4.gguf" --vram-budget 0 --ram-budget 64G --disk-budget 500G)
+	cache_doc "$(uname -n)" 12.5 >"$T/cache/ntx/probe.json"
+	run --separate-stderr "$PLAN" "${args[@]}" -o "$T/a.json"
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	grep -q '"cpu_gbps": 12.5,' "$T/a.json"
+	grep -q '"cpu_source": "cache"' "$T/a.json"
+	grep -q '"cpu_batch_gbps": 123.5,' "$T/a.json"
+	# written on another host: not used, nothing said
+	cache_doc "not-$(uname -n)" 12.5 >"$T/cache/ntx/probe.json"
+	run --separate-stderr "$PLAN" "${args[@]}" -o "$T/b.json"
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	grep -q '"cpu_source": "default"' "$T/b.json"
+	# corrupt: one warning naming the file and where, the defaults, exit 0
+	cache_doc "$(uname -n)" '"fast"' >"$T/cache/ntx/probe.json"
+	run --separate-stderr "$PLAN" "${args[@]}" -o "$T/c.json"
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	[[ "$stderr" == "ntx-plan: warning: probe cache ignored (planning with the default rates; --probe rewrites it): $T/cache/ntx/probe.json:1:"*'expected a number for "gbps" (found string)' ]]
+	grep -q '"cpu_source": "default"' "$T/c.json"
+	cmp "$T/b.json" "$T/c.json"
+	printf '\x00\x01garbage' >"$T/cache/ntx/probe.json"
+	run --separate-stderr "$PLAN" "${args[@]}" -o "$T/d.json"
+	[ "$status" -eq 0 ]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	[[ "$stderr" == "ntx-plan: warning: probe cache ignored "*"$T/cache/ntx/probe.json"* ]]
+	# -q: not even the warning
+	run --separate-stderr "$PLAN" "${args[@]}" -q -o "$T/e.json"
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	# a directory where the file should be
+	rm "$T/cache/ntx/probe.json"
+	mkdir "$T/cache/ntx/probe.json"
+	run --separate-stderr "$PLAN" "${args[@]}" -o "$T/f.json"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == "ntx-plan: warning: probe cache ignored "*"Is a directory" ]]
+}
+
+@test "the plan's estimate gives the pass of K+1 tokens and the pass of 1 (--draft)" {
+	T="$BATS_TEST_TMPDIR"
+	"$GEN" --shape 1b --mix q4_k_m --vocab-from "$D/q4.gguf" --sparse -q -o "$T/d.gguf"
+	run --separate-stderr "$PLAN" "$D/q4.gguf" $FIX --cpu-batch-gbps 380 --vram-budget 24G \
+		--ram-budget 100G --draft "$T/d.gguf" --draft-k 7 --explain -o "$T/p.json"
+	[ "$status" -eq 0 ]
+	[ "$(num "$T/p.json" pass_tokens)" = 8 ]
+	one=$(num "$T/p.json" pass_1_ms)
+	total=$(num "$T/p.json" total_ms)
+	awk -v a="$one" -v b="$total" 'BEGIN { exit !(a > 0 && b >= a) }'
+	[[ "$stderr" == *"a pass of 8 tokens: "*" ms; of 1 token: "*" ms"* ]]
+	# read back and re-serialized byte for byte
+	run --separate-stderr "$PLAN" --check "$T/p.json" -o "$T/c.json"
+	[ "$status" -eq 0 ]
+	cmp "$T/p.json" "$T/c.json"
+}

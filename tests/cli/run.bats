@@ -839,3 +839,17 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
 	[ "$status" -eq 1 ]
 	expect "$stderr" "ntx-run: --self-spec needs a draft: a plan with VRAM-resident layers (--plan) or --draft-skip FILE"
 }
+
+@test "-m plans in memory with the probe cache: a corrupt cache is one warning, never fatal" {
+	export XDG_CACHE_HOME="$T/cache"
+	mkdir -p "$T/cache/ntx"
+	printf '{"format": "ntx.probe", "version": 1, "host": 7}\n' >"$T/cache/ntx/probe.json"
+	run --separate-stderr "$RUN" -m "$S" -p "Once upon a time" -n 4 --temp 0 --backend cpu
+	[ "$status" -eq 0 ]
+	[ -n "$output" ]
+	[ "$(printf '%s\n' "$stderr" | grep -c 'probe cache')" -eq 1 ]
+	[[ "$stderr" == *"ntx-run: warning: probe cache ignored (planning with the default rates; --probe rewrites it): $T/cache/ntx/probe.json:1:"* ]]
+	run --separate-stderr "$RUN" -m "$S" -p "Once upon a time" -n 4 --temp 0 --backend cpu -q
+	[ "$status" -eq 0 ]
+	[[ "$stderr" != *"probe cache"* ]]
+}

@@ -12,7 +12,7 @@ static const char *const vars[] = {
 	"NTX_GEMV_DL_SHAPE", "NTX_ATTN_PREFETCH", "NTX_ATTN_CHUNK",      "NTX_NO_PDL",
 	"NTX_NO_CUBLAS",     "NTX_CUBLAS",        "NTX_NO_GRAPHS",       "NTX_NO_HUGEPAGES",
 	"NTX_FAULT_READ",    "NTX_FAULT_READ_EVERY", "NTX_DIO_BUFFERED", "NTX_GEMV_MMA",
-	"NTX_GEMV_MMA_OVERLAP", "NTX_SPEC_BACKOFF",
+	"NTX_GEMV_MMA_OVERLAP", "NTX_SPEC_BACKOFF", "NTX_PROBE_CACHE", "XDG_CACHE_HOME", "HOME",
 };
 
 static void clear_env(void)
@@ -42,7 +42,8 @@ static void test_defaults(void)
 		     d.gemv_dl_shape == -1 && d.gemv_mma == 1 && d.gemv_mma_overlap == 1 && d.attn_prefetch == 1 &&
 		     d.attn_chunk == 32 && !d.no_pdl &&
 		     !d.no_cublas && !d.cublas[0] && !d.no_graphs && !d.no_hugepages && d.spec_backoff == 1 &&
-		     d.fault_read == 0 && !d.fault_read_every && !d.dio_buffered,
+		     d.fault_read == 0 && !d.fault_read_every && !d.dio_buffered &&
+		     d.probe_cache == 1 && !d.cache_dir[0],
 	     "defaults: every switch at what ntx does without them");
 	clear_env();
 	memset(&e, 0x5a, sizeof e);
@@ -150,12 +151,40 @@ static void test_values(void)
 	t_ok(t.cublas[0] == '\0', "NTX_CUBLAS longer than a path can be: ignored");
 }
 
+/* The probe cache: NTX_PROBE_CACHE=0 turns it off; its directory is
+ * $XDG_CACHE_HOME when absolute, else $HOME/.cache. */
+static void test_cache(void)
+{
+	struct ntx_tunables t;
+
+	t = with("NTX_PROBE_CACHE", "0");
+	t_ok(t.probe_cache == 0, "NTX_PROBE_CACHE=0: off");
+	t = with("NTX_PROBE_CACHE", "1");
+	t_ok(t.probe_cache == 1, "NTX_PROBE_CACHE=1: on");
+	t = with("XDG_CACHE_HOME", "/var/cache/u");
+	t_ok(!strcmp(t.cache_dir, "/var/cache/u"), "XDG_CACHE_HOME: '%s'", t.cache_dir);
+	t = with("HOME", "/home/u");
+	t_ok(!strcmp(t.cache_dir, "/home/u/.cache"), "HOME alone: '%s'", t.cache_dir);
+	clear_env();
+	setenv("HOME", "/home/u", 1);
+	setenv("XDG_CACHE_HOME", "relative/dir", 1);
+	ntx_tunables_from_env(&t);
+	t_ok(!strcmp(t.cache_dir, "/home/u/.cache"),
+	     "a relative XDG_CACHE_HOME is ignored (the XDG spec): '%s'", t.cache_dir);
+	setenv("XDG_CACHE_HOME", "", 1);
+	ntx_tunables_from_env(&t);
+	t_ok(!strcmp(t.cache_dir, "/home/u/.cache"), "an empty XDG_CACHE_HOME too: '%s'",
+	     t.cache_dir);
+	clear_env();
+}
+
 int main(void)
 {
 	test_defaults();
 	test_set_flags();
 	test_on_flags();
 	test_values();
+	test_cache();
 	clear_env();
 	return t_done();
 }

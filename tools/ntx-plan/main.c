@@ -40,14 +40,18 @@ static void usage(FILE *f)
 		"      --parallel N        sequences decoded together (default 1)\n"
 		"      --ubatch N          max tokens per step (default 512)\n"
 		"      --ring-slots N      device buffers for streamed layers (default: 3 or 2, the faster plan)\n"
-		"Bandwidths in GB/s (default: measured with --probe, else assumed):\n"
-		"      --h2d-gbps X        pinned host-to-device copy (default 25)\n"
+		"Bandwidths in GB/s (default: --probe's, else the probe cache's, else assumed):\n"
+		"      --h2d-gbps X        pinned host-to-device copy (default: from the PCIe\n"
+		"                          link, else 25)\n"
 		"      --disk-gbps X       O_DIRECT reads (default 2)\n"
 		"      --cpu-gbps X        CPU GEMV weight bytes (default 4 per core, max 80)\n"
 		"      --gpu-gbps X        GPU GEMV on resident weights (default 2000)\n"
 		"      --cpu-batch-gbps X  CPU matmul over a batch, weight bytes x tokens\n"
 		"                          (default 20 per core)\n"
-		"      --probe             measure H2D, disk and CPU rates on this machine\n"
+		"      --probe             measure H2D, disk and CPU rates on this machine and\n"
+		"                          store them in the probe cache, which later plans\n"
+		"                          read (~/.cache/ntx/probe.json, see ntx-plan(1))\n"
+		"      --no-probe-cache    neither read nor write the probe cache\n"
 		"Placement:\n"
 		"      --executor P        auto (default), gpu (stream every non-resident\n"
 		"                          layer) or cpu (compute them all on the CPU)\n"
@@ -80,7 +84,7 @@ static const struct tool T = { "ntx-plan", "Try 'ntx-plan --help' for more infor
 enum {
 	O_GPU = 256, O_PACK, O_KV, O_PARALLEL, O_UBATCH,
 	O_RING, O_H2D, O_DISKBW, O_CPU, O_CPUB, O_GPUBW, O_PROBE, O_EXECUTOR, O_SKIP, O_SKIPSET,
-	O_SCORES, O_EXPLAIN, O_CHECK, O_DRAFT, O_DRAFTK, O_ACCEPT
+	O_SCORES, O_EXPLAIN, O_CHECK, O_DRAFT, O_DRAFTK, O_ACCEPT, O_NOCACHE
 };
 
 static const struct option longopts[] = {
@@ -98,6 +102,7 @@ static const struct option longopts[] = {
 	{ "cpu-batch-gbps", required_argument, NULL, O_CPUB },
 	{ "gpu-gbps", required_argument, NULL, O_GPUBW },
 	{ "probe", no_argument, NULL, O_PROBE },
+	{ "no-probe-cache", no_argument, NULL, O_NOCACHE },
 	{ "executor", required_argument, NULL, O_EXECUTOR },
 	{ "skip", required_argument, NULL, O_SKIP },
 	{ "skip-set", required_argument, NULL, O_SKIPSET },
@@ -156,6 +161,7 @@ static int take_opt(int c, const char *arg, struct args *a)
 	case O_H2D: case O_DISKBW: case O_CPU: case O_CPUB: case O_GPUBW:
 		return tool_double(&T, gbps[c - O_H2D], arg, 1e-6, 1e6, bw[c - O_H2D]);
 	case O_PROBE: p->probe = 1; return 0;
+	case O_NOCACHE: p->probe_cache = 0; return 0;
 	case O_EXECUTOR:
 		if (strcmp(arg, "auto") == 0)
 			p->executor = NTX_EXECUTOR_AUTO;

@@ -36,6 +36,12 @@ static int fail_draft(const struct run_opts *o, const struct ntx_error *e)
 	return fail(context, e);
 }
 
+static void on_note(void *user, const char *line)
+{
+	(void)user;
+	fprintf(stderr, PROG ": %s\n", line);
+}
+
 static const char *backend_name(enum ntx_backend_choice b)
 {
 	return b == NTX_USE_CUDA ? "cuda" : b == NTX_USE_CPU ? "cpu" : "auto";
@@ -68,7 +74,9 @@ static int plan_in_memory(struct run_opts *o, struct run_api *a, const char *mpa
 		cpu = 1;
 	}
 	ntx_planner_params_init(&pp);
-	pp.notes = 0;
+	/* warnings only (a probe cache that cannot be read, say) */
+	pp.notes = o->quiet ? 0u : (unsigned)NTX_NOTE_WARNINGS;
+	pp.note = on_note;
 	pp.n_ctx = o->n_ctx;
 	pp.kv_type = o->kv_type;
 	pp.n_seq = o->batch ? o->parallel : 1;
