@@ -741,6 +741,12 @@ struct ntx_planner_params {
 				  * probe cache; with probe, store them there
 				  * (doc/plan-json.md); 0: neither. NTX_PROBE_CACHE=0
 				  * turns it off for every call */
+	int vram_experts;        /* mixture of experts: experts of each layer kept
+				  * in VRAM, the rest in RAM computed by the CPU
+				  * while the GPU runs the layer's other parts;
+				  * -1 (default): the planner decides (this split
+				  * when it is faster than whole layers off the
+				  * GPU); 0: every expert on the CPU */
 };
 void ntx_planner_params_init(struct ntx_planner_params *p);
 

@@ -184,6 +184,7 @@ void ntx_planner_params_init(struct ntx_planner_params *p)
 	p->vram_budget = p->ram_budget = p->disk_budget = p->reserve = -1;
 	p->notes = NTX_NOTE_WARNINGS;
 	p->probe_cache = 1;
+	p->vram_experts = -1;
 }
 
 /* One note, formatted, when the caller asked for its kind. */
@@ -225,6 +226,10 @@ static enum ntx_status check_params(const struct ntx_planner_params *x, struct n
 	if (x->ring_slots && (x->ring_slots < 2 || x->ring_slots > 64))
 		return ntx_api_set(e, NTX_STATUS_INVALID, "ring_slots %d is out of range [2, 64]",
 				   x->ring_slots);
+	if (x->vram_experts < -1)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "vram_experts %d: expected -1 (the planner decides) or >= 0",
+				   x->vram_experts);
 	if (x->draft_k < 0 || x->draft_k > 64)
 		return ntx_api_set(e, NTX_STATUS_INVALID, "draft_k %d is out of range [1, 64]",
 				   x->draft_k);
@@ -440,6 +445,7 @@ enum ntx_status ntx_placement_plan(const struct ntx_model_desc *d,
 	o.draft_path = x.draft_path;
 	o.draft_k = x.draft_k;
 	o.draft_accept = x.draft_accept;
+	o.vram_experts = x.vram_experts;
 	if (x.scores_path) {
 		if (ntx_scores_load(x.scores_path, d->pm.n_layer, d->pm.fingerprint, &scores, &ie))
 			goto done;

@@ -140,6 +140,7 @@ void ntx_plan_opts_init(struct ntx_plan_opts *o)
 	o->reserve = -1;
 	o->kv_type = NTX_KV_F16;
 	o->executor = NTX_POLICY_AUTO;
+	o->vram_experts = -1;
 }
 
 void ntx_plan_model_free(struct ntx_plan_model *pm)
@@ -148,8 +149,10 @@ void ntx_plan_model_free(struct ntx_plan_model *pm)
 		return;
 	free(pm->path);
 	free(pm->layer_bytes);
+	free(pm->expert_bytes);
 	pm->path = NULL;
 	pm->layer_bytes = NULL;
+	pm->expert_bytes = NULL;
 }
 
 int ntx_plan_model_copy(struct ntx_plan_model *dst, const struct ntx_plan_model *src,
@@ -158,16 +161,22 @@ int ntx_plan_model_copy(struct ntx_plan_model *dst, const struct ntx_plan_model 
 	*dst = *src;
 	dst->path = NULL;
 	dst->layer_bytes = NULL;
+	dst->expert_bytes = NULL;
 	if (src->path && !(dst->path = strdup(src->path)))
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	if (src->n_layer > 0) {
-		dst->layer_bytes = malloc((size_t)src->n_layer * sizeof *dst->layer_bytes);
-		if (!dst->layer_bytes) {
+		size_t n = (size_t)src->n_layer * sizeof *dst->layer_bytes;
+
+		dst->layer_bytes = malloc(n);
+		if (src->expert_bytes)
+			dst->expert_bytes = malloc(n);
+		if (!dst->layer_bytes || (src->expert_bytes && !dst->expert_bytes)) {
 			ntx_plan_model_free(dst);
 			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		}
-		memcpy(dst->layer_bytes, src->layer_bytes,
-		       (size_t)src->n_layer * sizeof *dst->layer_bytes);
+		memcpy(dst->layer_bytes, src->layer_bytes, n);
+		if (src->expert_bytes)
+			memcpy(dst->expert_bytes, src->expert_bytes, n);
 	}
 	return 0;
 }
@@ -200,6 +209,22 @@ int ntx_plan_model_from_model(const struct ntx_model *m, struct ntx_plan_model *
 	pm->n_vocab = c->n_vocab;
 	for (l = 0; l < c->n_layer; l++)
 		pm->layer_bytes[l] = m->layers[l].bytes;
+	if (c->n_expert > 0) {
+		pm->n_expert = c->n_expert;
+		pm->n_expert_used = c->n_expert_used;
+		pm->expert_bytes = calloc((size_t)c->n_layer, sizeof *pm->expert_bytes);
+		if (!pm->expert_bytes) {
+			ntx_plan_model_free(pm);
+			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		}
+		for (l = 0; l < c->n_layer; l++) {
+			const struct ntx_layer_tensors *lt = &m->layers[l];
+
+			if (lt->w_gate && lt->w_up && lt->w_down)
+				pm->expert_bytes[l] = (lt->w_gate->nbytes + lt->w_up->nbytes +
+						       lt->w_down->nbytes) / (uint64_t)c->n_expert;
+		}
+	}
 	pm->tok_embd_bytes = m->tok_embd->nbytes;
 	pm->output_tied = m->output_tied;
 	pm->output_bytes = m->output_tied ? 0 : m->output->nbytes;
@@ -314,7 +339,50 @@ struct tally {
 	uint64_t max_disk;    /* largest layer on disk */
 	uint64_t ram_gpu, ram_cpu, disk_gpu, disk_cpu, vram_gpu; /* bytes by home, exec */
 	int n_gpu, n_cpu, n_disk, n_vram, n_ram;
+	/* mixture of experts: expert bytes in vram_gpu (a pass reads the
+	 * experts its tokens chose), and those in RAM that the CPU computes
+	 * for resident layers (the expert split) */
+	uint64_t vram_exp, cpu_exp;
+	int n_split;
 };
+
+/* The share of a layer's experts that a pass of n tokens reads when each
+ * token picks k of E at random: 1 - (1 - k/E)^n (1 for a dense model). */
+static double expert_share(const struct ntx_plan_model *pm, int n)
+{
+	if (pm->n_expert <= 0 || pm->n_expert_used <= 0 || pm->n_expert_used >= pm->n_expert)
+		return 1.0;
+	return 1.0 - pow(1.0 - (double)pm->n_expert_used / pm->n_expert, n > 0 ? n : 1);
+}
+
+/* Check layer l's expert split and move its CPU experts' bytes from *lb
+ * (the layer's bytes at its home) to t. */
+static int tally_split(struct ntx_plan *p, int l, uint64_t *lb, struct tally *t,
+		       struct ntx_err *err)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	const struct ntx_plan_layer *L = &p->layers[l];
+	uint64_t eb = pm->expert_bytes ? pm->expert_bytes[l] : 0, ce;
+
+	if (pm->n_expert > 0 && eb && L->exec == NTX_EXEC_GPU && L->home == NTX_TIER_VRAM)
+		t->vram_exp = ntx_plan_sat_add(t->vram_exp,
+					      ntx_plan_sat_mul(eb, (uint64_t)(pm->n_expert - L->n_cpu_exp)));
+	if (!L->n_cpu_exp)
+		return 0;
+	if (L->n_cpu_exp < 0 || L->n_cpu_exp > pm->n_expert || !eb || !p->cpu_exp)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "layer %d: %d CPU experts, but the model's layer has %d experts%s",
+				   l, L->n_cpu_exp, pm->n_expert,
+				   eb ? "" : " (or the plan does not give their bytes)");
+	if (L->home != NTX_TIER_VRAM)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "layer %d: CPU experts need the layer's home \"vram\" (exec \"gpu\")", l);
+	ce = ntx_plan_sat_mul(eb, (uint64_t)L->n_cpu_exp);
+	*lb = *lb > ce ? *lb - ce : 0;
+	t->cpu_exp = ntx_plan_sat_add(t->cpu_exp, ce);
+	t->n_split++;
+	return 0;
+}
 
 /* Check each active layer's home and executor (and the output's, the token
  * embeddings', the pack path) and sum the layers into t and p's
@@ -334,6 +402,8 @@ static int tally_layers(struct ntx_plan *p, int gpu, struct tally *t, struct ntx
 		if (L->home == NTX_TIER_VRAM && L->exec != NTX_EXEC_GPU)
 			return ntx_err_set(err, NTX_EINVAL,
 					   "layer %d: home \"vram\" needs exec \"gpu\"", l);
+		if (tally_split(p, l, &lb, t, err))
+			return -1;
 		if (!gpu && (L->home == NTX_TIER_VRAM || L->exec == NTX_EXEC_GPU))
 			return ntx_err_set(err, NTX_EINVAL,
 					   "layer %d: home \"%s\", exec \"%s\" with a VRAM budget of 0 (no GPU)",
@@ -385,6 +455,8 @@ static int tally_layers(struct ntx_plan *p, int gpu, struct tally *t, struct ntx
 		t->vram_gpu = ntx_plan_sat_add(t->vram_gpu, t->head);
 	else
 		t->ram_cpu = ntx_plan_sat_add(t->ram_cpu, t->head);
+	p->cpu_exp_bytes = t->cpu_exp;
+	p->ram_layers_bytes = ntx_plan_sat_add(p->ram_layers_bytes, t->cpu_exp);
 	return 0;
 }
 
@@ -486,6 +558,7 @@ static double cpu_pass_s_per_byte(double mem, double tok, int n)
 /* The parts of one pass (seconds). */
 struct pass_t {
 	double res, link, disk, cpu, ovh, total, nondisk;
+	double cpu_exp; /* expert bytes the CPU reads (the expert split) */
 };
 
 /* The time of a pass of n tokens (a decode step of n sequences, or a
@@ -494,7 +567,7 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 		      struct pass_t *o)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	double fm_res, fm_str, cpu_s_per_byte, comp;
+	double fm_res, fm_str, cpu_s_per_byte, comp, mem, tok;
 	int l;
 
 	/* the GPU computes every GPU-executed layer, streamed ones included,
@@ -505,7 +578,10 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 	if (gpu) {
 		double gm = ntx_plan_gpu_mma_cost(n), gd = ntx_plan_gpu_batch_cost(n);
 
-		o->res = ((double)tl->vram_gpu * (fm_res * gm + (1 - fm_res) * gd) +
+		/* resident experts: those the pass's tokens chose */
+		double vr = (double)tl->vram_gpu - (double)tl->vram_exp * (1 - expert_share(pm, n));
+
+		o->res = (vr * (fm_res * gm + (1 - fm_res) * gd) +
 			  (double)(tl->ram_gpu + tl->disk_gpu) * (fm_str * gm + (1 - fm_str) * gd)) /
 			 (p->hw.gpu_gbps * 1e9);
 	}
@@ -518,9 +594,10 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 		 * a verification pass of one sequence little (measured: plan.h) */
 		int shared = tl->ram_gpu + tl->disk_gpu > 0;
 		int verify = p->n_verify > 1 && p->n_seq <= 1;
-		double mem = 1.0 / (p->hw.cpu_gbps * 1e9 * (shared ? NTX_PLAN_CPU_SHARED : 1));
 		double bs = !shared ? 1 : verify ? NTX_PLAN_CPU_VERIFY_SHARED : NTX_PLAN_CPU_SHARED;
-		double tok = p->hw.cpu_batch_gbps > 0 ? 1.0 / (p->hw.cpu_batch_gbps * 1e9 * bs) : 0;
+
+		mem = 1.0 / (p->hw.cpu_gbps * 1e9 * (shared ? NTX_PLAN_CPU_SHARED : 1));
+		tok = p->hw.cpu_batch_gbps > 0 ? 1.0 / (p->hw.cpu_batch_gbps * 1e9 * bs) : 0;
 
 		cpu_s_per_byte = cpu_pass_s_per_byte(mem, tok, n);
 	}
@@ -538,8 +615,18 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 		}
 	}
 	o->cpu = (double)p->bytes_cpu * cpu_s_per_byte;
+	o->cpu_exp = 0;
+	if (tl->cpu_exp) {
+		/* the expert split: the CPU reads the chosen ones of its
+		 * experts, each for the tokens that chose it */
+		double f = expert_share(pm, n);
+		int per = (int)ceil(n * (double)pm->n_expert_used / pm->n_expert / f);
+
+		o->cpu_exp = (double)tl->cpu_exp * f;
+		o->cpu += o->cpu_exp * cpu_pass_s_per_byte(mem, tok, per);
+	}
 	o->ovh = (tl->n_gpu + tl->n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S +
-		 tl->n_cpu * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
+		 (tl->n_cpu + tl->n_split) * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
 	comp = o->res + o->cpu + o->ovh;
 	o->total = comp;
 	if (o->link > o->total)
@@ -558,7 +645,7 @@ static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct ta
 	struct pass_t x, x1;
 	double t;
 
-	p->bytes_vram = tl->vram_gpu;
+	p->bytes_vram = tl->vram_gpu - (uint64_t)((double)tl->vram_exp * (1 - expert_share(&p->model, n_tok)));
 	p->bytes_h2d_ram = tl->ram_gpu;
 	p->bytes_h2d_disk = tl->disk_gpu;
 	p->bytes_disk = ntx_plan_sat_add(tl->disk_gpu, tl->disk_cpu);
@@ -569,6 +656,7 @@ static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct ta
 	x1 = x;
 	if (n_tok > 1)
 		pass_time(p, gpu, 1, tl, &x1);
+	p->bytes_cpu = ntx_plan_sat_add(p->bytes_cpu, (uint64_t)x.cpu_exp);
 	p->t_resident_ms = ntx_plan_round6(x.res * 1e3);
 	p->t_link_ms = ntx_plan_round6(x.link * 1e3);
 	p->t_disk_ms = ntx_plan_round6(x.disk * 1e3);
@@ -1152,6 +1240,111 @@ static struct cand search_cpu_layers(struct search *s, int kmin, int kmax,
 	return b1;
 }
 
+/* ---- the expert split ---- */
+
+/* Every active layer resident, each MoE layer's experts 0..m-1 in VRAM and
+ * the rest in RAM for the CPU (without routing counts every expert is as
+ * likely as any other, so which m does not matter). */
+static void split_set(struct ntx_plan *p, int m)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	int l, x;
+
+	for (l = 0; l < pm->n_layer; l++) {
+		struct ntx_plan_layer *L = &p->layers[l];
+
+		if (L->skip)
+			continue;
+		L->home = NTX_TIER_VRAM;
+		L->exec = NTX_EXEC_GPU;
+		L->n_cpu_exp = pm->expert_bytes[l] ? pm->n_expert - m : 0;
+		for (x = 0; x < pm->n_expert; x++)
+			p->cpu_exp[(size_t)l * pm->n_expert + x] = L->n_cpu_exp > 0 && x >= m;
+	}
+}
+
+static double plan_rate(const struct ntx_plan *p)
+{
+	return p->predicted_spec_tok_per_s > 0 ? p->predicted_spec_tok_per_s : p->predicted_tok_per_s;
+}
+
+/* With experts and a GPU: the expert split instead of the layer plan p
+ * (accounted), when asked (o->vram_experts >= 0: that many experts per
+ * layer in VRAM) or, with the auto executor, when some layer is not
+ * resident and the split with the most VRAM experts that fit predicts
+ * more tokens per second. */
+static int try_expert_split(struct ntx_plan *p, const struct ntx_plan_opts *o, int slots,
+			    struct ntx_err *err)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	struct ntx_plan_layer *keep;
+	double before = plan_rate(p);
+	int l, lo, hi, want = o->vram_experts, off = 0;
+
+	if (want >= 0 && (pm->n_expert <= 0 || !pm->expert_bytes))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--vram-experts %d: the model has no experts (or the planner was not given their sizes: plan from the GGUF)",
+				   want);
+	if (pm->n_expert <= 0 || !pm->expert_bytes)
+		return 0;
+	if (want >= 0 && p->vram_budget == 0)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--vram-experts %d keeps experts in VRAM, but there is no GPU (or the VRAM budget is 0)",
+				   want);
+	if (want >= 0 && o->executor != NTX_POLICY_AUTO)
+		return ntx_err_set(err, NTX_EINVAL,
+				   "--vram-experts %d: the experts left in RAM are computed by the CPU beside the GPU, which --executor %s rules out (drop it)",
+				   want, ntx_policy_name(o->executor));
+	if (want < 0) {
+		if (p->vram_budget == 0 || o->executor != NTX_POLICY_AUTO)
+			return 0;
+		for (l = 0; l < pm->n_layer; l++)
+			off |= !p->layers[l].skip && p->layers[l].home != NTX_TIER_VRAM;
+		if (!off)
+			return 0;
+	}
+	keep = malloc((size_t)pm->n_layer * sizeof *keep);
+	p->cpu_exp = calloc((size_t)pm->n_layer, (size_t)pm->n_expert);
+	if (!keep || !p->cpu_exp) {
+		free(keep);
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	}
+	memcpy(keep, p->layers, (size_t)pm->n_layer * sizeof *keep);
+	if (want >= 0) {
+		free(keep);
+		split_set(p, want < pm->n_expert ? want : pm->n_expert);
+		return ntx_plan_account_ex(p, slots, NULL, err);
+	}
+	/* the most VRAM experts per layer that fit */
+	lo = -1;
+	hi = pm->n_expert;
+	while (lo < hi) {
+		int m = (lo + hi + 1) / 2;
+
+		split_set(p, m < 0 ? 0 : m);
+		if (ntx_plan_account_ex(p, slots, NULL, &(struct ntx_err){ 0, "" }) == 0)
+			lo = m;
+		else
+			hi = m - 1;
+	}
+	if (lo >= 0) {
+		split_set(p, lo);
+		if (ntx_plan_account_ex(p, slots, NULL, err)) {
+			free(keep);
+			return -1;
+		}
+		if (plan_rate(p) > before) {
+			free(keep);
+			return 0;
+		}
+	}
+	memcpy(p->layers, keep, (size_t)pm->n_layer * sizeof *keep);
+	free(keep);
+	free(p->cpu_exp);
+	p->cpu_exp = NULL;
+	return ntx_plan_account_ex(p, slots, NULL, err);
+}
+
 static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_plan_hw *hw,
 		     const struct ntx_plan_opts *o, struct ntx_plan **out, struct ntx_err *err)
 {
@@ -1228,7 +1421,7 @@ static int plan_compute_one(const struct ntx_plan_model *pm, const struct ntx_pl
 		goto fail;
 	}
 	build(&s, best.r, kmin < 0 ? -1 : best.kcpu);
-	if (ntx_plan_account_ex(p, s.slots, NULL, err))
+	if (ntx_plan_account_ex(p, s.slots, NULL, err) || try_expert_split(p, o, s.slots, err))
 		goto fail;
 	if (!p->disk_layers_bytes) {
 		free(p->pack_path);
@@ -1253,6 +1446,7 @@ void ntx_plan_free(struct ntx_plan *p)
 		return;
 	ntx_plan_model_free(&p->model);
 	free(p->layers);
+	free(p->cpu_exp);
 	free(p->pack_path);
 	free(p->draft_path);
 	free(p);
@@ -1303,4 +1497,80 @@ int ntx_plan_compute(const struct ntx_plan_model *pm, const struct ntx_plan_hw *
 	}
 	*out = best;
 	return 0;
+}
+
+/* ---- expert lists ---- */
+
+int ntx_plan_experts_parse(const char *s, int n, uint8_t *flags, int *count, char *why,
+			   size_t why_len)
+{
+	const char *p = s;
+	int last = -1;
+
+	memset(flags, 0, (size_t)n);
+	*count = 0;
+	if (!*p) {
+		snprintf(why, why_len, "an empty list of experts (leave \"cpu_experts\" out instead)");
+		return -1;
+	}
+	while (*p) {
+		long a, b;
+		char *end;
+
+		if (*p < '0' || *p > '9')
+			goto bad;
+		a = strtol(p, &end, 10);
+		b = a;
+		p = end;
+		if (*p == '-') {
+			p++;
+			if (*p < '0' || *p > '9')
+				goto bad;
+			b = strtol(p, &end, 10);
+			p = end;
+		}
+		if (a > b || a <= last || b >= n) {
+			snprintf(why, why_len,
+				 "experts %ld-%ld: a list of experts goes up (\"0-3,8\") and stays below %d",
+				 a, b, n);
+			return -1;
+		}
+		*count += (int)(b - a + 1);
+		for (; a <= b; a++)
+			flags[a] = 1;
+		last = (int)b;
+		if (*p == ',' && p[1])
+			p++;
+		else if (*p)
+			goto bad;
+	}
+	return 0;
+bad:
+	snprintf(why, why_len, "expected a list of experts like \"0-3,8,10-127\" (at \"%.20s\")", p);
+	return -1;
+}
+
+char *ntx_plan_experts_format(const uint8_t *flags, int n)
+{
+	char *r = malloc((size_t)n * 12 + 1), *o = r;
+	int x = 0;
+
+	if (!r)
+		return NULL;
+	*o = 0;
+	while (x < n) {
+		int a;
+
+		if (!flags[x]) {
+			x++;
+			continue;
+		}
+		a = x;
+		while (x < n && flags[x])
+			x++;
+		o += sprintf(o, o == r ? "%d" : ",%d", a);
+		if (x - 1 > a)
+			o += sprintf(o, "-%d", x - 1);
+	}
+	return r;
 }

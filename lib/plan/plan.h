@@ -89,6 +89,11 @@ struct ntx_plan_model {
 	/* bytes of layer tensors per ggml type (weights the CPU GEMV rate
 	 * applies to); informational, used to weigh per-type probe rates */
 	uint64_t layer_type_bytes[NTX_TYPE_COUNT];
+	/* mixture of experts: experts per layer and per token (0 = dense), and
+	 * per layer the bytes of one expert (its gate, up and down matrices;
+	 * NULL when not known, e.g. from ntx-inspect's JSON: no expert split) */
+	int n_expert, n_expert_used;
+	uint64_t *expert_bytes;
 };
 
 /* Hardware as detected and as overridden. Bandwidths in GB/s (1e9 B/s). */
@@ -133,6 +138,10 @@ struct ntx_plan_layer {
 	uint64_t bytes;
 	int skip;        /* in the skip set: in no tier, never computed (home and
 			  * exec are then meaningless; JSON writes null) */
+	/* experts of this MoE layer kept in RAM and computed by the CPU
+	 * (flags in ntx_plan.cpu_exp); the layer's other weights and its
+	 * other experts are at its home (vram, exec gpu) */
+	int n_cpu_exp;
 };
 
 struct ntx_plan {
@@ -194,6 +203,10 @@ struct ntx_plan {
 	double draft_token_ms;      /* predicted time of one drafted token */
 	double draft_accept;        /* the acceptance the prediction assumes */
 	double predicted_spec_tok_per_s;
+	/* the expert split: n_layer x model.n_expert flags, 1 = the expert is in
+	 * RAM and the CPU computes it (NULL: no layer splits its experts) */
+	uint8_t *cpu_exp;
+	uint64_t cpu_exp_bytes;     /* bytes of those experts (in ram_layers_bytes) */
 };
 
 /* Options of ntx-plan (overrides). Zero / negative values mean "detect". */
@@ -226,7 +239,21 @@ struct ntx_plan_opts {
 	uint64_t draft_vram_bytes, draft_token_bytes;
 	int draft_layers, draft_k;
 	double draft_accept;
+	/* MoE: experts of each layer kept in VRAM, the rest in RAM computed by
+	 * the CPU beside the GPU (the others of the layer resident); -1 = the
+	 * planner decides (the split when it is faster than placing whole
+	 * layers), 0 = every expert on the CPU (llama.cpp's --cpu-moe) */
+	int vram_experts;
 };
+
+/* Expert lists in plans: "0-3,8,10-127" (ascending ranges, no spaces).
+ * Parse s into flags[n] (1 = listed) and *count; -1 with the reason in why
+ * when s is not such a list of experts below n. Format: the list of the
+ * flagged experts (caller frees; NULL when out of memory). */
+#define NTX_PLAN_MAX_EXPERT 1024
+int ntx_plan_experts_parse(const char *s, int n, uint8_t *flags, int *count, char *why,
+			   size_t why_len);
+char *ntx_plan_experts_format(const uint8_t *flags, int n);
 
 /* Options with every override unset ("detect"/defaults). */
 void ntx_plan_opts_init(struct ntx_plan_opts *o);

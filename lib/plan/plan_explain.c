@@ -172,6 +172,22 @@ char *ntx_plan_explain(const struct ntx_plan *p)
 		list_layers(&b, p, groups[i].home, groups[i].exec);
 		sb_printf(&b, "\n");
 	}
+	if (p->cpu_exp) {
+		int n = 0, lo = pm->n_expert, hi = 0;
+
+		for (i = 0; i < (size_t)pm->n_layer; i++)
+			if (p->layers[i].n_cpu_exp) {
+				n++;
+				lo = p->layers[i].n_cpu_exp < lo ? p->layers[i].n_cpu_exp : lo;
+				hi = p->layers[i].n_cpu_exp > hi ? p->layers[i].n_cpu_exp : hi;
+			}
+		if (lo == hi)
+			sb_printf(&b, "experts: %d of %d per layer in RAM, computed by the CPU (%d layers, %s); the rest in VRAM; %d chosen per token\n",
+				  lo, pm->n_expert, n, sz(p->cpu_exp_bytes, a), pm->n_expert_used);
+		else
+			sb_printf(&b, "experts: %d to %d of %d per layer in RAM, computed by the CPU (%d layers, %s); the rest in VRAM; %d chosen per token\n",
+				  lo, hi, pm->n_expert, n, sz(p->cpu_exp_bytes, a), pm->n_expert_used);
+	}
 	sb_printf(&b, "per token: VRAM reads %s, H2D %s (from RAM %s, from disk %s), disk reads %s, CPU reads %s\n",
 		  sz(p->bytes_vram, a), sz(p->bytes_h2d_ram + p->bytes_h2d_disk, c),
 		  sz(p->bytes_h2d_ram, d), sz(p->bytes_h2d_disk, e), sz(p->bytes_disk, f),

@@ -118,6 +118,10 @@ static void put_model(struct wr *w, json_t *root, const struct ntx_plan_model *p
 	for (l = 0; l < pm->n_layer; l++)
 		total = ntx_plan_sat_add(total, pm->layer_bytes[l]);
 	put(w, m, "layer_bytes", jbytes(total));
+	if (pm->n_expert > 0) {
+		put(w, m, "n_expert", json_integer(pm->n_expert));
+		put(w, m, "n_expert_used", json_integer(pm->n_expert_used));
+	}
 	x = json_object();
 	put(w, m, "layer_type_bytes", x);
 	for (l = 0; x && l < NTX_TYPE_COUNT; l++)
@@ -214,6 +218,15 @@ static void put_layers(struct wr *w, json_t *root, const struct ntx_plan *p)
 		put(w, e, "exec", L->skip ? json_null() : json_string(ntx_exec_name(L->exec)));
 		put(w, e, "bytes", jbytes(L->bytes));
 		put(w, e, "skip", json_boolean(L->skip));
+		if (p->model.n_expert > 0 && p->model.expert_bytes)
+			put(w, e, "expert_bytes", jbytes(p->model.expert_bytes[l]));
+		if (L->n_cpu_exp > 0 && p->cpu_exp) {
+			char *r = ntx_plan_experts_format(p->cpu_exp + (size_t)l * p->model.n_expert,
+							  p->model.n_expert);
+
+			put(w, e, "cpu_experts", r ? json_string(r) : NULL);
+			free(r);
+		}
 	}
 }
 
@@ -364,6 +377,10 @@ static int read_model(struct ntx_jrd *r, json_t *root, struct ntx_plan_model *pm
 	    ntx_jrd_obj(r, m, "model", "layer_type_bytes", &tb, kp))
 		return -1;
 	pm->n_vocab = v;
+	if (json_object_get(m, "n_expert") &&
+	    (ntx_jrd_int(r, m, "model", "n_expert", 1, NTX_PLAN_MAX_EXPERT, &pm->n_expert) ||
+	     ntx_jrd_int(r, m, "model", "n_expert_used", 1, pm->n_expert, &pm->n_expert_used)))
+		return -1;
 	if (pm->output_tied && pm->output_bytes)
 		return ntx_jrd_error(r, "model.output_bytes", "\"output_bytes\" must be 0 when the output is tied");
 	json_object_foreach(tb, key, val) {
@@ -496,6 +513,50 @@ static int read_hw(struct ntx_jrd *r, json_t *root, struct ntx_plan_hw *hw)
 	return 0;
 }
 
+/* A layer's "expert_bytes" and "cpu_experts" (both optional; MoE models). */
+static int read_layer_experts(struct ntx_jrd *r, json_t *e, const char *ep, struct ntx_plan *p,
+			      int l)
+{
+	struct ntx_plan_model *pm = &p->model;
+	struct ntx_plan_layer *L = &p->layers[l];
+	char kp[NTX_JRD_PATH], why[160];
+	const char *s;
+	uint64_t b;
+
+	if (json_object_get(e, "expert_bytes")) {
+		if (pm->n_expert <= 0) {
+			ntx_jrd_path(kp, ep, "expert_bytes");
+			return ntx_jrd_error(r, kp, "\"expert_bytes\" needs the model's \"n_expert\"");
+		}
+		if (ntx_jrd_bytes(r, e, ep, "expert_bytes", &b))
+			return -1;
+		if (!pm->expert_bytes &&
+		    !(pm->expert_bytes = calloc((size_t)pm->n_layer, sizeof *pm->expert_bytes)))
+			return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
+		if (b > L->bytes / (uint64_t)pm->n_expert) {
+			ntx_jrd_path(kp, ep, "expert_bytes");
+			return ntx_jrd_error(r, kp, "%d experts of %" PRIu64 " bytes do not fit in the layer's %" PRIu64 " bytes",
+					     pm->n_expert, b, L->bytes);
+		}
+		pm->expert_bytes[l] = b;
+	}
+	if (!json_object_get(e, "cpu_experts"))
+		return 0;
+	ntx_jrd_path(kp, ep, "cpu_experts");
+	if (ntx_jrd_str(r, e, ep, "cpu_experts", 0, &s))
+		return -1;
+	if (pm->n_expert <= 0 || !pm->expert_bytes || !pm->expert_bytes[l])
+		return ntx_jrd_error(r, kp, "\"cpu_experts\" needs the model's \"n_expert\" and the layer's \"expert_bytes\"");
+	if (L->skip)
+		return ntx_jrd_error(r, kp, "layer %d is skipped: it has no experts to place", l);
+	if (!p->cpu_exp && !(p->cpu_exp = calloc((size_t)pm->n_layer, (size_t)pm->n_expert)))
+		return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
+	if (ntx_plan_experts_parse(s, pm->n_expert, p->cpu_exp + (size_t)l * pm->n_expert,
+				   &L->n_cpu_exp, why, sizeof why))
+		return ntx_jrd_error(r, kp, "%s", why);
+	return 0;
+}
+
 static int read_layers(struct ntx_jrd *r, json_t *root, struct ntx_plan *p, uint64_t total)
 {
 	json_t *ls;
@@ -547,6 +608,8 @@ static int read_layers(struct ntx_jrd *r, json_t *root, struct ntx_plan *p, uint
 		L->skip = skip;
 		p->model.layer_bytes[idx] = b;
 		sum += b;
+		if (read_layer_experts(r, e, ep, p, idx))
+			goto fail;
 		hv = ntx_jrd_member(r, e, ep, "home", 1, kp);
 		xv = hv ? ntx_jrd_member(r, e, ep, "exec", 1, kp) : NULL;
 		if (!hv || !xv)

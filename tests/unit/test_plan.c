@@ -1124,6 +1124,161 @@ static void test_gpu_why(void)
 	t_ok(d == 0 || d == 1, "driver present: %d", d);
 }
 
+/* ---- the expert split (mixture of experts) ---- */
+
+/* Qwen3-30B-A3B's shape in Q4_K: 48 layers of 128 experts (8 per token,
+ * 768 wide) and a small attention. */
+static void make_30b_a3b(struct ntx_plan_model *pm)
+{
+	const uint64_t E = 2048, X = 768, NX = 128, V = 151936;
+	uint64_t attn = tbytes(NTX_TYPE_Q4_K, E * 4096) * 2 + tbytes(NTX_TYPE_Q4_K, E * 512) * 2;
+	uint64_t eb = 3 * tbytes(NTX_TYPE_Q4_K, E * X), rest = E * NX * 4 + 2 * E * 4 + 2 * 128 * 4;
+	int l;
+
+	memset(pm, 0, sizeof *pm);
+	pm->path = strdup("/models/qwen3-30b-a3b-q4_k_m.gguf");
+	strcpy(pm->fingerprint, "00000000000030a3");
+	pm->n_layer = 48;
+	pm->n_embd = (int)E;
+	pm->n_ff = (int)X;
+	pm->n_head = 32;
+	pm->n_head_kv = 4;
+	pm->head_dim = 128;
+	pm->n_ctx_train = 40960;
+	pm->n_vocab = (int64_t)V;
+	pm->n_expert = (int)NX;
+	pm->n_expert_used = 8;
+	pm->layer_bytes = calloc(48, sizeof *pm->layer_bytes);
+	pm->expert_bytes = calloc(48, sizeof *pm->expert_bytes);
+	for (l = 0; l < 48; l++) {
+		pm->expert_bytes[l] = eb;
+		pm->layer_bytes[l] = attn + NX * eb + rest;
+		pm->layer_type_bytes[NTX_TYPE_Q4_K] += attn + NX * eb;
+		pm->layer_type_bytes[NTX_TYPE_F32] += rest;
+	}
+	pm->tok_embd_bytes = tbytes(NTX_TYPE_Q4_K, E * V);
+	pm->output_bytes = tbytes(NTX_TYPE_Q6_K, E * V);
+	pm->other_bytes = E * 4;
+	pm->file_size = pm->tok_embd_bytes + pm->output_bytes + 48 * pm->layer_bytes[0];
+}
+
+static void test_experts_list(void)
+{
+	static const char *bad[] = { "", "3-1", "1,1", "0-128", "a", "1,", "1-", "-1", "1 2",
+				     "5,3", "0-3,2", "99999999999999999999" };
+	uint8_t f[128];
+	char why[160], *s;
+	int n, i, ok = 1;
+
+	t_ok(ntx_plan_experts_parse("0-3,8,10-127", 128, f, &n, why, sizeof why) == 0 && n == 123 &&
+		     f[0] && f[3] && !f[4] && f[8] && !f[9] && f[127],
+	     "experts list: \"0-3,8,10-127\" is 123 experts");
+	s = ntx_plan_experts_format(f, 128);
+	t_ok(s && strcmp(s, "0-3,8,10-127") == 0, "experts list: formatted back (%s)", s ? s : "NULL");
+	free(s);
+	for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++)
+		if (ntx_plan_experts_parse(bad[i], 128, f, &n, why, sizeof why) == 0) {
+			t_diag("accepted \"%s\"", bad[i]);
+			ok = 0;
+		}
+	t_ok(ok, "experts list: malformed lists are refused (%s)", why);
+}
+
+static void test_expert_split(void)
+{
+	struct ntx_plan_model pm, dense;
+	struct ntx_plan_hw hw;
+	struct ntx_plan_opts o;
+	struct ntx_plan *a, *b, *c = NULL, *d = NULL, *r = NULL;
+	struct ntx_err err = { 0, "" };
+	char *ja = NULL, *jr = NULL;
+	int l, same = 1;
+
+	make_30b_a3b(&pm);
+	make_hw(&hw);
+	hw.h2d_gbps = 55;
+	hw.cpu_batch_gbps = 600;
+	base_opts(&o, 8 * GiB, 64 * GiB, 4096);
+	a = plan_or_diag(&pm, &hw, &o, "30B-A3B at 8 GiB");
+	if (!a)
+		goto out;
+	for (l = 0; l < 48; l++)
+		same &= a->layers[l].home == NTX_TIER_VRAM && a->layers[l].n_cpu_exp == a->layers[0].n_cpu_exp;
+	t_ok(a->cpu_exp && same && a->layers[0].n_cpu_exp > 0 && a->layers[0].n_cpu_exp < 128 &&
+		     a->vram_used_bytes <= a->vram_budget,
+	     "30B-A3B at 8 GiB: every layer resident, %d of 128 experts per layer on the CPU (VRAM %.2f of %.2f GiB)",
+	     a->layers[0].n_cpu_exp, a->vram_used_bytes / (double)GiB, a->vram_budget / (double)GiB);
+	t_ok(a->cpu_exp_bytes == 48ull * (uint64_t)a->layers[0].n_cpu_exp * pm.expert_bytes[0] &&
+		     a->bytes_cpu == (uint64_t)(a->cpu_exp_bytes * (8.0 / 128)),
+	     "the CPU holds its experts' bytes and reads k/E of them per token (%" PRIu64 " of %" PRIu64 ")",
+	     a->bytes_cpu, a->cpu_exp_bytes);
+	/* the split beats placing whole layers (the same model without expert sizes) */
+	dense = pm;
+	dense.expert_bytes = NULL;
+	b = plan_or_diag(&dense, &hw, &o, "30B-A3B at 8 GiB, whole layers");
+	t_ok(b && !b->cpu_exp && a->predicted_tok_per_s > b->predicted_tok_per_s,
+	     "the split predicts %.1f tok/s, whole layers %.1f", a->predicted_tok_per_s,
+	     b ? b->predicted_tok_per_s : 0);
+	ntx_plan_free(b);
+	/* --vram-experts 0: every expert on the CPU */
+	o.vram_experts = 0;
+	c = plan_or_diag(&pm, &hw, &o, "--vram-experts 0");
+	t_ok(c && c->layers[47].n_cpu_exp == 128 &&
+		     c->bytes_cpu == 48ull * 8 * pm.expert_bytes[0],
+	     "--vram-experts 0: 128 CPU experts per layer, 8 read per token and layer");
+	/* more than the layer has: all resident, which needs the VRAM */
+	o.vram_experts = 1000;
+	t_ok(ntx_plan_compute(&pm, &hw, &o, &d, &err) != 0 && err.code == NTX_ENOFIT,
+	     "--vram-experts 1000 at 8 GiB does not fit (%s)", err.msg);
+	o.vram_experts = 16;
+	o.executor = NTX_POLICY_GPU;
+	t_ok(ntx_plan_compute(&pm, &hw, &o, &d, &err) != 0 && strstr(err.msg, "--executor gpu"),
+	     "--vram-experts with --executor gpu is refused (%s)", err.msg);
+	/* the JSON: expert lists written, read back, re-accounted the same */
+	ja = ntx_plan_to_json(a, &err);
+	t_ok(ja && strstr(ja, "\"cpu_experts\": \"") && strstr(ja, "\"n_expert\": 128"),
+	     "plan JSON lists the CPU experts");
+	r = ja ? ntx_plan_from_json(ja, strlen(ja), "split.json", &err) : NULL;
+	if (!t_ok(r != NULL, "split plan read back"))
+		t_diag("%s", err.msg);
+	jr = r ? ntx_plan_to_json(r, &err) : NULL;
+	t_ok(jr && strcmp(ja, jr) == 0 && r->layers[5].n_cpu_exp == a->layers[5].n_cpu_exp,
+	     "split plan read back equals the plan written");
+	/* hand edits: experts on a layer that is not resident, a bad list */
+	if (ja) {
+		static const struct {
+			const char *from, *to, *want;
+		} ed[] = {
+			{ "\"home\": \"vram\",\n      \"exec\": \"gpu\"", "\"home\": \"ram\",\n      \"exec\": \"cpu\"",
+			  "CPU experts need the layer's home" },
+			{ "\"cpu_experts\": \"", "\"cpu_experts\": \"200,", "stays below 128" },
+			{ "\"n_expert\": 128", "\"n_expert\": 0", "\"n_expert\"" },
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof ed / sizeof ed[0]; i++) {
+			char *x = edit(ja, "\"index\": 3,", ed[i].from, ed[i].to);
+			struct ntx_plan *q;
+
+			if (!x)
+				x = edit(ja, NULL, ed[i].from, ed[i].to);
+			q = x ? ntx_plan_from_json(x, strlen(x), "edited.json", &err) : NULL;
+			t_ok(x && !q && strstr(err.msg, ed[i].want), "edited split plan refused: %s",
+			     err.msg);
+			ntx_plan_free(q);
+			free(x);
+		}
+	}
+out:
+	free(ja);
+	free(jr);
+	ntx_plan_free(a);
+	ntx_plan_free(c);
+	ntx_plan_free(d);
+	ntx_plan_free(r);
+	ntx_plan_model_free(&pm);
+}
+
 int main(void)
 {
 	test_gpu_why();
@@ -1140,5 +1295,7 @@ int main(void)
 	test_skip_files();
 	test_inspect_input();
 	test_fixture_model();
+	test_experts_list();
+	test_expert_split();
 	return t_done();
 }
