@@ -81,6 +81,49 @@ static void place_layers(struct ntx_engine *e)
 	e->head_on_gpu = gpu && (!p || p->output_home == NTX_TIER_VRAM);
 }
 
+/* The expert split of layer l (plan "cpu_experts", CUDA backend): the
+ * experts the CPU computes, the places of the others in the device copy,
+ * and the layout of that copy (lay: the layer with 3-D views of the
+ * resident experts only). */
+static int split_experts(struct ntx_engine *e, int l, struct ntx_err *err)
+{
+	const struct ntx_plan *p = e->o.plan;
+	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	const struct ntx_gguf_tensor *src[3] = { lt->w_gate, lt->w_up, lt->w_down };
+	struct eng_layer *L = &e->layers[l];
+	const uint8_t *cpu;
+	int NE = e->cfg.n_expert, x, i;
+
+	L->lay = *lt;
+	if (!p || !p->cpu_exp || !p->layers[l].n_cpu_exp || e->backend != NTX_BACKEND_CUDA ||
+	    L->home != NTX_TIER_VRAM)
+		return 0;
+	if (p->model.n_expert != NE || NE <= 0 || !src[0] || !src[1] || !src[2])
+		return ntx_err_set(err, NTX_EINVAL,
+				   "the plan places the experts of layer %d, but the model's layer has %d experts, the plan's %d: make the plan again for this model",
+				   l, NE, p->model.n_expert);
+	cpu = p->cpu_exp + (size_t)l * NE;
+	L->exp_slot = malloc((size_t)NE * sizeof *L->exp_slot);
+	if (!L->exp_slot)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	for (x = 0; x < NE; x++)
+		L->exp_slot[x] = cpu[x] ? -1 : L->n_exp_dev++;
+	L->n_cpu_exp = NE - L->n_exp_dev;
+	for (i = 0; i < 3; i++) {
+		struct ntx_gguf_tensor *v = &L->exv[i];
+
+		*v = *src[i];
+		v->ne[2] = L->n_exp_dev;
+		v->nbytes = src[i]->nbytes / (uint64_t)NE * (uint64_t)L->n_exp_dev;
+		v->data = NULL;
+	}
+	L->lay.w_gate = L->n_exp_dev ? &L->exv[0] : NULL;
+	L->lay.w_up = L->n_exp_dev ? &L->exv[1] : NULL;
+	L->lay.w_down = L->n_exp_dev ? &L->exv[2] : NULL;
+	ntx_layer_layout(&L->lay, &L->lo);
+	return 0;
+}
+
 static int choose_backend(struct ntx_engine *e, struct ntx_err *err)
 {
 	char why[256] = "";
@@ -364,6 +407,8 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 			e->skip[l] = 1;
 		ntx_layer_layout(&m->layers[l], &L->lo);
 		ntx_layer_w_from_tensors(&L->w, &m->layers[l], m->gguf->map, 0);
+		if (!e->skip[l] && split_experts(e, l, err))
+			goto fail;
 		if (e->skip[l]) {
 			e->st.n_layers_skipped++;
 			continue;
@@ -401,6 +446,7 @@ void ntx_engine_free(struct ntx_engine *e)
 		for (l = 0; l < e->cfg.n_layer; l++) {
 			free(e->layers[l].kv.k);
 			free(e->layers[l].kv.v);
+			free(e->layers[l].exp_slot);
 		}
 	}
 	if (e->hot_arena)

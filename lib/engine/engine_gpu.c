@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "engine_int.h"
 #include "moe.h"
+#include "ntx_ops.h"
 
 /* ---- the rows of a chunk (engine_int.h; built without CUDA too, for
  * tests/unit/test_engine_ref.c) ---- */
@@ -106,6 +108,9 @@ struct ntx_gpu {
 	int *grp_ex, *grp_j0, *grp_c;
 	int n_grp;
 	float *moe_gap;                 /* [U]: ntx_gpu_moe_gaps */
+	/* the expert split: the layer's normalized input [U][E] and the CPU
+	 * experts' output rows [U*K][E] (pinned; NULL without split layers) */
+	float *h_xb, *h_ey;
 };
 
 static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
@@ -159,16 +164,28 @@ static int upload_layer(struct ntx_engine *e, int l, void *dst, cudaStream_t st,
 			struct ntx_err *err)
 {
 	const struct eng_layer *L = &e->layers[l];
-	int i;
+	int i, x;
 
 	for (i = 0; i < NTX_LAYER_NT; i++) {
 		const struct ntx_gguf_tensor *t = ntx_layer_tensor(&e->m->layers[l], i);
+		size_t xb;
 
 		if (!t)
 			continue;
-		CK(cudaMemcpyAsync((char *)dst + L->lo.offset[i], t->data, t->nbytes,
-				   cudaMemcpyHostToDevice, st),
-		   "cudaMemcpyAsync (weights)");
+		if (!L->exp_slot || i < 6 || i > 8) {
+			CK(cudaMemcpyAsync((char *)dst + L->lo.offset[i], t->data, t->nbytes,
+					   cudaMemcpyHostToDevice, st),
+			   "cudaMemcpyAsync (weights)");
+			continue;
+		}
+		/* the expert split: only the resident experts, in their places */
+		xb = t->nbytes / (size_t)t->ne[2];
+		for (x = 0; x < (int)t->ne[2]; x++)
+			if (L->exp_slot[x] >= 0)
+				CK(cudaMemcpyAsync((char *)dst + L->lo.offset[i] + (size_t)L->exp_slot[x] * xb,
+						   (const char *)t->data + (size_t)x * xb, xb,
+						   cudaMemcpyHostToDevice, st),
+				   "cudaMemcpyAsync (experts)");
 	}
 	return 0;
 }
@@ -210,7 +227,8 @@ static int split_resident(const struct ntx_gguf_tensor *t, void *w, struct ntx_g
 static int dev_tensors(struct ntx_engine *e, int l, void *dev, cudaStream_t st, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
-	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	const struct ntx_layer_tensors *lt = e->layers[l].exp_slot ? &e->layers[l].lay
+								   : &e->m->layers[l];
 	const struct ntx_gguf_tensor **dst[NTX_LAYER_NT];
 	struct ntx_layer_tensors *d = &g->dlt[l];
 	int i;
@@ -328,6 +346,11 @@ static int gpu_alloc_activations(struct ntx_engine *e, struct ntx_gpu *g, struct
 		if (!g->h_rl || !g->h_map || !g->moe_ids || !g->grp_ex || !g->grp_j0 || !g->grp_c ||
 		    !g->moe_gap)
 			return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		for (int l = 0; l < c->n_layer && !g->h_xb; l++)
+			if (e->layers[l].n_cpu_exp &&
+			    (!(g->h_xb = ntx_host_alloc(U * E * 4, err)) ||
+			     !(g->h_ey = ntx_host_alloc(U * K * E * 4, err))))
+				return -1;
 	}
 	return 0;
 }
@@ -520,6 +543,8 @@ void ntx_gpu_free(struct ntx_engine *e)
 	cudaFree(g->d_map);
 	ntx_host_free(g->h_rl);
 	ntx_host_free(g->h_map);
+	ntx_host_free(g->h_xb);
+	ntx_host_free(g->h_ey);
 	free(g->moe_ids);
 	free(g->grp_ex);
 	free(g->grp_j0);
@@ -786,8 +811,8 @@ static const void *expert_w(const struct ntx_gguf_tensor *t, const void *w, int 
 	return (const char *)w + (size_t)x * (t->nbytes / (size_t)t->ne[2]);
 }
 
-/* One group: c rows of g->moe_x from row j0 through expert x into the
- * same rows of g->moe_y. */
+/* One group: c rows of g->moe_x from row j0 through the expert at place x
+ * of the device's stack into the same rows of g->moe_y. */
 static int moe_expert(struct ntx_engine *e, const struct ntx_layer_tensors *lt, const void **W,
 		      int x, int j0, int c, struct ntx_err *err)
 {
@@ -823,10 +848,43 @@ static int moe_expert(struct ntx_engine *e, const struct ntx_layer_tensors *lt, 
 /* The MoE FFN of the n rows of the chunk (input normalized in g->xb),
  * added to g->x; by_cut: the ranges are the chunk's decode chunks and
  * prompt segments (layer_mixed), else the n rows are one range. */
-static int moe_ffn(struct ntx_engine *e, const struct ntx_layer_tensors *lt, const void **W,
+/* One group of the expert split on the CPU: c rows from gather row j0
+ * (tokens idx[j] of the host copy of the input) through expert x, read
+ * from the GGUF map, into the same rows of g->moe_y (copied after the
+ * GPU's groups on the compute stream). */
+static int moe_cpu_expert(struct ntx_engine *e, int l, int x, int j0, int c, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct eng_layer *L = &e->layers[l];
+	struct ntx_cpu_scratch *s = &e->s;
+	const int32_t *idx = (const int32_t *)g->h_map;
+	struct ntx_wmat gw = ntx_wmat_expert(&L->w.gate, x), uw = ntx_wmat_expert(&L->w.up, x);
+	struct ntx_wmat dw = ntx_wmat_expert(&L->w.down, x);
+	int64_t E = e->cfg.n_embd, F = e->cfg.n_ff;
+	float *y = g->h_ey + (size_t)j0 * E;
+	double t0 = ntx_now_s();
+	int i;
+
+	for (i = 0; i < c; i++)
+		memcpy(s->xg + i * E, g->h_xb + (size_t)idx[j0 + i] * E, (size_t)E * sizeof(float));
+	ntx_cpu_matmul(e->pool, &gw, s->xg, c, s->g, s->mm);
+	ntx_cpu_matmul(e->pool, &uw, s->xg, c, s->u, s->mm);
+	ntx_op_swiglu(s->g, s->g, s->u, (int64_t)c * F);
+	ntx_cpu_matmul(e->pool, &dw, s->g, c, y, s->mm);
+	e->st.bytes_cpu_weights += gw.row_bytes * gw.n_out + uw.row_bytes * uw.n_out +
+				   dw.row_bytes * dw.n_out;
+	e->st.t_cpu_s += ntx_now_s() - t0;
+	CK(cudaMemcpyAsync(g->moe_y + (size_t)j0 * E, y, (size_t)c * E * 4, cudaMemcpyHostToDevice,
+			   g->cs),
+	   "cudaMemcpyAsync (CPU experts)");
+	return 0;
+}
+
+static int moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors *lt, const void **W,
 		   int n, int by_cut, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
+	const struct eng_layer *L = &e->layers[l];
 	const struct ntx_llama_config *c = &e->cfg;
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int K = c->n_expert_used, NE = c->n_expert, U = e->n_ub, t, i;
@@ -838,6 +896,10 @@ static int moe_ffn(struct ntx_engine *e, const struct ntx_layer_tensors *lt, con
 		return -1;
 	CK(cudaMemcpyAsync(g->h_rl, g->d_rl, (size_t)n * NE * 4, cudaMemcpyDeviceToHost, g->cs),
 	   "cudaMemcpyAsync (router logits)");
+	if (L->n_cpu_exp)
+		CK(cudaMemcpyAsync(g->h_xb, g->xb, (size_t)n * c->n_embd * 4, cudaMemcpyDeviceToHost,
+				   g->cs),
+		   "cudaMemcpyAsync (expert input)");
 	/* also orders the last layer's map copy before h_map is rewritten */
 	CK(cudaStreamSynchronize(g->cs), "router");
 	for (t = 0; t < n; t++) {
@@ -868,8 +930,17 @@ static int moe_ffn(struct ntx_engine *e, const struct ntx_layer_tensors *lt, con
 	if (ntx_cuda_gather_rows(g->xb, (const int32_t *)g->d_map, g->moe_x, n * K, c->n_embd, st,
 				 err))
 		return -1;
-	for (i = 0; i < g->n_grp; i++)
-		if (moe_expert(e, lt, W, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))
+	/* the GPU's experts are queued first, so that they run while the CPU
+	 * computes its own (the expert split) */
+	for (i = 0; i < g->n_grp; i++) {
+		int x = g->grp_ex[i], xs = L->exp_slot ? L->exp_slot[x] : x;
+
+		if (xs >= 0 && moe_expert(e, lt, W, xs, g->grp_j0[i], g->grp_c[i], err))
+			return -1;
+	}
+	for (i = 0; L->n_cpu_exp && i < g->n_grp; i++)
+		if (L->exp_slot[g->grp_ex[i]] < 0 &&
+		    moe_cpu_expert(e, l, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))
 			return -1;
 	return ntx_cuda_moe_sum(g->x, g->moe_y, dw, (const int32_t *)g->d_map + mk, n, K, c->n_embd,
 				st, err);
@@ -939,7 +1010,7 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 		return -1;
 	if (c->n_expert > 0)
 		return ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err) ||
-				       moe_ffn(e, lt, W, n, 0, err)
+				       moe_ffn(e, l, lt, W, n, 0, err)
 			       ? -1
 			       : 0;
 	/* feed-forward */
@@ -1173,7 +1244,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 	    ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err))
 		return -1;
 	if (c->n_expert > 0)
-		return moe_ffn(e, lt, W, n, 1, err);
+		return moe_ffn(e, l, lt, W, n, 1, err);
 	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
 	CHUNKS {
 		const float *xr = g->xb + (size_t)r * E;

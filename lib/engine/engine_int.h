@@ -98,6 +98,15 @@ struct eng_layer {
 	void *hot;                 /* huge-page layout copy (ram home, CPU executor) */
 	void *dev;                 /* device layout copy (vram home) */
 	void *dkv_k, *dkv_v;       /* device KV cache (GPU executor) */
+	/* the expert split (plan "cpu_experts"; a resident GPU layer only):
+	 * exp_slot[x] is expert x's place among the layer's resident experts
+	 * or -1 for one the CPU computes from the GGUF map (L->w); the device
+	 * copy holds the resident ones in lay (3-D views of n_exp_dev
+	 * experts) and lo is lay's layout */
+	int n_cpu_exp, n_exp_dev;
+	int32_t *exp_slot;
+	struct ntx_layer_tensors lay;
+	struct ntx_gguf_tensor exv[3];
 };
 
 struct ntx_gpu;      /* engine_gpu.c */
