@@ -129,6 +129,8 @@ struct ntx_lm_info {
 	int32_t bos, eos;         /* -1: none */
 	const char *chat_template; /* tokenizer.chat_template, the Jinja text
 				    * (borrowed); NULL: the model has none */
+	int n_expert, n_expert_used; /* mixture of experts: experts per layer and
+				      * per token; 0 for a dense model */
 };
 
 /* Fill *info (info->size set by the caller). Any thread. */
@@ -287,6 +289,13 @@ void ntx_ctx_free(struct ntx_ctx *ctx);
  * stop soon: generate ends with NTX_FINISH_INTERRUPTED, step returns
  * NTX_STATUS_INTERRUPTED. Any thread, and async-signal-safe. */
 void ntx_ctx_interrupt(struct ntx_ctx *ctx);
+
+/* Mixture of experts: write how often the router chose each expert of each
+ * layer, over every token this context evaluated (prompts, generation,
+ * verification), to path ("-": stdout) as an "ntx.experts" document
+ * (doc/plan-json.md) for ntx_planner_params.expert_stats_path, through a
+ * temporary name. NTX_STATUS_INVALID for a dense model. */
+enum ntx_status ntx_ctx_expert_stats(struct ntx_ctx *ctx, const char *path, struct ntx_error *err);
 
 /* Sampling, llama.cpp's options and defaults. */
 struct ntx_gen_params {
@@ -741,6 +750,10 @@ struct ntx_planner_params {
 				  * probe cache; with probe, store them there
 				  * (doc/plan-json.md); 0: neither. NTX_PROBE_CACHE=0
 				  * turns it off for every call */
+	const char *expert_stats_path; /* mixture of experts: routing counts
+				  * (ntx_ctx_expert_stats, ntx-run --expert-stats):
+				  * the most chosen experts stay in VRAM; NULL:
+				  * every expert as likely as any */
 	int vram_experts;        /* mixture of experts: experts of each layer kept
 				  * in VRAM, the rest in RAM computed by the CPU
 				  * while the GPU runs the layer's other parts;

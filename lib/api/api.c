@@ -231,6 +231,8 @@ enum ntx_status ntx_lm_info(const struct ntx_lm *lm, struct ntx_lm_info *info,
 	x.bos = ntx_vocab_bos(lm->v);
 	x.eos = ntx_vocab_eos(lm->v);
 	x.chat_template = ntx_vocab_chat_template(lm->v);
+	x.n_expert = c->n_expert;
+	x.n_expert_used = c->n_expert > 0 ? c->n_expert_used : 0;
 	return ntx_api_struct_out(info, &x, sizeof x, "ntx_lm_info", e);
 }
 
@@ -414,6 +416,7 @@ enum ntx_status ntx_placement_make(const struct ntx_lm *lm,
 		char path[NTX_TUNABLES_PATH_MAX + 32];
 
 		ntx_tunables_from_env(&tun);
+		po.auto_expert_split = tun.expert_split;
 		ntx_probe_key_now(&k, hw.cpu_cores);
 		if (ntx_probe_cache_path(&tun, path, sizeof path) == 0)
 			(void)ntx_probe_cache_load(path, &k, &hw, NULL, &ce);

@@ -13,6 +13,7 @@
 
 #include "api_int.h"
 #include "engine.h"
+#include "expert_stats.h"
 #include "generate.h"
 #include "sampler.h"
 #include "scheduler.h"
@@ -276,6 +277,25 @@ void ntx_ctx_interrupt(struct ntx_ctx *c)
 {
 	if (c)
 		c->intr = 1;
+}
+
+enum ntx_status ntx_ctx_expert_stats(struct ntx_ctx *c, const char *path, struct ntx_error *e)
+{
+	const struct ntx_model *m;
+	const uint64_t *counts;
+	struct ntx_err ie = { 0 };
+
+	if (!c || !path)
+		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_ctx_expert_stats: ctx or path is NULL");
+	m = c->lm->m;
+	counts = ntx_engine_expert_counts(c->e);
+	if (!counts)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "expert statistics: the model has no experts (it is not a mixture of experts)");
+	if (ntx_expert_stats_write(path, m->fingerprint_hex, m->cfg.n_layer, m->cfg.n_expert,
+				   m->cfg.n_expert_used, counts, &ie))
+		return ntx_api_fail(e, &ie);
+	return NTX_OK;
 }
 
 /* ---- generation ---- */

@@ -19,6 +19,7 @@
 
 #include "api_int.h"
 #include "clock.h"
+#include "expert_stats.h"
 #include "fileio.h"
 #include "pack.h"
 #include "pack_read.h"
@@ -409,6 +410,7 @@ enum ntx_status ntx_placement_plan(const struct ntx_model_desc *d,
 	struct ntx_err ie = { 0 };
 	struct ntx_plan *p = NULL;
 	double *scores = NULL;
+	uint64_t *counts = NULL;
 	char *pack = NULL, *pack_dir = NULL;
 	enum ntx_status s;
 	int rc = -1;
@@ -446,6 +448,24 @@ enum ntx_status ntx_placement_plan(const struct ntx_model_desc *d,
 	o.draft_k = x.draft_k;
 	o.draft_accept = x.draft_accept;
 	o.vram_experts = x.vram_experts;
+	{
+		struct ntx_tunables tun;
+
+		ntx_tunables_from_env(&tun);
+		o.auto_expert_split = tun.expert_split;
+	}
+	if (x.expert_stats_path) {
+		if (d->pm.n_expert <= 0) {
+			ntx_err_set(&ie, NTX_EINVAL,
+				    "--expert-stats %s: the model has no experts (it is not a mixture of experts)",
+				    x.expert_stats_path);
+			goto done;
+		}
+		if (ntx_expert_stats_load(x.expert_stats_path, d->pm.n_layer, d->pm.n_expert,
+					  d->pm.fingerprint, &counts, &ie))
+			goto done;
+		o.expert_counts = counts;
+	}
 	if (x.scores_path) {
 		if (ntx_scores_load(x.scores_path, d->pm.n_layer, d->pm.fingerprint, &scores, &ie))
 			goto done;
@@ -464,6 +484,7 @@ enum ntx_status ntx_placement_plan(const struct ntx_model_desc *d,
 	rc = ntx_plan_compute(&d->pm, &hw, &o, &p, &ie);
 done:
 	free(scores);
+	free(counts);
 	free(pack);
 	free(pack_dir);
 	if (rc)

@@ -105,6 +105,7 @@ void ntx_tunables_from_env(struct ntx_tunables *t)
 	t->no_graphs = env_set("NTX_NO_GRAPHS");
 	t->no_hugepages = env_set("NTX_NO_HUGEPAGES");
 	t->spec_backoff = env_on("NTX_SPEC_BACKOFF");
+	t->expert_split = env_set("NTX_EXPERT_SPLIT");
 
 	t->fault_read = fault_read(getenv("NTX_FAULT_READ"));
 	t->fault_read_every = env_set("NTX_FAULT_READ_EVERY");

@@ -40,6 +40,10 @@ struct ntx_tunables {
 	int no_hugepages;   /* NTX_NO_HUGEPAGES: no huge-page copies of CPU weights (0) */
 	int spec_backoff;   /* NTX_SPEC_BACKOFF: the adaptive draft length may pause drafting
 			     * that does not pay (spec.h) (1) */
+	/* ---- the planner (lib/plan) ---- */
+	int expert_split;   /* NTX_EXPERT_SPLIT: plans may keep a MoE model's experts in RAM for
+			     * the CPU by themselves, without --vram-experts (0: until the GPU
+			     * path is measured on a device) */
 	/* ---- pack reads (lib/stream/dio.c; tests) ---- */
 	int64_t fault_read; /* NTX_FAULT_READ: the N-th chunk read fails with EIO; 0 off,
 			     * -1 set to something else than an integer >= 1 (opening a

@@ -115,6 +115,7 @@ static int split_experts(struct ntx_engine *e, int l, struct ntx_err *err)
 		*v = *src[i];
 		v->ne[2] = L->n_exp_dev;
 		v->nbytes = src[i]->nbytes / (uint64_t)NE * (uint64_t)L->n_exp_dev;
+		v->n_elem = src[i]->n_elem / NE * L->n_exp_dev;
 		v->data = NULL;
 	}
 	L->lay.w_gate = L->n_exp_dev ? &L->exv[0] : NULL;
@@ -398,6 +399,11 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto fail;
 	}
+	if (c->n_expert > 0 &&
+	    !(e->exp_count = calloc((size_t)c->n_layer * (size_t)c->n_expert, sizeof *e->exp_count))) {
+		ntx_err_set(err, NTX_ENOMEM, "out of memory");
+		goto fail;
+	}
 	place_layers(e);
 	for (l = 0; l < c->n_layer; l++) {
 		struct eng_layer *L = &e->layers[l];
@@ -454,6 +460,7 @@ void ntx_engine_free(struct ntx_engine *e)
 	ntx_cpu_scratch_free(&e->s);
 	ntx_pool_free(e->pool);
 	free(e->layers);
+	free(e->exp_count);
 	free(e->skip);
 	free(e->cos);
 	ntx_host_free(e->x_blk);
@@ -545,6 +552,7 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 			return -1;
 		ntx_layer_w_from_layout(&w, &e->m->layers[l], &L->lo, base);
 	}
+	e->s.exp_count = e->exp_count ? e->exp_count + (size_t)l * e->cfg.n_expert : NULL;
 	n_run = ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos,
 				      &e->s);
 	/* with experts, only the experts that ran were read */
@@ -817,6 +825,11 @@ uint64_t ntx_engine_weight_bytes_per_token(const struct ntx_engine *e)
 double ntx_engine_peak_gbps(const struct ntx_engine *e)
 {
 	return e->gpu ? ntx_gpu_peak_gbps(e) : 0;
+}
+
+const uint64_t *ntx_engine_expert_counts(const struct ntx_engine *e)
+{
+	return e->exp_count;
 }
 
 void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s)

@@ -141,4 +141,10 @@ struct ntx_engine_stats {
 };
 void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s);
 
+/* Mixture of experts: how often the router chose each expert, [n_layer]
+ * [n_expert] counts over every row evaluated since the engine was made
+ * (prompts, generated tokens, verification passes); NULL for a dense
+ * model. ntx-run --expert-stats writes them for ntx-plan. */
+const uint64_t *ntx_engine_expert_counts(const struct ntx_engine *e);
+
 #endif

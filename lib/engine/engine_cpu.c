@@ -171,6 +171,9 @@ static int moe_ffn(struct ntx_pool *pool, const struct ntx_llama_config *c,
 
 	ntx_cpu_matmul(pool, &w->router, xn, n_tok, s->rl, s->mm);
 	ntx_moe_route_rows(s->rl, n_tok, nx, k, c->expert_weights_scale, s->sel, s->wgt);
+	if (s->exp_count)
+		for (t = 0; t < n_tok * k; t++)
+			s->exp_count[s->sel[t]]++;
 	/* counting sort of the (token, slot) pairs by expert; within an expert,
 	 * tokens stay in order */
 	for (e = 0; e <= nx; e++)

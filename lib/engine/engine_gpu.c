@@ -910,6 +910,12 @@ static int moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors *
 		if (gap < g->moe_gap[t])
 			g->moe_gap[t] = gap;
 	}
+	if (e->exp_count) {
+		uint64_t *cnt = e->exp_count + (size_t)l * NE;
+
+		for (t = 0; t < n * K; t++)
+			cnt[g->moe_ids[t]]++;
+	}
 	g->n_grp = 0;
 	if (!by_cut) {
 		moe_group(e, 0, n);

@@ -71,6 +71,7 @@ struct ntx_cpu_scratch {
 	int32_t *first;    /* [2 * n_expert + 1]: each expert's run in slot, then fill counters */
 	void *mm;          /* matmul activation scratch */
 	float *att_scratch;
+	uint64_t *exp_count; /* [n_expert]: the routing counts of the layer being computed, or NULL */
 };
 
 int ntx_cpu_scratch_init(struct ntx_cpu_scratch *s, const struct ntx_llama_config *c,
@@ -144,6 +145,7 @@ struct ntx_engine {
 	uint8_t *want_buf;         /* [n_ub] */
 	struct ntx_cos_stats *cos;
 	struct ntx_engine_stats st;
+	uint64_t *exp_count;       /* [n_layer][n_expert] routing counts (MoE), or NULL */
 	struct ntx_gpu *gpu;       /* NULL on the CPU backend */
 	struct ntx_streamer *str;  /* NULL when no layer's weights move (stream.h) */
 	const char *pack_path;

@@ -346,13 +346,44 @@ struct tally {
 	int n_split;
 };
 
-/* The share of a layer's experts that a pass of n tokens reads when each
- * token picks k of E at random: 1 - (1 - k/E)^n (1 for a dense model). */
-static double expert_share(const struct ntx_plan_model *pm, int n)
+/* Mixture of experts: the expert bytes a pass of n tokens reads from
+ * VRAM (*vram) and that the CPU reads (*cpu, the expert split), and how
+ * many tokens each CPU expert read serves (*per). Each token picks k of E;
+ * a layer's chosen experts are on the CPU at the share L->cpu_hit (the
+ * routing counts of --expert-stats, else n_cpu / E), each side's experts
+ * equally likely among themselves: a side of m experts hit at share h has
+ * each expert read with probability 1 - (1 - k h / m)^n. Only resident
+ * GPU layers: streamed and CPU layers move and read whole layers. */
+static void expert_reads(const struct ntx_plan *p, int n, double *vram, double *cpu, double *per)
 {
-	if (pm->n_expert <= 0 || pm->n_expert_used <= 0 || pm->n_expert_used >= pm->n_expert)
-		return 1.0;
-	return 1.0 - pow(1.0 - (double)pm->n_expert_used / pm->n_expert, n > 0 ? n : 1);
+	const struct ntx_plan_model *pm = &p->model;
+	double k = pm->n_expert_used, hits = 0, reads = 0;
+	int l;
+
+	*vram = *cpu = 0;
+	*per = 1;
+	if (pm->n_expert <= 0 || !pm->expert_bytes || k <= 0)
+		return;
+	for (l = 0; l < pm->n_layer; l++) {
+		const struct ntx_plan_layer *L = &p->layers[l];
+		double eb = (double)pm->expert_bytes[l], nc = L->n_cpu_exp, nd = pm->n_expert - nc;
+		double h = nc > 0 ? L->cpu_hit : 0, pc, pd;
+
+		if (L->skip || L->home != NTX_TIER_VRAM || !eb)
+			continue;
+		pc = nc > 0 ? fmin(1, k * h / nc) : 0;
+		pd = nd > 0 ? fmin(1, k * (1 - h) / nd) : 0;
+		*vram += nd * eb * (1 - pow(1 - pd, n));
+		if (nc > 0) {
+			double f = 1 - pow(1 - pc, n);
+
+			*cpu += nc * eb * f;
+			hits += n * k * h;
+			reads += nc * f;
+		}
+	}
+	if (reads > 0)
+		*per = hits / reads;
 }
 
 /* Check layer l's expert split and move its CPU experts' bytes from *lb
@@ -377,6 +408,10 @@ static int tally_split(struct ntx_plan *p, int l, uint64_t *lb, struct tally *t,
 	if (L->home != NTX_TIER_VRAM)
 		return ntx_err_set(err, NTX_EINVAL,
 				   "layer %d: CPU experts need the layer's home \"vram\" (exec \"gpu\")", l);
+	if (!(L->cpu_hit >= 0 && L->cpu_hit <= 1))
+		return ntx_err_set(err, NTX_EINVAL,
+				   "layer %d: the CPU experts' share of the routing (%g) is not in [0, 1]",
+				   l, L->cpu_hit);
 	ce = ntx_plan_sat_mul(eb, (uint64_t)L->n_cpu_exp);
 	*lb = *lb > ce ? *lb - ce : 0;
 	t->cpu_exp = ntx_plan_sat_add(t->cpu_exp, ce);
@@ -567,9 +602,10 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 		      struct pass_t *o)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	double fm_res, fm_str, cpu_s_per_byte, comp, mem, tok;
+	double fm_res, fm_str, cpu_s_per_byte, comp, mem, tok, ev, ec, per;
 	int l;
 
+	expert_reads(p, n, &ev, &ec, &per);
 	/* the GPU computes every GPU-executed layer, streamed ones included,
 	 * in chunks of 8 tokens: tensor-core K-quant products grow little
 	 * with the tokens, dp4a ones more (plan.h) */
@@ -579,7 +615,7 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 		double gm = ntx_plan_gpu_mma_cost(n), gd = ntx_plan_gpu_batch_cost(n);
 
 		/* resident experts: those the pass's tokens chose */
-		double vr = (double)tl->vram_gpu - (double)tl->vram_exp * (1 - expert_share(pm, n));
+		double vr = (double)tl->vram_gpu - (double)tl->vram_exp + ev;
 
 		o->res = (vr * (fm_res * gm + (1 - fm_res) * gd) +
 			  (double)(tl->ram_gpu + tl->disk_gpu) * (fm_str * gm + (1 - fm_str) * gd)) /
@@ -615,16 +651,10 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 		}
 	}
 	o->cpu = (double)p->bytes_cpu * cpu_s_per_byte;
-	o->cpu_exp = 0;
-	if (tl->cpu_exp) {
-		/* the expert split: the CPU reads the chosen ones of its
-		 * experts, each for the tokens that chose it */
-		double f = expert_share(pm, n);
-		int per = (int)ceil(n * (double)pm->n_expert_used / pm->n_expert / f);
-
-		o->cpu_exp = (double)tl->cpu_exp * f;
-		o->cpu += o->cpu_exp * cpu_pass_s_per_byte(mem, tok, per);
-	}
+	/* the expert split: the CPU reads the chosen ones of its experts,
+	 * each for the tokens that chose it */
+	o->cpu_exp = ec;
+	o->cpu += ec * cpu_pass_s_per_byte(mem, tok, (int)ceil(per));
 	o->ovh = (tl->n_gpu + tl->n_cpu) * NTX_PLAN_LAYER_OVERHEAD_S +
 		 (tl->n_cpu + tl->n_split) * NTX_PLAN_CPU_LAYER_OVERHEAD_S;
 	comp = o->res + o->cpu + o->ovh;
@@ -645,7 +675,12 @@ static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct ta
 	struct pass_t x, x1;
 	double t;
 
-	p->bytes_vram = tl->vram_gpu - (uint64_t)((double)tl->vram_exp * (1 - expert_share(&p->model, n_tok)));
+	{
+		double ev, ec, per;
+
+		expert_reads(p, n_tok, &ev, &ec, &per);
+		p->bytes_vram = tl->vram_gpu - tl->vram_exp + (uint64_t)ev;
+	}
 	p->bytes_h2d_ram = tl->ram_gpu;
 	p->bytes_h2d_disk = tl->disk_gpu;
 	p->bytes_disk = ntx_plan_sat_add(tl->disk_gpu, tl->disk_cpu);
@@ -1242,25 +1277,69 @@ static struct cand search_cpu_layers(struct search *s, int kmin, int kmax,
 
 /* ---- the expert split ---- */
 
-/* Every active layer resident, each MoE layer's experts 0..m-1 in VRAM and
- * the rest in RAM for the CPU (without routing counts every expert is as
- * likely as any other, so which m does not matter). */
-static void split_set(struct ntx_plan *p, int m)
+/* Every active layer resident, each MoE layer's m most chosen experts in
+ * VRAM (rank: per layer its experts by descending routing count, or in
+ * index order without counts, when every expert is as likely as any) and
+ * the rest in RAM for the CPU; cpu_hit from the counts. */
+static void split_set(struct ntx_plan *p, int m, const int *rank, const uint64_t *counts)
 {
 	const struct ntx_plan_model *pm = &p->model;
-	int l, x;
+	int l, x, NE = pm->n_expert;
 
 	for (l = 0; l < pm->n_layer; l++) {
 		struct ntx_plan_layer *L = &p->layers[l];
+		uint8_t *f = p->cpu_exp + (size_t)l * NE;
+		uint64_t all = 0, cpu = 0;
 
 		if (L->skip)
 			continue;
 		L->home = NTX_TIER_VRAM;
 		L->exec = NTX_EXEC_GPU;
-		L->n_cpu_exp = pm->expert_bytes[l] ? pm->n_expert - m : 0;
-		for (x = 0; x < pm->n_expert; x++)
-			p->cpu_exp[(size_t)l * pm->n_expert + x] = L->n_cpu_exp > 0 && x >= m;
+		L->n_cpu_exp = pm->expert_bytes[l] ? NE - m : 0;
+		for (x = 0; x < NE; x++)
+			f[rank[(size_t)l * NE + x]] = L->n_cpu_exp > 0 && x >= m;
+		L->cpu_hit = ntx_plan_round6((double)L->n_cpu_exp / NE);
+		if (!counts || !L->n_cpu_exp)
+			continue;
+		for (x = 0; x < NE; x++) {
+			all += counts[(size_t)l * NE + x];
+			cpu += f[x] ? counts[(size_t)l * NE + x] : 0;
+		}
+		if (all)
+			L->cpu_hit = ntx_plan_round6((double)cpu / (double)all);
 	}
+}
+
+static const uint64_t *g_rank_counts; /* qsort has no context argument */
+
+static int cmp_count(const void *a, const void *b)
+{
+	uint64_t ca = g_rank_counts[*(const int *)a], cb = g_rank_counts[*(const int *)b];
+
+	if (ca != cb)
+		return ca > cb ? -1 : 1;
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Per layer its experts, most chosen first (index order without counts). */
+static int *rank_experts(const struct ntx_plan_model *pm, const uint64_t *counts)
+{
+	int NE = pm->n_expert, l, x;
+	int *r = malloc((size_t)pm->n_layer * (size_t)NE * sizeof *r);
+
+	if (!r)
+		return NULL;
+	for (l = 0; l < pm->n_layer; l++) {
+		int *rl = r + (size_t)l * NE;
+
+		for (x = 0; x < NE; x++)
+			rl[x] = x;
+		if (counts) {
+			g_rank_counts = counts + (size_t)l * NE;
+			qsort(rl, (size_t)NE, sizeof *rl, cmp_count);
+		}
+	}
+	return r;
 }
 
 static double plan_rate(const struct ntx_plan *p)
@@ -1279,7 +1358,7 @@ static int try_expert_split(struct ntx_plan *p, const struct ntx_plan_opts *o, i
 	const struct ntx_plan_model *pm = &p->model;
 	struct ntx_plan_layer *keep;
 	double before = plan_rate(p);
-	int l, lo, hi, want = o->vram_experts, off = 0;
+	int l, lo, hi, want = o->vram_experts, off = 0, *rank;
 
 	if (want >= 0 && (pm->n_expert <= 0 || !pm->expert_bytes))
 		return ntx_err_set(err, NTX_EINVAL,
@@ -1296,7 +1375,7 @@ static int try_expert_split(struct ntx_plan *p, const struct ntx_plan_opts *o, i
 				   "--vram-experts %d: the experts left in RAM are computed by the CPU beside the GPU, which --executor %s rules out (drop it)",
 				   want, ntx_policy_name(o->executor));
 	if (want < 0) {
-		if (p->vram_budget == 0 || o->executor != NTX_POLICY_AUTO)
+		if (p->vram_budget == 0 || o->executor != NTX_POLICY_AUTO || !o->auto_expert_split)
 			return 0;
 		for (l = 0; l < pm->n_layer; l++)
 			off |= !p->layers[l].skip && p->layers[l].home != NTX_TIER_VRAM;
@@ -1304,15 +1383,18 @@ static int try_expert_split(struct ntx_plan *p, const struct ntx_plan_opts *o, i
 			return 0;
 	}
 	keep = malloc((size_t)pm->n_layer * sizeof *keep);
+	rank = rank_experts(pm, o->expert_counts);
 	p->cpu_exp = calloc((size_t)pm->n_layer, (size_t)pm->n_expert);
-	if (!keep || !p->cpu_exp) {
+	if (!keep || !rank || !p->cpu_exp) {
 		free(keep);
+		free(rank);
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	}
 	memcpy(keep, p->layers, (size_t)pm->n_layer * sizeof *keep);
 	if (want >= 0) {
 		free(keep);
-		split_set(p, want < pm->n_expert ? want : pm->n_expert);
+		split_set(p, want < pm->n_expert ? want : pm->n_expert, rank, o->expert_counts);
+		free(rank);
 		return ntx_plan_account_ex(p, slots, NULL, err);
 	}
 	/* the most VRAM experts per layer that fit */
@@ -1321,25 +1403,28 @@ static int try_expert_split(struct ntx_plan *p, const struct ntx_plan_opts *o, i
 	while (lo < hi) {
 		int m = (lo + hi + 1) / 2;
 
-		split_set(p, m < 0 ? 0 : m);
+		split_set(p, m, rank, o->expert_counts);
 		if (ntx_plan_account_ex(p, slots, NULL, &(struct ntx_err){ 0, "" }) == 0)
 			lo = m;
 		else
 			hi = m - 1;
 	}
 	if (lo >= 0) {
-		split_set(p, lo);
+		split_set(p, lo, rank, o->expert_counts);
 		if (ntx_plan_account_ex(p, slots, NULL, err)) {
 			free(keep);
+			free(rank);
 			return -1;
 		}
 		if (plan_rate(p) > before) {
 			free(keep);
+			free(rank);
 			return 0;
 		}
 	}
 	memcpy(p->layers, keep, (size_t)pm->n_layer * sizeof *keep);
 	free(keep);
+	free(rank);
 	free(p->cpu_exp);
 	p->cpu_exp = NULL;
 	return ntx_plan_account_ex(p, slots, NULL, err);

@@ -142,6 +142,8 @@ struct ntx_plan_layer {
 	 * (flags in ntx_plan.cpu_exp); the layer's other weights and its
 	 * other experts are at its home (vram, exec gpu) */
 	int n_cpu_exp;
+	double cpu_hit;  /* the share of the layer's routing that goes to its CPU
+			  * experts (routing counts; without them n_cpu_exp / n_expert) */
 };
 
 struct ntx_plan {
@@ -244,6 +246,13 @@ struct ntx_plan_opts {
 	 * planner decides (the split when it is faster than placing whole
 	 * layers), 0 = every expert on the CPU (llama.cpp's --cpu-moe) */
 	int vram_experts;
+	/* routing counts [n_layer][n_expert] (--expert-stats): the most chosen
+	 * experts are the ones kept in VRAM, and the CPU's share of the
+	 * routing follows them; NULL: every expert as likely as any */
+	const uint64_t *expert_counts;
+	int auto_expert_split; /* 1: with vram_experts -1 the planner may choose the
+				* split (tunable expert_split, NTX_EXPERT_SPLIT=1);
+				* 0: only when asked */
 };
 
 /* Expert lists in plans: "0-3,8,10-127" (ascending ranges, no spaces).

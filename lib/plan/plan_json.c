@@ -225,6 +225,7 @@ static void put_layers(struct wr *w, json_t *root, const struct ntx_plan *p)
 							  p->model.n_expert);
 
 			put(w, e, "cpu_experts", r ? json_string(r) : NULL);
+			put(w, e, "cpu_hit", json_real(L->cpu_hit));
 			free(r);
 		}
 	}
@@ -554,6 +555,10 @@ static int read_layer_experts(struct ntx_jrd *r, json_t *e, const char *ep, stru
 	if (ntx_plan_experts_parse(s, pm->n_expert, p->cpu_exp + (size_t)l * pm->n_expert,
 				   &L->n_cpu_exp, why, sizeof why))
 		return ntx_jrd_error(r, kp, "%s", why);
+	L->cpu_hit = ntx_plan_round6((double)L->n_cpu_exp / pm->n_expert);
+	if (json_object_get(e, "cpu_hit") &&
+	    ntx_jrd_dbl(r, e, ep, "cpu_hit", 0, 1, 0, &L->cpu_hit))
+		return -1;
 	return 0;
 }
 

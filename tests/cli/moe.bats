@@ -192,3 +192,90 @@ PY
 		cmp "$BATS_TEST_TMPDIR/got" "$BATS_TEST_TMPDIR/want"
 	done
 }
+
+@test "the expert split: --vram-experts N keeps N experts per layer in VRAM and lists the rest for the CPU; the plan checks, and the CPU backend runs it" {
+	need_moe
+	T="$BATS_TEST_TMPDIR"
+	run -0 "$NTX_BIN/ntx-plan" "$QW" --vram-budget 8G --vram-experts 6 -c 256 -o "$T/split.json" --explain
+	[[ "$output" == *"experts: 10 of 16 per layer in RAM, computed by the CPU"* ]]
+	run -0 python3 - "$T/split.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["model"]["n_expert"] == 16 and p["model"]["n_expert_used"] == 4
+for L in p["layers"]:
+    assert L["home"] == "vram" and L["exec"] == "gpu", L
+    assert L["cpu_experts"] == "6-15" and L["cpu_hit"] == 0.625, L
+    assert L["expert_bytes"] * 16 < L["bytes"]
+# the CPU experts' bytes are in RAM, not in VRAM
+cpu = sum(10 * L["expert_bytes"] for L in p["layers"])
+assert p["usage"]["ram_layers_bytes"] == cpu, (p["usage"], cpu)
+assert p["usage"]["vram_layers_bytes"] == sum(L["bytes"] for L in p["layers"]) - cpu
+PY
+	run -0 "$NTX_BIN/ntx-plan" --check "$T/split.json" "$QW"
+	same QW p1 --plan "$T/split.json"
+	# 0: every expert on the CPU
+	run -0 "$NTX_BIN/ntx-plan" "$QW" --vram-budget 8G --vram-experts 0 -c 256
+	[[ "$output" == *'"cpu_experts": "0-15"'* ]]
+	# what cannot be
+	run -1 "$NTX_BIN/ntx-plan" "$QW" --vram-budget 0 --vram-experts 2
+	[[ "$output" == *"there is no GPU"* ]]
+	run -1 "$NTX_BIN/ntx-plan" "$QW" --vram-budget 8G --executor gpu --vram-experts 2
+	[[ "$output" == *"--executor gpu rules out"* ]]
+	run -1 "$NTX_BIN/ntx-plan" "$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf" --vram-budget 8G --vram-experts 2
+	[[ "$output" == *"the model has no experts"* ]]
+	run -2 "$NTX_BIN/ntx-plan" "$QW" --vram-experts -1
+	# a hand-edited list that is not a list of experts
+	sed 's/"cpu_experts": "6-15"/"cpu_experts": "6-16"/' "$T/split.json" >"$T/bad.json"
+	run -1 "$NTX_BIN/ntx-plan" --check "$T/bad.json"
+	[[ "$output" == *'bad.json:'*'stays below 16'* ]]
+	sed 's/"cpu_experts": "6-15"/"cpu_experts": "7,3"/' "$T/split.json" >"$T/bad.json"
+	run -1 "$RUN" --plan "$T/bad.json" -p hi -n 1
+	[[ "$output" == *'goes up'* ]]
+}
+
+@test "--expert-stats: ntx-run counts the router's choices (--perplexity, generation); ntx-plan keeps the most chosen experts in VRAM" {
+	need_moe
+	T="$BATS_TEST_TMPDIR"
+	for i in 1 2 3 4 5 6 7 8; do cat "$BATS_TEST_DIRNAME/../../README.md"; done >"$T/calib.txt"
+	run -0 "$RUN" -m "$QW" --backend cpu -t 2 -q --perplexity "$T/calib.txt" -c 128 --expert-stats "$T/x.json"
+	run -0 python3 - "$T/x.json" <<'PY'
+import json, sys
+x = json.load(open(sys.argv[1]))
+assert x["format"] == "ntx.experts" and x["version"] == 1
+assert x["model"]["n_layer"] == 2 and x["model"]["n_expert"] == 16 and x["model"]["n_expert_used"] == 4
+assert [L["index"] for L in x["layers"]] == [0, 1]
+for L in x["layers"]:
+    assert len(L["counts"]) == 16 and sum(L["counts"]) == 4 * x["tokens"], L
+assert x["tokens"] > 1000
+# the three most chosen experts of each layer, for the plan below
+print(" ".join(",".join(str(i) for i in sorted(sorted(range(16), key=lambda i: (-L["counts"][i], i))[:3])) for L in x["layers"]))
+PY
+	hot=($output)
+	run -0 "$NTX_BIN/ntx-plan" "$QW" --vram-budget 8G --vram-experts 3 --expert-stats "$T/x.json" -c 256 -o "$T/p.json"
+	run -0 python3 - "$T/p.json" "${hot[0]}" "${hot[1]}" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for L, hot in zip(p["layers"], sys.argv[2:]):
+    cpu = set()
+    for part in L["cpu_experts"].split(","):
+        a, _, b = part.partition("-")
+        cpu |= set(range(int(a), int(b or a) + 1))
+    assert set(range(16)) - cpu == set(map(int, hot.split(","))), (L, hot)
+    # three hot experts take more than 3/16 of the routing
+    assert L["cpu_hit"] < 13 / 16, L
+PY
+	same QW p2 --plan "$T/p.json"
+	# generation counts too; a dense model has nothing to count
+	run -0 "$RUN" -m "$MX" --backend cpu -t 2 -q -p "Once upon a time" -n 8 --temp 0 --expert-stats "$T/g.json"
+	grep -q '"n_expert":8' "$T/g.json"
+	run -2 "$RUN" -m "$BATS_TEST_DIRNAME/../../models/tinymodel-q4_k_m.gguf" -p hi -n 1 --expert-stats "$T/d.json"
+	[[ "$output" == *"not a mixture of experts"* ]]
+	[ ! -e "$T/d.json" ]
+	# counts of another model, a broken file
+	run -1 "$NTX_BIN/ntx-plan" "$MX" --vram-budget 8G --vram-experts 3 --expert-stats "$T/x.json"
+	[[ "$output" == *"made for another model"* ]]
+	sed 's/"tokens":[0-9]*/"tokens":3/' "$T/x.json" >"$T/bad.json"
+	run -1 "$NTX_BIN/ntx-plan" "$QW" --vram-budget 8G --vram-experts 3 --expert-stats "$T/bad.json"
+	[[ "$output" == *"bad.json:"*"expected a count from 0"* ]]
+	run -2 "$RUN" -m "$QW" --tokenize -p hi --expert-stats "$T/t.json"
+}

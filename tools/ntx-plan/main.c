@@ -64,6 +64,8 @@ static void usage(FILE *f)
 		"                          the GPU runs the layer's other parts (0: every\n"
 		"                          expert on the CPU, as llama.cpp --cpu-moe; default:\n"
 		"                          this split when it beats placing whole layers)\n"
+		"      --expert-stats FILE keep the most chosen experts in VRAM (routing counts\n"
+		"                          from ntx-run --expert-stats on calibration text)\n"
 		"Speculative decoding:\n"
 		"      --draft FILE        reserve VRAM for this draft model (resident) and\n"
 		"                          plan the target for verification passes of K+1\n"
@@ -89,7 +91,7 @@ static const struct tool T = { "ntx-plan", "Try 'ntx-plan --help' for more infor
 enum {
 	O_GPU = 256, O_PACK, O_KV, O_PARALLEL, O_UBATCH,
 	O_RING, O_H2D, O_DISKBW, O_CPU, O_CPUB, O_GPUBW, O_PROBE, O_EXECUTOR, O_SKIP, O_SKIPSET,
-	O_SCORES, O_EXPLAIN, O_CHECK, O_DRAFT, O_DRAFTK, O_ACCEPT, O_NOCACHE, O_VEXP
+	O_SCORES, O_EXPLAIN, O_CHECK, O_DRAFT, O_DRAFTK, O_ACCEPT, O_NOCACHE, O_VEXP, O_XSTATS
 };
 
 static const struct option longopts[] = {
@@ -113,6 +115,7 @@ static const struct option longopts[] = {
 	{ "skip-set", required_argument, NULL, O_SKIPSET },
 	{ "scores", required_argument, NULL, O_SCORES },
 	{ "vram-experts", required_argument, NULL, O_VEXP },
+	{ "expert-stats", required_argument, NULL, O_XSTATS },
 	{ "draft", required_argument, NULL, O_DRAFT },
 	{ "draft-k", required_argument, NULL, O_DRAFTK },
 	{ "accept", required_argument, NULL, O_ACCEPT },
@@ -162,6 +165,7 @@ static int take_opt(int c, const char *arg, struct args *a)
 	case O_UBATCH: return tool_int(&T, "--ubatch", arg, 1, 65536, &p->n_ubatch);
 	case O_DRAFT: p->draft_path = arg; return 0;
 	case O_DRAFTK: return tool_int(&T, "--draft-k", arg, 1, 64, &p->draft_k);
+	case O_XSTATS: p->expert_stats_path = arg; return 0;
 	case O_VEXP: return tool_int(&T, "--vram-experts", arg, 0, 1024, &p->vram_experts);
 	case O_ACCEPT: return tool_double(&T, "--accept", arg, 0.01, 0.99, &p->draft_accept);
 	case O_RING: return tool_int(&T, "--ring-slots", arg, 2, 64, &p->ring_slots);

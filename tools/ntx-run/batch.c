@@ -477,7 +477,7 @@ int mode_batch(struct run_opts *o)
 	if ((rc = run_stats_open(o, &b.stats)) != 0)
 		return rc;
 	if ((rc = run_api_open(o, &b.a)) == 0 && (rc = batch_init(&b)) == 0)
-		rc = finish(&b, run_batch(&b));
+		rc = run_expert_stats(o, &b.a, finish(&b, run_batch(&b)));
 	/* requests left after a write error: no records */
 	b.werr = b.werr ? b.werr : EPIPE;
 	if (b.a.ctx)

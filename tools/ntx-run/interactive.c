@@ -311,7 +311,7 @@ int mode_interactive(struct run_opts *o)
 		/* Ctrl-C stops a reply between steps (its KV cache stays
 		 * valid): the handler only sets run_interrupted */
 		run_sig_ctx = NULL;
-		rc = converse(&ch);
+		rc = run_expert_stats(o, &ch.a, converse(&ch));
 		if (o->stats_json) {
 			struct ntx_ctx_stats st;
 			json_t *j = NULL;

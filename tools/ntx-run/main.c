@@ -102,6 +102,9 @@ static void usage(FILE *f)
 "      --bench-pp N, --bench-tg N, --bench-reps N   (512, 128, 3)\n"
 "output:\n"
 "      --stats-json FILE   timings and counters as JSON\n"
+"      --expert-stats FILE mixture of experts: how often each expert was chosen,\n"
+"                          for ntx-plan --expert-stats (calibrate with\n"
+"                          --perplexity TEXT)\n"
 "      --dump-logits FILE  float32 logits of every evaluated position\n"
 "  -q, --quiet             no timings on stderr\n"
 "  -v, --verbose           more detail on stderr\n"
@@ -114,7 +117,7 @@ enum {
 	O_PLAN = 256, O_BACKEND, O_EXECUTOR, O_PACK, O_IO, O_GPU, O_KV,
 	O_PIDS, O_CHAT, O_SYSTEM, O_NOBOS, O_NOPS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_RPEN,
 	O_RLAST, O_IGNEOS, O_SKIP, O_SKIPL, O_SPEC, O_DRAFTK, O_DRAFTSKIP, O_TOKENIZE,
-	O_PPL, O_BATCH, O_PARALLEL, O_JSON, O_BENCH, O_BPP, O_BTG, O_BREPS, O_STATS, O_DUMP,
+	O_PPL, O_BATCH, O_PARALLEL, O_JSON, O_BENCH, O_BPP, O_BTG, O_BREPS, O_STATS, O_XSTATS, O_DUMP,
 	O_FORCE, O_DRAFT, O_LOOKUP, O_CHAT_TMPL, O_INTERACTIVE
 };
 
@@ -166,6 +169,7 @@ static const struct option longopts[] = {
 	{ "bench-tg", required_argument, NULL, O_BTG },
 	{ "bench-reps", required_argument, NULL, O_BREPS },
 	{ "stats-json", required_argument, NULL, O_STATS },
+	{ "expert-stats", required_argument, NULL, O_XSTATS },
 	{ "dump-logits", required_argument, NULL, O_DUMP },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -309,6 +313,8 @@ static int check_modes(const struct run_opts *o)
 		return bad_use("--system needs --chat");
 	if (o->stats_json && (o->tokenize || o->perplexity || o->bench))
 		return bad_use("--stats-json applies to generation and --batch");
+	if (o->expert_stats && (o->tokenize || o->bench))
+		return bad_use("--expert-stats applies to generation, --batch and --perplexity");
 	return 0;
 }
 
@@ -350,7 +356,7 @@ static int check_file_arg(int ch, const char *a, char **argv)
 {
 	if (a && a[0] == '-' && a[1] &&
 	    (ch == 'm' || ch == 'f' || ch == O_PLAN || ch == O_PACK || ch == O_PPL ||
-	     ch == O_STATS || ch == O_DUMP || ch == O_SKIP || ch == O_DRAFTSKIP)) {
+	     ch == O_STATS || ch == O_XSTATS || ch == O_DUMP || ch == O_SKIP || ch == O_DRAFTSKIP)) {
 		fprintf(stderr, PROG ": %s: '%s' looks like an option, not a file (a file of that name: ./%s)\n",
 			argv[optind - 1] == a ? argv[optind - 2] : argv[optind - 1], a, a);
 		return usage_error();
@@ -520,6 +526,7 @@ static int opt_modes(struct run_opts *o, int ch, const char *a)
 	case O_BTG: return tool_int(&T, "--bench-tg", a, 0, 1 << 20, &o->bench_tg);
 	case O_BREPS: return tool_int(&T, "--bench-reps", a, 1, 1000, &o->bench_reps);
 	case O_STATS: o->stats_json = a; return 0;
+	case O_XSTATS: o->expert_stats = a; return 0;
 	case O_DUMP: o->dump_logits = a; return 0;
 	case 'q': o->quiet = 1; return 0;
 	case 'v': o->verbose++; return 0;

@@ -355,7 +355,7 @@ int mode_generate(struct run_opts *o)
 	/* --stats-json first: an unwritable file fails before any work */
 	if ((rc = run_stats_open(o, &g.stats)) == 0 && (rc = run_api_open(o, &g.a)) == 0 &&
 	    (rc = gen_setup(&g)) == 0 && (rc = gen_run(&g)) == 0)
-		rc = gen_finish(&g);
+		rc = run_expert_stats(o, &g.a, gen_finish(&g));
 	if (g.dump && rc == 0) {
 		rc = ntx_output_commit(g.dump, g.e) ? run_err(g.e) : 0;
 		g.dump = NULL;

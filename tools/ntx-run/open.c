@@ -306,9 +306,35 @@ int run_api_open(struct run_opts *o, struct run_api *a)
 		return 1;
 	}
 	rc = open_all(o, a, e);
+	if (!rc && o->expert_stats) { /* before any work */
+		struct ntx_lm_info li;
+
+		memset(&li, 0, sizeof li);
+		li.size = sizeof li;
+		if (ntx_lm_info(a->lm, &li, e) == NTX_OK && li.n_expert == 0) {
+			fprintf(stderr, PROG ": --expert-stats: %s is not a mixture of experts (it has no experts to count)\n",
+				li.path);
+			rc = 2;
+		}
+	}
 	ntx_error_free(e);
 	if (rc)
 		run_api_close(a);
+	return rc;
+}
+
+int run_expert_stats(const struct run_opts *o, struct run_api *a, int rc)
+{
+	struct ntx_error *e;
+
+	if (rc || !o->expert_stats || !a->ctx)
+		return rc;
+	e = ntx_error_new();
+	if (!e || ntx_ctx_expert_stats(a->ctx, o->expert_stats, e)) {
+		fprintf(stderr, PROG ": --expert-stats: %s\n", e ? ntx_error_message(e) : "out of memory");
+		rc = 1;
+	}
+	ntx_error_free(e);
 	return rc;
 }
 

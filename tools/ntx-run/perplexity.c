@@ -62,6 +62,7 @@ int mode_perplexity(struct run_opts *o)
 		goto out;
 	}
 	printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
+	rc = run_expert_stats(o, &a, rc);
 out:
 	free(ids);
 	free(text);

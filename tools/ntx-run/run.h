@@ -33,6 +33,7 @@ struct run_opts {
 	int n_threads;
 	enum ntx_kv_cache kv_type;   /* F16 or F32 */
 	const char *stats_json;
+	const char *expert_stats;    /* --expert-stats FILE: the routing counts */
 	const char *dump_logits;
 	int tokenize;
 	int no_bos;
@@ -104,6 +105,9 @@ struct run_api {
  * fallen back to, -v's lines): 0, or the exit status after the message. */
 int run_api_open(struct run_opts *o, struct run_api *a);
 void run_api_close(struct run_api *a);
+/* After a mode's run (status rc): --expert-stats's file when rc is 0;
+ * the status to exit with. */
+int run_expert_stats(const struct run_opts *o, struct run_api *a, int rc);
 /* The context the SIGINT handler interrupts (NULL: none yet). */
 extern struct ntx_ctx *volatile run_sig_ctx;
 
