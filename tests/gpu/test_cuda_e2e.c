@@ -49,6 +49,7 @@
 #include "plan.h"
 #include "tunables.h"
 #include "sampler.h"
+#include "refio.h"
 #include "t.h"
 #include "types.h"
 
@@ -416,18 +417,6 @@ static void moe_gpu_only(const struct mcase *mc, int kv32)
 	ntx_model_close(m);
 }
 
-static double margin(const float *row, int64_t V)
-{
-	int32_t a = ntx_argmax(row, V);
-	float b = -INFINITY;
-	int64_t i;
-
-	for (i = 0; i < V; i++)
-		if (i != a && row[i] > b)
-			b = row[i];
-	return row[a] - b;
-}
-
 static void one_kv(const struct mcase *mc, int kv32)
 {
 	char path[512];
@@ -520,7 +509,7 @@ static void one_kv(const struct mcase *mc, int kv32)
 
 		memset(&b, 0, sizeof b);
 		for (i = 0; i < 32 && rc && rg; i++) {
-			if (margin(i ? rc : lc + (int64_t)(NP - 1) * V, V) <= 2 * tol)
+			if (refio_margin(i ? rc : lc + (int64_t)(NP - 1) * V, V) <= 2 * tol)
 				break;
 			if (cc != cg) {
 				if (moe && gap < MOE_TIE_GAP) {

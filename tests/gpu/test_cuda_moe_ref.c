@@ -29,6 +29,7 @@
 #include "engine_int.h"
 #include "model.h"
 #include "sampler.h"
+#include "refio.h"
 #include "t.h"
 
 #define MAX_DIFF 0.25
@@ -36,20 +37,6 @@
 #define MAX_ROWS 256
 
 /* One id per line; returns the count (at most max), -1 if unreadable. */
-static int read_ids(const char *path, int32_t *ids, int max)
-{
-	FILE *f = fopen(path, "r");
-	int n = 0;
-	long v;
-
-	if (!f)
-		return -1;
-	while (n < max && fscanf(f, "%ld", &v) == 1)
-		ids[n++] = (int32_t)v;
-	fclose(f);
-	return n;
-}
-
 /* rows x V floats; returns the rows read, -1 if unreadable. */
 static long read_f32(const char *path, float *out, long max_rows, int64_t V)
 {
@@ -61,18 +48,6 @@ static long read_f32(const char *path, float *out, long max_rows, int64_t V)
 	n = fread(out, (size_t)V * 4, (size_t)max_rows, f);
 	fclose(f);
 	return (long)n;
-}
-
-static double top2_margin(const float *row, int64_t V)
-{
-	int32_t a = ntx_argmax(row, V);
-	float b = -INFINITY;
-	int64_t i;
-
-	for (i = 0; i < V; i++)
-		if (i != a && row[i] > b)
-			b = row[i];
-	return row[a] - b;
 }
 
 static void one_prompt(const char *model, struct ntx_engine *e, int64_t V, const char *dir,
@@ -92,9 +67,9 @@ static void one_prompt(const char *model, struct ntx_engine *e, int64_t V, const
 	if (!ref || !got)
 		goto out;
 	snprintf(path, sizeof path, "%s/%s.prompt_ids.txt", dir, p);
-	np = read_ids(path, pids, MAX_ROWS / 2);
+	np = refio_ids(path, pids, MAX_ROWS / 2);
 	snprintf(path, sizeof path, "%s/%s.greedy_ids.txt", dir, p);
-	ng = read_ids(path, gids, MAX_ROWS / 2);
+	ng = refio_ids(path, gids, MAX_ROWS / 2);
 	snprintf(path, sizeof path, "%s/%s.logits.f32", dir, p);
 	nl = np > 0 ? read_f32(path, ref, np, V) : -1;
 	snprintf(path, sizeof path, "%s/%s.gen_logits.f32", dir, p);
@@ -141,7 +116,7 @@ static void one_prompt(const char *model, struct ntx_engine *e, int64_t V, const
 			continue;
 		}
 		mx = rmx > mx ? rmx : mx;
-		if (top2_margin(r, V) > 2 * MAX_DIFF) {
+		if (refio_margin(r, V) > 2 * MAX_DIFF) {
 			checked_arg++;
 			bad_arg += ntx_argmax(r, V) != ntx_argmax(g, V);
 		}

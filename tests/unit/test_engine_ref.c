@@ -21,6 +21,7 @@
 #include "engine_int.h"
 #include "model.h"
 #include "sampler.h"
+#include "refio.h"
 #include "t.h"
 
 struct tol {
@@ -46,40 +47,6 @@ static const struct tol tols[] = {
 	{ "ref-a-q5_0", 0, 0.1, 0.015, "quants" },
 	{ "stories260K", 1e-3, 0.1, 0, NULL },
 };
-
-static float *read_f32(const char *path, long *n)
-{
-	FILE *f = fopen(path, "rb");
-	float *v;
-	long sz;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	v = malloc((size_t)sz);
-	if (v && fread(v, 1, (size_t)sz, f) != (size_t)sz) {
-		free(v);
-		v = NULL;
-	}
-	fclose(f);
-	*n = sz / 4;
-	return v;
-}
-
-static int read_ids(const char *path, int32_t *ids, int max)
-{
-	FILE *f = fopen(path, "r");
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (n < max && fscanf(f, "%d", &ids[n]) == 1)
-		n++;
-	fclose(f);
-	return n;
-}
 
 static void cmp(const float *a, const float *b, long n, double *mx, double *mean)
 {
@@ -118,13 +85,13 @@ static void run_case(const struct tol *t, const char *pid, int kvf32)
 	snprintf(tag, sizeof tag, "%s %s %s", t->model, pid, kvf32 ? "kv=f32" : "kv=f16");
 	snprintf(dir, sizeof dir, "%s/%s%sref/%s", fx, t->set ? t->set : "", t->set ? "/" : "", t->model);
 	snprintf(path, sizeof path, "%s/%s.prompt_ids.txt", dir, pid);
-	n_prompt = read_ids(path, prompt, 64);
+	n_prompt = refio_ids(path, prompt, 64);
 	snprintf(path, sizeof path, "%s/%s%s.greedy_ids.txt", dir, pid, kv);
-	n_greedy = read_ids(path, greedy, 16);
+	n_greedy = refio_ids(path, greedy, 16);
 	snprintf(path, sizeof path, "%s/%s%s.logits.f32", dir, pid, kv);
-	ref_l = read_f32(path, &nl);
+	ref_l = refio_f32(path, &nl);
 	snprintf(path, sizeof path, "%s/%s%s.gen_logits.f32", dir, pid, kv);
-	ref_g = read_f32(path, &ng);
+	ref_g = refio_f32(path, &ng);
 	snprintf(path, sizeof path, "%s/%s%s.json", dir, pid, kv);
 	js = json_load_file(path, JSON_ALLOW_NUL, &je);
 	if (!t_ok(n_prompt > 0 && n_greedy == 16 && ref_l && ref_g && js &&

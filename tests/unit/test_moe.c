@@ -39,6 +39,7 @@
 #include "model.h"
 #include "tokenizer.h"
 #include "cpu_impl.h"
+#include "refio.h"
 #include "t.h"
 
 #define V 8192
@@ -210,41 +211,6 @@ static void test_rope(void)
 
 /* ---- the fixtures ---- */
 
-static float *read_f32(const char *path, long *n)
-{
-	FILE *f = fopen(path, "rb");
-	float *v;
-	long sz;
-
-	*n = 0;
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	v = malloc((size_t)sz);
-	if (v && fread(v, 1, (size_t)sz, f) != (size_t)sz) {
-		free(v);
-		v = NULL;
-	}
-	fclose(f);
-	*n = sz / 4;
-	return v;
-}
-
-static int read_ids(const char *path, int32_t *ids, int max)
-{
-	FILE *f = fopen(path, "r");
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (n < max && fscanf(f, "%d", &ids[n]) == 1)
-		n++;
-	fclose(f);
-	return n;
-}
-
 static struct ntx_engine *engine(const struct ntx_model *m, int n_threads, struct ntx_err *err)
 {
 	struct ntx_engine_opts eo;
@@ -328,13 +294,13 @@ static void run_model(const struct tol *t, json_t *meas)
 
 		snprintf(tag, sizeof tag, "%s %s %s", isa, t->model, pids[p]);
 		snprintf(path, sizeof path, "%s/moe/ref/%s/%s.prompt_ids.txt", fx, t->model, pids[p]);
-		n_prompt = read_ids(path, prompt, 64);
+		n_prompt = refio_ids(path, prompt, 64);
 		snprintf(path, sizeof path, "%s/moe/ref/%s/%s.greedy_ids.txt", fx, t->model, pids[p]);
-		n_greedy = read_ids(path, greedy, 16);
+		n_greedy = refio_ids(path, greedy, 16);
 		snprintf(path, sizeof path, "%s/moe/ref/%s/%s.logits.f32", fx, t->model, pids[p]);
-		ref_l = read_f32(path, &nl);
+		ref_l = refio_f32(path, &nl);
 		snprintf(path, sizeof path, "%s/moe/ref/%s/%s.gen_logits.f32", fx, t->model, pids[p]);
-		ref_g = read_f32(path, &ng);
+		ref_g = refio_f32(path, &ng);
 		ties = json_object_get(json_object_get(json_object_get(
 			json_object_get(meas, "exact_float64_vs_llama_cpp"), t->model), pids[p]),
 			"routing_near_ties_gap_below_0.1");
@@ -446,7 +412,7 @@ next:
 		struct ntx_engine *e2 = engine(m, 2, &err);
 
 		snprintf(path, sizeof path, "%s/moe/ref/%s/p0.prompt_ids.txt", fx, t->model);
-		n = read_ids(path, prompt, 64);
+		n = refio_ids(path, prompt, 64);
 		t_ok(e2 && a && b && n > 0 && feed(e, prompt, n, NULL, 0, a, &err) == 0 &&
 		     feed(e2, prompt, n, NULL, 0, b, &err) == 0 &&
 		     memcmp(a, b, (size_t)n * V * sizeof(float)) == 0,
