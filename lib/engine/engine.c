@@ -104,10 +104,13 @@ static int split_experts(struct ntx_engine *e, int l, struct ntx_err *err)
 				   l, NE, p->model.n_expert);
 	cpu = p->cpu_exp + (size_t)l * NE;
 	L->exp_slot = malloc((size_t)NE * sizeof *L->exp_slot);
-	if (!L->exp_slot)
+	L->cpu_slot = malloc((size_t)NE * sizeof *L->cpu_slot);
+	if (!L->exp_slot || !L->cpu_slot)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
-	for (x = 0; x < NE; x++)
+	for (x = 0; x < NE; x++) {
 		L->exp_slot[x] = cpu[x] ? -1 : L->n_exp_dev++;
+		L->cpu_slot[x] = x;
+	}
 	L->n_cpu_exp = NE - L->n_exp_dev;
 	for (i = 0; i < 3; i++) {
 		struct ntx_gguf_tensor *v = &L->exv[i];
@@ -184,6 +187,37 @@ struct hot_ctx {
 	struct ntx_engine *e;
 };
 
+/* The CPU experts of a split layer (split_experts) into L->exp_hot: the
+ * gate stack of those experts, then the up and the down stacks, each in
+ * the order of the experts; their map pages released. */
+static void hot_experts(struct ntx_engine *e, int l)
+{
+	struct eng_layer *L = &e->layers[l];
+	const struct ntx_layer_tensors *lt = &e->m->layers[l];
+	const struct ntx_gguf_tensor *src[3] = { lt->w_gate, lt->w_up, lt->w_down };
+	struct ntx_wmat *w[3] = { &L->w.gate, &L->w.up, &L->w.down };
+	char *o = L->exp_hot;
+	int NE = e->cfg.n_expert, i, x, c;
+
+	if (e->o.interrupt && *e->o.interrupt) { /* Ctrl-C: stay on the map */
+		L->exp_hot = NULL;
+		return;
+	}
+	for (i = 0; i < 3; i++) {
+		size_t xb = src[i]->nbytes / (size_t)NE;
+
+		w[i]->data = o;
+		for (x = 0, c = 0; x < NE; x++) {
+			if (L->exp_slot[x] >= 0)
+				continue;
+			memcpy(o, (const char *)src[i]->data + (size_t)x * xb, xb);
+			map_release((const char *)src[i]->data + (size_t)x * xb, xb);
+			o += xb;
+			L->cpu_slot[x] = c++;
+		}
+	}
+}
+
 static void hot_worker(void *p, int ith, int nth)
 {
 	struct ntx_engine *e = ((struct hot_ctx *)p)->e;
@@ -192,6 +226,8 @@ static void hot_worker(void *p, int ith, int nth)
 	for (l = ith; l < e->cfg.n_layer; l += nth) {
 		struct eng_layer *L = &e->layers[l];
 
+		if (L->exp_hot)
+			hot_experts(e, l);
 		if (!L->hot)
 			continue;
 		if (e->o.interrupt && *e->o.interrupt) { /* Ctrl-C: stop copying, eval says so */
@@ -240,9 +276,14 @@ static void hot_copies(struct ntx_engine *e)
 		uint64_t need = (L->lo.total + 4095) & ~(uint64_t)4095;
 
 		off[l] = UINT64_MAX;
-		if (e->skip[l] || L->exec != NTX_EXEC_CPU || L->home != NTX_TIER_RAM ||
-		    used + need > limit)
+		if (L->n_cpu_exp && !e->skip[l]) /* the expert split: the CPU's experts */
+			need = ((L->w.gate.row_bytes * L->w.gate.n_out + L->w.up.row_bytes * L->w.up.n_out +
+				 L->w.down.row_bytes * L->w.down.n_out) * (uint64_t)L->n_cpu_exp + 4095) &
+			       ~(uint64_t)4095;
+		else if (e->skip[l] || L->exec != NTX_EXEC_CPU || L->home != NTX_TIER_RAM)
 			continue; /* read in place */
+		if (used + need > limit)
+			continue;
 		off[l] = used;
 		used += need;
 	}
@@ -250,7 +291,9 @@ static void hot_copies(struct ntx_engine *e)
 		e->hot_arena = hot_alloc(used, &e->hot_arena_bytes); /* NULL: stay on the map */
 	if (e->hot_arena) {
 		for (l = 0; l < e->cfg.n_layer; l++)
-			if (off[l] != UINT64_MAX)
+			if (off[l] != UINT64_MAX && e->layers[l].n_cpu_exp)
+				e->layers[l].exp_hot = (char *)e->hot_arena + off[l];
+			else if (off[l] != UINT64_MAX)
 				e->layers[l].hot = (char *)e->hot_arena + off[l];
 		if (out_off != UINT64_MAX)
 			e->out_hot = (char *)e->hot_arena + out_off;
@@ -453,6 +496,7 @@ void ntx_engine_free(struct ntx_engine *e)
 			free(e->layers[l].kv.k);
 			free(e->layers[l].kv.v);
 			free(e->layers[l].exp_slot);
+			free(e->layers[l].cpu_slot);
 		}
 	}
 	if (e->hot_arena)

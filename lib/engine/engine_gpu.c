@@ -858,8 +858,9 @@ static int moe_cpu_expert(struct ntx_engine *e, int l, int x, int j0, int c, str
 	const struct eng_layer *L = &e->layers[l];
 	struct ntx_cpu_scratch *s = &e->s;
 	const int32_t *idx = (const int32_t *)g->h_map;
-	struct ntx_wmat gw = ntx_wmat_expert(&L->w.gate, x), uw = ntx_wmat_expert(&L->w.up, x);
-	struct ntx_wmat dw = ntx_wmat_expert(&L->w.down, x);
+	int xs = L->cpu_slot[x]; /* in the map, or in the huge-page copy */
+	struct ntx_wmat gw = ntx_wmat_expert(&L->w.gate, xs), uw = ntx_wmat_expert(&L->w.up, xs);
+	struct ntx_wmat dw = ntx_wmat_expert(&L->w.down, xs);
 	int64_t E = e->cfg.n_embd, F = e->cfg.n_ff;
 	float *y = g->h_ey + (size_t)j0 * E;
 	double t0 = ntx_now_s();

@@ -106,6 +106,9 @@ struct eng_layer {
 	 * experts) and lo is lay's layout */
 	int n_cpu_exp, n_exp_dev;
 	int32_t *exp_slot;
+	int32_t *cpu_slot;         /* [n_expert]: a CPU expert's place in w's stacks (x in the
+				    * map; its rank among the CPU experts in exp_hot) */
+	void *exp_hot;             /* huge-page copy of the CPU experts (gate, up, down stacks) */
 	struct ntx_layer_tensors lay;
 	struct ntx_gguf_tensor exv[3];
 };
