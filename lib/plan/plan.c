@@ -354,6 +354,30 @@ struct tally {
  * equally likely among themselves: a side of m experts hit at share h has
  * each expert read with probability 1 - (1 - k h / m)^n. Only resident
  * GPU layers: streamed and CPU layers move and read whole layers. */
+/* The expert bytes of CPU-executed MoE layer l that a pass of n tokens
+ * does not read (the CPU engine reads only the chosen experts; a streamed
+ * or disk layer still moves whole). */
+static double cpu_layer_unread(const struct ntx_plan *p, int l, int n)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	const struct ntx_plan_layer *L = &p->layers[l];
+	double k = pm->n_expert_used, E = pm->n_expert;
+
+	if (E <= 0 || k <= 0 || !pm->expert_bytes || L->skip || L->exec != NTX_EXEC_CPU)
+		return 0;
+	return E * (double)pm->expert_bytes[l] * pow(1 - fmin(1, k / E), n);
+}
+
+static double cpu_unread(const struct ntx_plan *p, int n)
+{
+	double u = 0;
+	int l;
+
+	for (l = 0; l < p->model.n_layer; l++)
+		u += cpu_layer_unread(p, l, n);
+	return u;
+}
+
 static void expert_reads(const struct ntx_plan *p, int n, double *vram, double *cpu, double *per)
 {
 	const struct ntx_plan_model *pm = &p->model;
@@ -644,13 +668,13 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 
 		for (l = 0; l < pm->n_layer; l++) {
 			const struct ntx_plan_layer *L = &p->layers[l];
-			double tlay = (double)L->bytes * cpu_s_per_byte;
+			double tlay = ((double)L->bytes - cpu_layer_unread(p, l, n)) * cpu_s_per_byte;
 
 			if (!L->skip && L->exec == NTX_EXEC_CPU && tlay > lead)
 				o->link += tlay - lead;
 		}
 	}
-	o->cpu = (double)p->bytes_cpu * cpu_s_per_byte;
+	o->cpu = ((double)p->bytes_cpu - cpu_unread(p, n)) * cpu_s_per_byte;
 	/* the expert split: the CPU reads the chosen ones of its experts,
 	 * each for the tokens that chose it */
 	o->cpu_exp = ec;
@@ -691,7 +715,7 @@ static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct ta
 	x1 = x;
 	if (n_tok > 1)
 		pass_time(p, gpu, 1, tl, &x1);
-	p->bytes_cpu = ntx_plan_sat_add(p->bytes_cpu, (uint64_t)x.cpu_exp);
+	p->bytes_cpu = ntx_plan_sat_add(p->bytes_cpu - (uint64_t)cpu_unread(p, n_tok), (uint64_t)x.cpu_exp);
 	p->t_resident_ms = ntx_plan_round6(x.res * 1e3);
 	p->t_link_ms = ntx_plan_round6(x.link * 1e3);
 	p->t_disk_ms = ntx_plan_round6(x.disk * 1e3);
