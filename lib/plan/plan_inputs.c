@@ -49,6 +49,12 @@ static int inspect_read_model(struct ntx_jrd *r, json_t *root, struct ntx_plan_m
 	    ntx_jrd_bool(r, m, "model", "output_tied", &pm->output_tied, NULL))
 		return -1;
 	pm->n_vocab = v;
+	/* a mixture of experts (optional: older documents have no experts) */
+	if (json_object_get(m, "n_expert") &&
+	    (ntx_jrd_int(r, m, "model", "n_expert", 0, NTX_PLAN_MAX_EXPERT, &pm->n_expert) ||
+	     (pm->n_expert > 0 &&
+	      ntx_jrd_int(r, m, "model", "n_expert_used", 1, pm->n_expert, &pm->n_expert_used))))
+		return -1;
 	return 0;
 }
 
@@ -86,6 +92,19 @@ static int inspect_read_layers(struct ntx_jrd *r, json_t *root, struct ntx_plan_
 		if (ntx_jrd_bytes(r, e, ep, "bytes", &pm->layer_bytes[idx]) ||
 		    ntx_jrd_obj(r, e, ep, "types", &ty, kp))
 			return -1;
+		if (pm->n_expert > 0 && json_object_get(e, "bytes_per_expert")) {
+			if (!pm->expert_bytes &&
+			    !(pm->expert_bytes = calloc((size_t)pm->n_layer, sizeof *pm->expert_bytes)))
+				return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
+			if (ntx_jrd_bytes(r, e, ep, "bytes_per_expert", &pm->expert_bytes[idx]))
+				return -1;
+			if (pm->expert_bytes[idx] > pm->layer_bytes[idx] / (uint64_t)pm->n_expert) {
+				ntx_jrd_path(kp, ep, "bytes_per_expert");
+				return ntx_jrd_error(r, kp, "%d experts of %llu bytes do not fit in the layer's %llu bytes",
+						     pm->n_expert, (unsigned long long)pm->expert_bytes[idx],
+						     (unsigned long long)pm->layer_bytes[idx]);
+			}
+		}
 		json_object_foreach(ty, key, val) {
 			int t = ntx_type_from_name(key);
 			uint64_t b;

@@ -219,7 +219,7 @@ static void put_layers(struct wr *w, json_t *root, const struct ntx_plan *p)
 		put(w, e, "bytes", jbytes(L->bytes));
 		put(w, e, "skip", json_boolean(L->skip));
 		if (p->model.n_expert > 0 && p->model.expert_bytes)
-			put(w, e, "expert_bytes", jbytes(p->model.expert_bytes[l]));
+			put(w, e, "bytes_per_expert", jbytes(p->model.expert_bytes[l]));
 		if (L->n_cpu_exp > 0 && p->cpu_exp) {
 			char *r = ntx_plan_experts_format(p->cpu_exp + (size_t)l * p->model.n_expert,
 							  p->model.n_expert);
@@ -514,7 +514,7 @@ static int read_hw(struct ntx_jrd *r, json_t *root, struct ntx_plan_hw *hw)
 	return 0;
 }
 
-/* A layer's "expert_bytes" and "cpu_experts" (both optional; MoE models). */
+/* A layer's "bytes_per_expert" and "cpu_experts" (both optional; MoE models). */
 static int read_layer_experts(struct ntx_jrd *r, json_t *e, const char *ep, struct ntx_plan *p,
 			      int l)
 {
@@ -524,18 +524,18 @@ static int read_layer_experts(struct ntx_jrd *r, json_t *e, const char *ep, stru
 	const char *s;
 	uint64_t b;
 
-	if (json_object_get(e, "expert_bytes")) {
+	if (json_object_get(e, "bytes_per_expert")) {
 		if (pm->n_expert <= 0) {
-			ntx_jrd_path(kp, ep, "expert_bytes");
-			return ntx_jrd_error(r, kp, "\"expert_bytes\" needs the model's \"n_expert\"");
+			ntx_jrd_path(kp, ep, "bytes_per_expert");
+			return ntx_jrd_error(r, kp, "\"bytes_per_expert\" needs the model's \"n_expert\"");
 		}
-		if (ntx_jrd_bytes(r, e, ep, "expert_bytes", &b))
+		if (ntx_jrd_bytes(r, e, ep, "bytes_per_expert", &b))
 			return -1;
 		if (!pm->expert_bytes &&
 		    !(pm->expert_bytes = calloc((size_t)pm->n_layer, sizeof *pm->expert_bytes)))
 			return ntx_err_set(r->err, NTX_ENOMEM, "out of memory");
 		if (b > L->bytes / (uint64_t)pm->n_expert) {
-			ntx_jrd_path(kp, ep, "expert_bytes");
+			ntx_jrd_path(kp, ep, "bytes_per_expert");
 			return ntx_jrd_error(r, kp, "%d experts of %" PRIu64 " bytes do not fit in the layer's %" PRIu64 " bytes",
 					     pm->n_expert, b, L->bytes);
 		}
@@ -547,7 +547,7 @@ static int read_layer_experts(struct ntx_jrd *r, json_t *e, const char *ep, stru
 	if (ntx_jrd_str(r, e, ep, "cpu_experts", 0, &s))
 		return -1;
 	if (pm->n_expert <= 0 || !pm->expert_bytes || !pm->expert_bytes[l])
-		return ntx_jrd_error(r, kp, "\"cpu_experts\" needs the model's \"n_expert\" and the layer's \"expert_bytes\"");
+		return ntx_jrd_error(r, kp, "\"cpu_experts\" needs the model's \"n_expert\" and the layer's \"bytes_per_expert\"");
 	if (L->skip)
 		return ntx_jrd_error(r, kp, "layer %d is skipped: it has no experts to place", l);
 	if (!p->cpu_exp && !(p->cpu_exp = calloc((size_t)pm->n_layer, (size_t)pm->n_expert)))

@@ -205,14 +205,17 @@ assert p["model"]["n_expert"] == 16 and p["model"]["n_expert_used"] == 4
 for L in p["layers"]:
     assert L["home"] == "vram" and L["exec"] == "gpu", L
     assert L["cpu_experts"] == "6-15" and L["cpu_hit"] == 0.625, L
-    assert L["expert_bytes"] * 16 < L["bytes"]
+    assert L["bytes_per_expert"] * 16 < L["bytes"]
 # the CPU experts' bytes are in RAM, not in VRAM
-cpu = sum(10 * L["expert_bytes"] for L in p["layers"])
+cpu = sum(10 * L["bytes_per_expert"] for L in p["layers"])
 assert p["usage"]["ram_layers_bytes"] == cpu, (p["usage"], cpu)
 assert p["usage"]["vram_layers_bytes"] == sum(L["bytes"] for L in p["layers"]) - cpu
 PY
 	run -0 "$NTX_BIN/ntx-plan" --check "$T/split.json" "$QW"
 	same QW p1 --plan "$T/split.json"
+	# from ntx-inspect's JSON (its bytes_per_expert): the same experts
+	"$NTX_BIN/ntx-inspect" "$QW" | "$NTX_BIN/ntx-plan" - --vram-budget 8G --vram-experts 6 -c 256 -o "$T/split-i.json"
+	[ "$(grep -c '"cpu_experts": "6-15"' "$T/split-i.json")" = "$(grep -c '"cpu_experts": "6-15"' "$T/split.json")" ]
 	# 0: every expert on the CPU
 	run -0 "$NTX_BIN/ntx-plan" "$QW" --vram-budget 8G --vram-experts 0 -c 256
 	[[ "$output" == *'"cpu_experts": "0-15"'* ]]
