@@ -269,12 +269,6 @@ static void run_model(const struct tol *t, json_t *meas)
 
 	snprintf(path, sizeof path, "%s/moe/%s.gguf", fx, t->model);
 	m = ntx_model_open(path, 0, &err);
-	if (!m && strstr(err.msg, "Q5_0")) {
-		/* qwen3moe-tiny-q4_k_m's ffn_down_exps of blk.0 is Q5_0 */
-		snprintf(tag, sizeof tag, "%s: reference logits", t->model);
-		t_skip(tag, err.msg);
-		return;
-	}
 	if (!t_ok(m != NULL, "%s: open (%s)", t->model, err.msg))
 		return;
 	e = engine(m, 2, &err);
@@ -436,7 +430,8 @@ static void test_cuda_opens(void)
 	struct ntx_engine *e;
 
 	if (!ntx_gpu_usable(0, why, sizeof why)) {
-		t_skip("CUDA backend opens MoE", why[0] ? why : "no usable GPU");
+		/* the GPU's half runs on the device (tests/gpu, scripts/gpu-check moe) */
+		t_diag("CUDA backend opens MoE: not here (%s)", why[0] ? why : "no usable GPU");
 		return;
 	}
 	snprintf(path, sizeof path, "%s/moe/qwen3moe-tiny-q8_0.gguf", t_fixtures());
@@ -473,7 +468,7 @@ int main(void)
 
 		for (k = 0; k < sizeof isas / sizeof isas[0]; k++) {
 			if (ntx_cpu_isa_select(isas[k]) != 0) {
-				t_skip(isas[k], "this CPU lacks the ISA");
+				t_diag("%s: not available on this CPU, skipped", isas[k]);
 				continue;
 			}
 			isa = isas[k];
