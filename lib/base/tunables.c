@@ -71,6 +71,18 @@ static int attn_chunk(const char *e)
 }
 
 /* NTX_FAULT_READ: unset or "" 0 (off); an integer >= 1; else -1. */
+/* NTX_EXPERT_CACHE: an integer 1..1024, else 0 (the default). */
+static int xcache_experts(const char *e)
+{
+	char *end = NULL;
+	long c;
+
+	if (!e)
+		return 0;
+	c = strtol(e, &end, 10);
+	return end == e || *end || c < 1 || c > 1024 ? 0 : (int)c;
+}
+
 static int64_t fault_read(const char *s)
 {
 	int64_t v;
@@ -104,6 +116,7 @@ void ntx_tunables_from_env(struct ntx_tunables *t)
 
 	t->no_graphs = env_set("NTX_NO_GRAPHS");
 	t->no_hugepages = env_set("NTX_NO_HUGEPAGES");
+	t->xcache_experts = xcache_experts(getenv("NTX_EXPERT_CACHE"));
 	t->spec_backoff = env_on("NTX_SPEC_BACKOFF");
 	t->expert_split = env_set("NTX_EXPERT_SPLIT");
 

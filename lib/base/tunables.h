@@ -38,6 +38,8 @@ struct ntx_tunables {
 	/* ---- engine (lib/engine) ---- */
 	int no_graphs;      /* NTX_NO_GRAPHS: no CUDA graphs for decode steps (0) */
 	int no_hugepages;   /* NTX_NO_HUGEPAGES: no huge-page copies of CPU weights (0) */
+	int xcache_experts; /* NTX_EXPERT_CACHE: experts the cache of disk experts holds, 1..1024
+			     * (0: 4 x the experts a token uses, at least 16) */
 	int spec_backoff;   /* NTX_SPEC_BACKOFF: the adaptive draft length may pause drafting
 			     * that does not pay (spec.h) (1) */
 	/* ---- the planner (lib/plan) ---- */

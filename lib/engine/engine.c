@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "engine_int.h"
+#include "pack.h"
 #include "sampler.h"
 
 const char *ntx_backend_name(enum ntx_backend b)
@@ -323,7 +324,7 @@ static int start_streamer(struct ntx_engine *e, struct ntx_err *err)
 		struct ntx_stream_job *j = &jobs[n];
 		int disk = L->home == NTX_TIER_DISK && !mmap_io;
 
-		if (e->skip[l] || L->home == NTX_TIER_VRAM)
+		if (e->skip[l] || L->home == NTX_TIER_VRAM || L->xdisk)
 			continue;
 		if (L->exec != NTX_EXEC_GPU && !disk)
 			continue; /* computed in place from the GGUF map */
@@ -361,17 +362,153 @@ static int job_acquire(struct ntx_engine *e, int l, const void **base, struct nt
 	return 0;
 }
 
+/* The disk counters: the streamer's and the expert cache's. */
+static void disk_stats(struct ntx_engine *e)
+{
+	struct ntx_stream_stats ss = { 0 };
+	uint64_t h = 0, m = 0, b = 0;
+
+	if (e->str) {
+		ntx_streamer_stats(e->str, &ss);
+		e->st.bytes_h2d = ss.bytes_h2d;
+	}
+	if (e->xc)
+		ntx_xcache_counts(e->xc, &h, &m, &b);
+	e->st.bytes_disk = ss.bytes_disk + b;
+	e->st.t_disk_s = ss.t_disk_s + e->xc_t_s;
+}
+
 static int job_release(struct ntx_engine *e, int l, struct ntx_err *err)
 {
-	struct ntx_stream_stats ss;
-
 	if (ntx_streamer_release(e->str, l, err))
 		return -1;
-	ntx_streamer_stats(e->str, &ss);
-	e->st.bytes_h2d = ss.bytes_h2d;
-	e->st.bytes_disk = ss.bytes_disk;
-	e->st.t_disk_s = ss.t_disk_s;
+	disk_stats(e);
 	return 0;
+}
+
+/* ---- experts on disk ----
+ * A MoE layer that the plan puts on disk and has the CPU compute reads
+ * only the experts a pass chose, from the layer's uncompressed pack extent
+ * into the expert cache (xcache.h); its attention, norms and router are
+ * read from the GGUF map (a few percent of the layer, every pass). A
+ * compressed extent, or --io mmap, streams the whole layer as before. */
+
+static int xc_load(void *ctx, int layer, const int *ids, int n, const void **ptr,
+		   struct ntx_err *err)
+{
+	struct ntx_engine *e = ctx;
+	double t0 = ntx_now_s();
+	int rc = ntx_xcache_load(e->xc, layer, ids, n, ptr, err);
+
+	e->xc_t_s += ntx_now_s() - t0;
+	disk_stats(e);
+	return rc;
+}
+
+/* The experts held at once (over all the layers; slot: the bytes of one):
+ * what the plan's RAM budget leaves, the disk staging it reserved
+ * included (these layers need none); at least a layer's worth for a pass
+ * (4 x the experts a token uses, at least 16, at most the layer's: a
+ * prompt pass goes through the experts in groups of that many); at most
+ * every expert of the disk layers. */
+static int xc_cap(const struct ntx_engine *e, int n_disk, uint64_t slot)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	const struct ntx_plan *p = e->o.plan;
+	uint64_t most = (uint64_t)n_disk * (uint64_t)c->n_expert, cap;
+	int least = 4 * c->n_expert_used;
+
+	if (least < 16)
+		least = 16;
+	if (least > c->n_expert)
+		least = c->n_expert;
+	if (e->tun.xcache_experts > 0) /* NTX_EXPERT_CACHE (tests, measurements) */
+		return e->tun.xcache_experts < c->n_expert ? e->tun.xcache_experts : c->n_expert;
+	cap = least;
+	if (p && p->ram_budget > p->ram_used_bytes)
+		cap = (p->ram_budget - p->ram_used_bytes + p->staging_bytes) / slot;
+	if (cap < (uint64_t)least)
+		cap = (uint64_t)least;
+	if (cap > most)
+		cap = most;
+	return cap > (uint64_t)(1 << 20) ? 1 << 20 : (int)cap;
+}
+
+static int disk_experts(struct ntx_engine *e, struct ntx_err *err)
+{
+	const struct ntx_llama_config *c = &e->cfg;
+	struct ntx_pack *pk;
+	uint64_t mx[3] = { 0, 0, 0 };
+	int l, k, any = 0;
+
+	if (c->n_expert <= 0 || e->o.io == NTX_IO_MMAP || !e->pack_path)
+		return 0;
+	for (l = 0; l < c->n_layer; l++)
+		any |= !e->skip[l] && e->layers[l].home == NTX_TIER_DISK &&
+		       e->layers[l].exec == NTX_EXEC_CPU;
+	if (!any)
+		return 0;
+	pk = ntx_pack_open(e->pack_path, err);
+	if (!pk || ntx_pack_check_model(pk, e->m, err)) {
+		ntx_err_prefix(err, "%s", e->pack_path);
+		ntx_pack_close(pk);
+		return -1;
+	}
+	for (any = 0, l = 0; l < c->n_layer; l++) {
+		struct eng_layer *L = &e->layers[l];
+		const struct ntx_pack_extent *x = ntx_pack_extent_for_layer(pk, l);
+		const struct ntx_layer_tensors *lt = &e->m->layers[l];
+		const struct ntx_gguf_tensor *src[3] = { lt->w_gate, lt->w_up, lt->w_down };
+		int ok = x && x->compression == NTX_PACK_COMP_NONE &&
+			 x->transform == NTX_PACK_XFORM_NONE && x->n_tensors > 8;
+
+		if (e->skip[l] || L->home != NTX_TIER_DISK || L->exec != NTX_EXEC_CPU)
+			continue;
+		for (k = 0; ok && k < 3; k++) {
+			const struct ntx_pack_tensor *pt = &x->tensors[6 + k];
+
+			ok = src[k] && pt->nbytes == src[k]->nbytes && pt->ne[2] == c->n_expert;
+		}
+		if (!ok)
+			continue; /* the whole layer is streamed */
+		L->xdisk = 1;
+		any = 1;
+		for (k = 0; k < 3; k++) {
+			uint64_t b = src[k]->nbytes / (uint64_t)c->n_expert;
+
+			mx[k] = b > mx[k] ? b : mx[k];
+		}
+	}
+	if (any) {
+		uint64_t slot = 0;
+		int n_disk = 0;
+
+		for (k = 0; k < 3; k++)
+			slot += ((mx[k] + 4095) & ~(uint64_t)4095) + 4096; /* as xcache.c lays a slot out */
+		for (l = 0; l < c->n_layer; l++)
+			n_disk += e->layers[l].xdisk;
+		e->xc = ntx_xcache_new(e->pack_path, c->n_layer, c->n_expert, xc_cap(e, n_disk, slot),
+				       mx, &e->tun, err);
+		for (l = 0; e->xc && l < c->n_layer; l++) {
+			struct eng_layer *L = &e->layers[l];
+			const struct ntx_pack_extent *x = ntx_pack_extent_for_layer(pk, l);
+			struct ntx_xcache_layer xl;
+
+			if (!L->xdisk)
+				continue;
+			for (k = 0; k < 3; k++) {
+				xl.off[k] = x->offset + x->tensors[6 + k].offset;
+				xl.bytes[k] = x->tensors[6 + k].nbytes / (uint64_t)c->n_expert;
+			}
+			ntx_xcache_set_layer(e->xc, l, &xl);
+			L->xsrc.cap = ntx_xcache_cap(e->xc);
+			L->xsrc.layer = l;
+			L->xsrc.load = xc_load;
+			L->xsrc.ctx = e;
+		}
+	}
+	ntx_pack_close(pk);
+	return any && !e->xc ? -1 : 0;
 }
 
 struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_engine_opts *o,
@@ -475,7 +612,7 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		goto fail;
 	if (e->backend == NTX_BACKEND_CUDA && ntx_gpu_init(e, err))
 		goto fail;
-	if (start_streamer(e, err))
+	if (disk_experts(e, err) || start_streamer(e, err))
 		goto fail;
 	return e;
 fail:
@@ -490,6 +627,7 @@ void ntx_engine_free(struct ntx_engine *e)
 	if (!e)
 		return;
 	ntx_streamer_free(e->str);
+	ntx_xcache_free(e->xc);
 	ntx_gpu_free(e);
 	if (e->layers) {
 		for (l = 0; l < e->cfg.n_layer; l++) {
@@ -597,8 +735,14 @@ static int cpu_layer(struct ntx_engine *e, int l, const int32_t *seq, const int3
 		ntx_layer_w_from_layout(&w, &e->m->layers[l], &L->lo, base);
 	}
 	e->s.exp_count = e->exp_count ? e->exp_count + (size_t)l * e->cfg.n_expert : NULL;
+	if (L->xdisk)
+		w.xsrc = &L->xsrc;
 	n_run = ntx_cpu_layer_forward(e->pool, &e->cfg, &e->rope, &w, &L->kv, e->x, n, seq, pos,
 				      &e->s);
+	if (n_run < 0) {
+		*err = e->s.xerr;
+		return -1;
+	}
 	/* with experts, only the experts that ran were read */
 	e->st.bytes_cpu_weights += L->lo.total - (uint64_t)(e->cfg.n_expert - n_run) *
 		(e->cfg.n_expert > 0 ? (L->lo.nbytes[6] + L->lo.nbytes[7] + L->lo.nbytes[8]) /

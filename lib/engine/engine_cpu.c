@@ -40,6 +40,7 @@ void ntx_layer_w_from_tensors(struct ntx_layer_w *w, const struct ntx_layer_tens
 		w->router = ntx_wmat_from_tensor(lt->router, AT(lt->router));
 	w->q_norm = lt->q_norm ? AT(lt->q_norm) : NULL;
 	w->k_norm = lt->k_norm ? AT(lt->k_norm) : NULL;
+	w->xsrc = NULL;
 #undef AT
 }
 
@@ -62,6 +63,7 @@ void ntx_layer_w_from_layout(struct ntx_layer_w *w, const struct ntx_layer_tenso
 		w->router = ntx_wmat_from_tensor(lt->router, b + lo->offset[9]);
 	w->q_norm = lt->q_norm ? (const float *)(b + lo->offset[10]) : NULL;
 	w->k_norm = lt->k_norm ? (const float *)(b + lo->offset[11]) : NULL;
+	w->xsrc = NULL;
 }
 
 static size_t max_sz(size_t a, size_t b)
@@ -118,7 +120,10 @@ int ntx_cpu_scratch_init(struct ntx_cpu_scratch *s, const struct ntx_llama_confi
 		s->acc = malloc(n_ub * nk * E * sizeof(float));
 		s->slot = malloc(n_ub * nk * sizeof(int32_t));
 		s->first = malloc((2 * nx + 1) * sizeof(int32_t));
-		if (!s->rl || !s->sel || !s->wgt || !s->xg || !s->acc || !s->slot || !s->first) {
+		s->xids = malloc(nx * sizeof(int));
+		s->xptr = malloc(3 * nx * sizeof(void *));
+		if (!s->rl || !s->sel || !s->wgt || !s->xg || !s->acc || !s->slot || !s->first ||
+		    !s->xids || !s->xptr) {
 			ntx_cpu_scratch_free(s);
 			return ntx_err_set(err, NTX_ENOMEM,
 					   "out of memory for CPU expert activations (%d tokens)", n_ub);
@@ -152,6 +157,8 @@ void ntx_cpu_scratch_free(struct ntx_cpu_scratch *s)
 	free(s->acc);
 	free(s->slot);
 	free(s->first);
+	free(s->xids);
+	free(s->xptr);
 	memset(s, 0, sizeof *s);
 }
 
@@ -167,7 +174,8 @@ static int moe_ffn(struct ntx_pool *pool, const struct ntx_llama_config *c,
 {
 	const int64_t E = c->n_embd, F = c->n_ff;
 	const int nx = c->n_expert, k = c->n_expert_used;
-	int t, j, e, n_run = 0;
+	const int chunk = w->xsrc ? w->xsrc->cap : nx;
+	int t, j, e, x, c0, n_run = 0;
 
 	ntx_cpu_matmul(pool, &w->router, xn, n_tok, s->rl, s->mm);
 	ntx_moe_route_rows(s->rl, n_tok, nx, k, c->expert_weights_scale, s->sel, s->wgt);
@@ -190,25 +198,43 @@ static int moe_ffn(struct ntx_pool *pool, const struct ntx_llama_config *c,
 		for (t = 0; t < n_tok * k; t++)
 			s->slot[fill[s->sel[t]]++] = t;
 	}
-	for (e = 0; e < nx; e++) {
-		const int32_t *sl = s->slot + s->first[e];
-		int n = s->first[e + 1] - s->first[e], i;
-		struct ntx_wmat gw, uw, dw;
+	/* the experts that have rows, in index order; from an expert source
+	 * (disk) at most its capacity at a time */
+	for (e = 0, n_run = 0; e < nx; e++)
+		if (s->first[e + 1] > s->first[e])
+			s->xids[n_run++] = e;
+	for (c0 = 0; c0 < n_run; c0 += chunk) {
+		int cn = n_run - c0 < chunk ? n_run - c0 : chunk;
 
-		if (!n)
-			continue;
-		n_run++;
-		gw = ntx_wmat_expert(&w->gate, e);
-		uw = ntx_wmat_expert(&w->up, e);
-		dw = ntx_wmat_expert(&w->down, e);
-		for (i = 0; i < n; i++)
-			memcpy(s->xg + i * E, xn + (sl[i] / k) * E, (size_t)E * sizeof(float));
-		ntx_cpu_matmul(pool, &gw, s->xg, n, s->g, s->mm);
-		ntx_cpu_matmul(pool, &uw, s->xg, n, s->u, s->mm);
-		ntx_op_swiglu(s->g, s->g, s->u, (int64_t)n * F);
-		ntx_cpu_matmul(pool, &dw, s->g, n, s->xg, s->mm);
-		for (i = 0; i < n; i++)
-			memcpy(s->acc + (int64_t)sl[i] * E, s->xg + i * E, (size_t)E * sizeof(float));
+		if (w->xsrc && w->xsrc->load(w->xsrc->ctx, w->xsrc->layer, s->xids + c0, cn, s->xptr,
+					     &s->xerr))
+			return -1;
+		for (x = 0; x < cn; x++) {
+			const int32_t *sl;
+			int n, i;
+			struct ntx_wmat gw, uw, dw;
+
+			e = s->xids[c0 + x];
+			sl = s->slot + s->first[e];
+			n = s->first[e + 1] - s->first[e];
+			gw = ntx_wmat_expert(&w->gate, e);
+			uw = ntx_wmat_expert(&w->up, e);
+			dw = ntx_wmat_expert(&w->down, e);
+			if (w->xsrc) {
+				gw.data = s->xptr[3 * x];
+				uw.data = s->xptr[3 * x + 1];
+				dw.data = s->xptr[3 * x + 2];
+			}
+			for (i = 0; i < n; i++)
+				memcpy(s->xg + i * E, xn + (sl[i] / k) * E, (size_t)E * sizeof(float));
+			ntx_cpu_matmul(pool, &gw, s->xg, n, s->g, s->mm);
+			ntx_cpu_matmul(pool, &uw, s->xg, n, s->u, s->mm);
+			ntx_op_swiglu(s->g, s->g, s->u, (int64_t)n * F);
+			ntx_cpu_matmul(pool, &dw, s->g, n, s->xg, s->mm);
+			for (i = 0; i < n; i++)
+				memcpy(s->acc + (int64_t)sl[i] * E, s->xg + i * E,
+				       (size_t)E * sizeof(float));
+		}
 	}
 	/* out[t] = sum over j in top-k order of wgt[t][j] * acc[t][j] (as
 	 * llama.cpp: each weighted row, then added left to right) */
@@ -260,6 +286,8 @@ int ntx_cpu_layer_forward(struct ntx_pool *pool, const struct ntx_llama_config *
 	ntx_op_rmsnorm(s->xb, x, w->ffn_norm, n_tok, (int)E, eps);
 	if (w->router.data && c->n_expert > 0) {
 		n_run = moe_ffn(pool, c, w, s->xb, n_tok, s->tmp, s);
+		if (n_run < 0)
+			return -1;
 	} else {
 		ntx_cpu_matmul(pool, &w->gate, s->xb, n_tok, s->g, s->mm);
 		ntx_cpu_matmul(pool, &w->up, s->xb, n_tok, s->u, s->mm);

@@ -13,14 +13,29 @@
 #include "ntx_cpu.h"
 #include "ntx_ops.h"
 #include "stream.h"
+#include "xcache.h"
 
 #ifdef NTX_HAVE_CUDA
 #include "ntx_cuda.h"
 #endif
 
+/* Experts that are not in memory (a disk layer's, read into the expert
+ * cache, xcache.h): load makes up to cap of layer's experts available and
+ * gives their gate, up and down data (3 pointers per id), valid until the
+ * next load; 0 or -1 with *err. */
+struct ntx_expert_src {
+	int cap;
+	int layer;
+	int (*load)(void *ctx, int layer, const int *ids, int n, const void **ptr,
+		    struct ntx_err *err);
+	void *ctx;
+};
+
 /* One layer's weights as views usable by the CPU kernels (host memory).
  * With experts (cfg.n_expert > 0) gate, up and down are expert 0's
- * matrices of the 3-D ffn_*_exps tensors; ntx_wmat_expert gives expert e. */
+ * matrices of the 3-D ffn_*_exps tensors; ntx_wmat_expert gives expert e
+ * (or, with xsrc, their data comes from xsrc and gate, up and down give the
+ * shapes). */
 struct ntx_layer_w {
 	const float *attn_norm;  /* (n_embd) */
 	struct ntx_wmat wq;      /* (n_embd -> n_head*head_dim) */
@@ -34,6 +49,7 @@ struct ntx_layer_w {
 	struct ntx_wmat router;  /* ffn_gate_inp (n_embd -> n_expert); data NULL: dense FFN */
 	const float *q_norm;     /* (head_dim), or NULL */
 	const float *k_norm;     /* (head_dim), or NULL */
+	const struct ntx_expert_src *xsrc; /* NULL: the experts are in memory */
 };
 
 /* Expert e of a 3-D expert tensor viewed as expert 0's matrix w: the
@@ -69,6 +85,9 @@ struct ntx_cpu_scratch {
 	float *acc;        /* [n_ub][k][n_embd] */
 	int32_t *slot;     /* [n_ub * k]: t * k + j, grouped by expert */
 	int32_t *first;    /* [2 * n_expert + 1]: each expert's run in slot, then fill counters */
+	int *xids;         /* [n_expert]: the experts a pass chose */
+	const void **xptr; /* [3 * n_expert]: their matrices from an ntx_expert_src */
+	struct ntx_err xerr; /* why ntx_cpu_layer_forward returned -1 */
 	void *mm;          /* matmul activation scratch */
 	float *att_scratch;
 	uint64_t *exp_count; /* [n_expert]: the routing counts of the layer being computed, or NULL */
@@ -80,7 +99,8 @@ int ntx_cpu_scratch_init(struct ntx_cpu_scratch *s, const struct ntx_llama_confi
 void ntx_cpu_scratch_free(struct ntx_cpu_scratch *s);
 
 /* Forward n_tok rows of hidden state x through one layer on the CPU, in
- * place. Returns the number of experts that ran (0 for a dense FFN). */
+ * place. Returns the number of experts that ran (0 for a dense FFN), or -1
+ * when w->xsrc could not load them (s->xerr says why). */
 int ntx_cpu_layer_forward(struct ntx_pool *pool, const struct ntx_llama_config *c,
 			   const struct ntx_rope *rope, const struct ntx_layer_w *w,
 			   struct ntx_kv_layer *kv, float *x, int n_tok, const int32_t *seq,
@@ -109,6 +129,11 @@ struct eng_layer {
 	int32_t *cpu_slot;         /* [n_expert]: a CPU expert's place in w's stacks (x in the
 				    * map; its rank among the CPU experts in exp_hot) */
 	void *exp_hot;             /* huge-page copy of the CPU experts (gate, up, down stacks) */
+	/* a MoE layer on disk computed by the CPU: its experts come from the
+	 * pack through the expert cache (e->xc), its other weights from the
+	 * GGUF map; not a streamer job */
+	int xdisk;
+	struct ntx_expert_src xsrc;
 	struct ntx_layer_tensors lay;
 	struct ntx_gguf_tensor exv[3];
 };
@@ -151,6 +176,8 @@ struct ntx_engine {
 	uint64_t *exp_count;       /* [n_layer][n_expert] routing counts (MoE), or NULL */
 	struct ntx_gpu *gpu;       /* NULL on the CPU backend */
 	struct ntx_streamer *str;  /* NULL when no layer's weights move (stream.h) */
+	struct ntx_xcache *xc;     /* experts read from the pack on demand, or NULL */
+	double xc_t_s;             /* time in its reads */
 	const char *pack_path;
 };
 

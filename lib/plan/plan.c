@@ -344,7 +344,68 @@ struct tally {
 	 * for resident layers (the expert split) */
 	uint64_t vram_exp, cpu_exp;
 	int n_split;
+	uint64_t xdisk_ram;   /* the non-expert bytes of MoE layers on disk for the CPU */
+	uint64_t xdisk_eb;    /* the largest expert among them */
 };
+
+/* A MoE layer on disk that the CPU computes: the engine reads the experts a
+ * pass chose from the pack (xcache.h), not the whole layer (an
+ * uncompressed pack, as ntx-pack writes by default). */
+static int xdisk_layer(const struct ntx_plan *p, int l)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	const struct ntx_plan_layer *L = &p->layers[l];
+
+	return !L->skip && L->home == NTX_TIER_DISK && L->exec == NTX_EXEC_CPU &&
+	       pm->n_expert > 0 && pm->n_expert_used > 0 && pm->expert_bytes &&
+	       pm->expert_bytes[l] && pm->expert_bytes[l] * (uint64_t)pm->n_expert <= L->bytes;
+}
+
+/* What such a layer keeps in RAM when it goes to disk (its weights but the
+ * experts; 0 when it would not read experts on demand), for the search,
+ * which decides the homes after the executors. */
+static uint64_t moe_disk_resid(const struct ntx_plan *p, int l)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	const struct ntx_plan_layer *L = &p->layers[l];
+	uint64_t ex;
+
+	if (L->skip || L->exec != NTX_EXEC_CPU || pm->n_expert <= 0 || pm->n_expert_used <= 0 ||
+	    !pm->expert_bytes || !pm->expert_bytes[l])
+		return 0;
+	ex = pm->expert_bytes[l] * (uint64_t)pm->n_expert;
+	return ex <= L->bytes ? L->bytes - ex : 0;
+}
+
+/* The least the expert cache holds (engine.c: 4 x the experts a token
+ * uses, at least 16, at most a layer's), each in 4 KiB-aligned matrices. */
+static uint64_t xcache_least(const struct ntx_plan_model *pm, uint64_t eb)
+{
+	uint64_t least = 4 * (uint64_t)pm->n_expert_used;
+
+	least = least < 16 ? 16 : least;
+	least = least > (uint64_t)pm->n_expert ? (uint64_t)pm->n_expert : least;
+	return ntx_plan_sat_mul(least, eb + 6 * 4096);
+}
+
+/* The bytes of those layers a pass of n tokens does not read from disk:
+ * their other weights (in RAM) and the experts no token chose. */
+static double xdisk_unread(const struct ntx_plan *p, int n)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	double u = 0, k = pm->n_expert_used, E = pm->n_expert;
+	int l;
+
+	for (l = 0; l < pm->n_layer; l++) {
+		double ex;
+
+		if (!xdisk_layer(p, l))
+			continue;
+		ex = E * (double)pm->expert_bytes[l];
+		u += (double)p->layers[l].bytes - ex + ex * pow(1 - fmin(1, k / E), n);
+	}
+	return u;
+}
 
 /* Mixture of experts: the expert bytes a pass of n tokens reads from
  * VRAM (*vram) and that the CPU reads (*cpu, the expert split), and how
@@ -488,8 +549,19 @@ static int tally_layers(struct ntx_plan *p, int gpu, struct tally *t, struct ntx
 		case NTX_TIER_DISK:
 			t->n_disk++;
 			p->disk_layers_bytes = ntx_plan_sat_add(p->disk_layers_bytes, lb);
-			if (lb > t->max_disk)
+			if (xdisk_layer(p, l)) {
+				/* its other weights stay in RAM (the GGUF's pages),
+				 * its experts are read into the expert cache: no
+				 * staging */
+				uint64_t ne = lb - ntx_plan_sat_mul(pm->expert_bytes[l],
+								    (uint64_t)pm->n_expert);
+
+				t->xdisk_ram = ntx_plan_sat_add(t->xdisk_ram, ne);
+				if (pm->expert_bytes[l] > t->xdisk_eb)
+					t->xdisk_eb = pm->expert_bytes[l];
+			} else if (lb > t->max_disk) {
 				t->max_disk = lb;
+			}
 			if (L->exec == NTX_EXEC_GPU)
 				t->disk_gpu = ntx_plan_sat_add(t->disk_gpu, lb);
 			else
@@ -516,6 +588,7 @@ static int tally_layers(struct ntx_plan *p, int gpu, struct tally *t, struct ntx
 		t->ram_cpu = ntx_plan_sat_add(t->ram_cpu, t->head);
 	p->cpu_exp_bytes = t->cpu_exp;
 	p->ram_layers_bytes = ntx_plan_sat_add(p->ram_layers_bytes, t->cpu_exp);
+	p->ram_layers_bytes = ntx_plan_sat_add(p->ram_layers_bytes, t->xdisk_ram);
 	return 0;
 }
 
@@ -537,6 +610,8 @@ static void account_bytes(struct ntx_plan *p, int gpu, int ring_slots, const str
 	p->ring_bytes = t->max_stream ? ntx_plan_sat_mul((uint64_t)p->ring_slots,
 							 ntx_plan_layer_buf_bytes(t->max_stream)) : 0;
 	p->staging_bytes = t->max_disk ? ntx_plan_sat_mul(2, ntx_plan_layer_buf_bytes(t->max_disk)) : 0;
+	if (t->xdisk_eb && xcache_least(pm, t->xdisk_eb) > p->staging_bytes)
+		p->staging_bytes = xcache_least(pm, t->xdisk_eb); /* the expert cache's least */
 
 	/* every byte of each budget */
 	p->vram_used_bytes = 0;
@@ -647,7 +722,7 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 	}
 	/* a streamed layer costs the link the same for 1 or 64 tokens */
 	o->link = (double)(tl->ram_gpu + tl->disk_gpu) / (p->hw.h2d_gbps * 1e9);
-	o->disk = (double)p->bytes_disk / (p->hw.disk_gbps * 1e9);
+	o->disk = ((double)p->bytes_disk - xdisk_unread(p, n)) / (p->hw.disk_gbps * 1e9);
 	{
 		/* the copies to the GPU halve the CPU's one-token rate (shared
 		 * memory) and the batched rate of several sequences, but cost
@@ -716,6 +791,7 @@ static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct ta
 	if (n_tok > 1)
 		pass_time(p, gpu, 1, tl, &x1);
 	p->bytes_cpu = ntx_plan_sat_add(p->bytes_cpu - (uint64_t)cpu_unread(p, n_tok), (uint64_t)x.cpu_exp);
+	p->bytes_disk -= (uint64_t)fmin((double)p->bytes_disk, xdisk_unread(p, n_tok));
 	p->t_resident_ms = ntx_plan_round6(x.res * 1e3);
 	p->t_link_ms = ntx_plan_round6(x.link * 1e3);
 	p->t_disk_ms = ntx_plan_round6(x.disk * 1e3);
@@ -906,14 +982,34 @@ static int build(struct search *s, int r, int kcpu)
 	avail = p->ram_budget > fixed ? p->ram_budget - fixed : 0;
 	sum = ntx_plan_sat_add(sum, (uint64_t)m * NTX_PLAN_LAYER_PAD);
 	if (sum > avail) {
-		uint64_t staging = 2 * ntx_plan_layer_buf_bytes(maxb);
+		/* a MoE layer the CPU computes keeps its other weights in RAM
+		 * when it goes to disk (xdisk_layer): reserve them for all,
+		 * each layer then placed in RAM costs the rest; disk staging
+		 * (or the expert cache's least) comes first */
+		uint64_t staging, rbs = 0, maxn = 0, xeb = 0;
 
+		for (j = 0; j < m; j++) {
+			int l2 = s->nr[j];
+			uint64_t rb = moe_disk_resid(p, l2);
+
+			rbs = ntx_plan_sat_add(rbs, rb);
+			if (!rb && p->layers[l2].bytes > maxn)
+				maxn = p->layers[l2].bytes;
+			if (rb && pm->expert_bytes[l2] > xeb)
+				xeb = pm->expert_bytes[l2];
+		}
+		staging = maxn ? 2 * ntx_plan_layer_buf_bytes(maxn) : 0;
+		if (xeb && xcache_least(pm, xeb) > staging)
+			staging = xcache_least(pm, xeb);
+		staging = ntx_plan_sat_add(staging, rbs);
 		avail = avail > staging ? avail - staging : 0;
 	}
 	for (j = 0; j < m; j++) {
 		struct ntx_plan_layer *L = &p->layers[s->nr[j]];
 		uint64_t need = ntx_plan_layer_buf_bytes(L->bytes);
 
+		if (sum > avail) /* its other weights are reserved already */
+			need -= moe_disk_resid(p, s->nr[j]);
 		if (sum <= avail || need <= avail) {
 			L->home = NTX_TIER_RAM;
 			if (sum > avail)

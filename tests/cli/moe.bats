@@ -282,3 +282,42 @@ PY
 	[[ "$output" == *"bad.json:"*"expected a count from 0"* ]]
 	run -2 "$RUN" -m "$QW" --tokenize -p hi --expert-stats "$T/t.json"
 }
+
+@test "experts on disk: a MoE layer on disk computed by the CPU reads the chosen experts from the pack into the expert cache; any cache size gives the same text" {
+	need_moe
+	T="$BATS_TEST_TMPDIR"
+	for m in MX QW; do
+		"$NTX_BIN/ntx-plan" "${!m}" --vram-budget 0 --ram-budget 1G -c 256 -o "$T/$m.ram.json"
+		python3 - "$T/$m.ram.json" "$T/$m.disk.json" "$T/$m.ntxp" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for l in p["layers"]:
+    l["home"] = "disk"
+p["pack_path"] = sys.argv[3]
+json.dump(p, open(sys.argv[2], "w"), indent=2)
+PY
+		"$NTX_BIN/ntx-pack" -q "${!m}" --plan "$T/$m.disk.json" --compress none
+		for c in 1 3 ""; do
+			NTX_EXPERT_CACHE=$c same $m p1 --plan "$T/$m.disk.json" --stats-json "$T/s$c.json"
+		done
+		# a prompt pass needs every expert: groups of the cache's size
+		NTX_EXPERT_CACHE=3 same $m p2 --plan "$T/$m.disk.json"
+		# the default cache holds these models' experts: each is read once,
+		# so the pack is read about once; one expert at a time rereads them
+		# but never a whole layer per token
+		python3 - "$T/s.json" "$T/s1.json" "$T/$m.ntxp" <<'PY'
+import json, os, sys
+s = json.load(open(sys.argv[1]))["streaming"]
+s1 = json.load(open(sys.argv[2]))["streaming"]
+pack = os.path.getsize(sys.argv[3])
+assert 0 < s["bytes_disk"] <= 1.2 * pack, (s, pack)
+assert s1["bytes_disk"] > s["bytes_disk"], (s1, s)
+assert s1["bytes_disk"] < s1["n_eval_calls"] * pack, (s1, pack)
+PY
+	done
+	# a pack cut short: one clear error, no text that looks complete
+	truncate -s 200000 "$T/QW.ntxp"
+	run --separate-stderr "$RUN" --plan "$T/QW.disk.json" --backend cpu -q -p "Once upon a time" -n 8 --temp 0
+	[ "$status" -ne 0 ]
+	[[ "$stderr" == *"truncated"* ]]
+}

@@ -1233,6 +1233,31 @@ static void test_expert_split(void)
 	}
 	ntx_plan_free(b);
 	b = NULL;
+	/* no GPU and little RAM: the MoE layers on disk read the chosen
+	 * experts only (8 of 128 a token), their other weights stay in RAM,
+	 * and the disk staging is the expert cache's least (32 experts) */
+	{
+		struct ntx_plan_opts oc = o;
+		struct ntx_plan *q;
+		int nd = 0;
+
+		oc.vram_budget = 0;
+		oc.ram_budget = (int64_t)(6 * GiB);
+		oc.auto_expert_split = 0;
+		q = plan_or_diag(&pm, &hw, &oc, "30B-A3B on the CPU in 6 GiB of RAM");
+		for (l = 0; q && l < 48; l++)
+			nd += q->layers[l].home == NTX_TIER_DISK;
+		t_ok(q && nd > 0 && nd < 48 &&
+			     q->bytes_disk == (uint64_t)nd * 8 * pm.expert_bytes[0] &&
+			     q->staging_bytes == 32 * (pm.expert_bytes[0] + 6 * 4096),
+		     "%d MoE layers on disk: %" PRIu64 " bytes read per token (%d x 8 experts), staging %" PRIu64,
+		     nd, q ? q->bytes_disk : 0, nd, q ? q->staging_bytes : 0);
+		t_ok(q && q->ram_used_bytes <= q->ram_budget &&
+			     q->ram_layers_bytes >= (uint64_t)nd * (pm.layer_bytes[0] - 128 * pm.expert_bytes[0]),
+		     "their other weights count in RAM (%" PRIu64 " of the layers' bytes in RAM)",
+		     q ? q->ram_layers_bytes : 0);
+		ntx_plan_free(q);
+	}
 	/* --vram-experts 0: every expert on the CPU */
 	o.vram_experts = 0;
 	c = plan_or_diag(&pm, &hw, &o, "--vram-experts 0");

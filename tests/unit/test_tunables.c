@@ -12,7 +12,7 @@ static const char *const vars[] = {
 	"NTX_GEMV_DL_SHAPE", "NTX_ATTN_PREFETCH", "NTX_ATTN_CHUNK",      "NTX_NO_PDL",
 	"NTX_NO_CUBLAS",     "NTX_CUBLAS",        "NTX_NO_GRAPHS",       "NTX_NO_HUGEPAGES",
 	"NTX_FAULT_READ",    "NTX_FAULT_READ_EVERY", "NTX_DIO_BUFFERED", "NTX_GEMV_MMA",
-	"NTX_GEMV_MMA_OVERLAP", "NTX_SPEC_BACKOFF", "NTX_EXPERT_SPLIT", "NTX_PROBE_CACHE", "XDG_CACHE_HOME", "HOME",
+	"NTX_GEMV_MMA_OVERLAP", "NTX_SPEC_BACKOFF", "NTX_EXPERT_SPLIT", "NTX_EXPERT_CACHE", "NTX_PROBE_CACHE", "XDG_CACHE_HOME", "HOME",
 };
 
 static void clear_env(void)
@@ -41,7 +41,7 @@ static void test_defaults(void)
 	t_ok(!d.cpu_scalar && !d.no_amx && d.gemv_dl == 1 && d.gemv_early == 1 &&
 		     d.gemv_dl_shape == -1 && d.gemv_mma == 1 && d.gemv_mma_overlap == 1 && d.attn_prefetch == 1 &&
 		     d.attn_chunk == 32 && !d.no_pdl &&
-		     !d.no_cublas && !d.cublas[0] && !d.no_graphs && !d.no_hugepages && d.spec_backoff == 1 && d.expert_split == 0 &&
+		     !d.no_cublas && !d.cublas[0] && !d.no_graphs && !d.no_hugepages && d.spec_backoff == 1 && d.expert_split == 0 && d.xcache_experts == 0 &&
 		     d.fault_read == 0 && !d.fault_read_every && !d.dio_buffered &&
 		     d.probe_cache == 1 && !d.cache_dir[0],
 	     "defaults: every switch at what ntx does without them");
@@ -108,6 +108,12 @@ static void test_on_flags(void)
 	t_ok(t.expert_split == 1, "NTX_EXPERT_SPLIT=1: on");
 	t = with("NTX_EXPERT_SPLIT", "0");
 	t_ok(t.expert_split == 0, "NTX_EXPERT_SPLIT=0: off");
+	t = with("NTX_EXPERT_CACHE", "3");
+	t_ok(t.xcache_experts == 3, "NTX_EXPERT_CACHE=3");
+	t = with("NTX_EXPERT_CACHE", "0");
+	t_ok(t.xcache_experts == 0, "NTX_EXPERT_CACHE=0: the default");
+	t = with("NTX_EXPERT_CACHE", "2000");
+	t_ok(t.xcache_experts == 0, "NTX_EXPERT_CACHE=2000: the default");
 	t = with("NTX_GEMV_DL", "");
 	t_ok(t.gemv_dl == 1, "NTX_GEMV_DL=\"\": on (only \"0\" turns it off)");
 	t = with("NTX_ATTN_PREFETCH", "00");
