@@ -554,6 +554,10 @@ struct ntx_ctx_stats {
 	 * and verifying */
 	int64_t n_batch_verify_steps, n_batch_draft_evals;
 	double t_batch_draft_ms, t_batch_verify_ms;
+	/* after 0.5: mixture of experts on disk, the expert cache (experts
+	 * found there, experts read from the pack; bytes_disk holds their
+	 * bytes); 0 without such layers */
+	uint64_t expert_cache_hits, expert_cache_misses;
 };
 /* Cumulative since ntx_ctx_new. One thread. */
 enum ntx_status ntx_ctx_stats(const struct ntx_ctx *ctx, struct ntx_ctx_stats *st,

@@ -148,4 +148,6 @@ void ntx_api_stats_streaming(const struct ntx_ctx *c, struct ntx_ctx_stats *st)
 	st->t_cpu_ms = es.t_cpu_s * 1e3;
 	st->t_gpu_wait_ms = es.t_gpu_wait_s * 1e3;
 	st->t_cpu_wait_ms = es.t_cpu_wait_s * 1e3;
+	st->expert_cache_hits = es.xcache_hits;
+	st->expert_cache_misses = es.xcache_misses;
 }

@@ -374,6 +374,8 @@ static void disk_stats(struct ntx_engine *e)
 	}
 	if (e->xc)
 		ntx_xcache_counts(e->xc, &h, &m, &b);
+	e->st.xcache_hits = h;
+	e->st.xcache_misses = m;
 	e->st.bytes_disk = ss.bytes_disk + b;
 	e->st.t_disk_s = ss.t_disk_s + e->xc_t_s;
 }

@@ -136,6 +136,7 @@ struct ntx_engine_stats {
 	uint64_t bytes_h2d, bytes_disk, bytes_cpu_weights;
 	double t_gpu_wait_s, t_cpu_wait_s, t_h2d_s, t_disk_s, t_cpu_s;
 	int n_layers_home[3], n_layers_exec[2], n_layers_skipped;
+	uint64_t xcache_hits, xcache_misses; /* the expert cache (disk experts) */
 	int fell_back_to_cpu;     /* --backend auto found no usable GPU */
 	char backend_note[200];   /* why */
 };

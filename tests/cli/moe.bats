@@ -313,6 +313,9 @@ pack = os.path.getsize(sys.argv[3])
 assert 0 < s["bytes_disk"] <= 1.2 * pack, (s, pack)
 assert s1["bytes_disk"] > s["bytes_disk"], (s1, s)
 assert s1["bytes_disk"] < s1["n_eval_calls"] * pack, (s1, pack)
+# the cache's counters: a miss is an expert read
+assert s["expert_cache_misses"] > 0 and s["expert_cache_hits"] > s["expert_cache_misses"], s
+assert s1["expert_cache_hit_rate"] < s["expert_cache_hit_rate"], (s1, s)
 PY
 	done
 	# a pack cut short: one clear error, no text that looks complete

@@ -135,6 +135,16 @@ void run_streaming_json(const struct ntx_ctx_stats *st, json_t *j)
 				      "t_cpu_wait_s", st->t_cpu_wait_ms / 1e3,
 				      "t_eval_s", st->t_eval_ms / 1e3,
 				      "n_eval_calls", (json_int_t)st->n_eval_calls));
+	if (st->expert_cache_hits || st->expert_cache_misses) {
+		json_t *s = json_object_get(j, "streaming");
+		uint64_t n = st->expert_cache_hits + st->expert_cache_misses;
+
+		json_object_set_new(s, "expert_cache_hits", json_integer((json_int_t)st->expert_cache_hits));
+		json_object_set_new(s, "expert_cache_misses",
+				    json_integer((json_int_t)st->expert_cache_misses));
+		json_object_set_new(s, "expert_cache_hit_rate",
+				    json_real((double)st->expert_cache_hits / (double)n));
+	}
 }
 
 static double gbps(uint64_t bytes, double ms)
