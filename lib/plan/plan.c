@@ -1462,6 +1462,78 @@ static int *rank_experts(const struct ntx_plan_model *pm, const uint64_t *counts
 	return r;
 }
 
+/* With routing counts: the M most chosen experts of the whole model in
+ * VRAM (order: every (layer, expert) by descending count), wherever they
+ * are; the rest on the CPU. */
+static void split_set_global(struct ntx_plan *p, int M, const int *order, const uint64_t *counts)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	int l, x, i, NE = pm->n_expert, n = pm->n_layer * NE;
+
+	for (i = 0; i < n; i++) {
+		l = order[i] / NE;
+		p->cpu_exp[order[i]] = i >= M && pm->expert_bytes[l] && !p->layers[l].skip;
+	}
+	for (l = 0; l < pm->n_layer; l++) {
+		struct ntx_plan_layer *L = &p->layers[l];
+		uint64_t all = 0, cpu = 0;
+
+		if (L->skip)
+			continue;
+		L->home = NTX_TIER_VRAM;
+		L->exec = NTX_EXEC_GPU;
+		L->n_cpu_exp = 0;
+		for (x = 0; x < NE; x++) {
+			uint64_t c = counts[(size_t)l * NE + x];
+
+			L->n_cpu_exp += p->cpu_exp[(size_t)l * NE + x];
+			all += c;
+			cpu += p->cpu_exp[(size_t)l * NE + x] ? c : 0;
+		}
+		L->cpu_hit = ntx_plan_round6(all ? (double)cpu / (double)all
+						 : (double)L->n_cpu_exp / NE);
+	}
+}
+
+/* By descending count; equal counts layer after layer: a layer whose
+ * experts all stay in VRAM has no CPU work to wait for. */
+static int cmp_count_all(const void *a, const void *b)
+{
+	int ia = *(const int *)a, ib = *(const int *)b;
+	uint64_t ca = g_rank_counts[ia], cb = g_rank_counts[ib];
+
+	if (ca != cb)
+		return ca > cb ? -1 : 1;
+	return ia - ib;
+}
+
+/* The split with the most of the model's most chosen experts that fit;
+ * the number kept, or -1 when none fits. */
+static int fit_global(struct ntx_plan *p, int slots, const uint64_t *counts, int **order_out)
+{
+	const struct ntx_plan_model *pm = &p->model;
+	int n = pm->n_layer * pm->n_expert, i, lo = -1, hi = n;
+	int *order = malloc((size_t)n * sizeof *order);
+
+	*order_out = order;
+	if (!order)
+		return -1;
+	for (i = 0; i < n; i++)
+		order[i] = i;
+	g_rank_counts = counts;
+	qsort(order, (size_t)n, sizeof *order, cmp_count_all);
+	while (lo < hi) {
+		int m = (lo + hi + 1) / 2;
+
+		split_set_global(p, m, order, counts);
+		if (ntx_plan_account_ex(p, slots, NULL, &(struct ntx_err){ 0, "" }) == 0)
+			lo = m;
+		else
+			hi = m - 1;
+	}
+	return lo;
+}
+
 static double plan_rate(const struct ntx_plan *p)
 {
 	return p->predicted_spec_tok_per_s > 0 ? p->predicted_spec_tok_per_s : p->predicted_tok_per_s;
@@ -1535,6 +1607,52 @@ static int try_expert_split(struct ntx_plan *p, const struct ntx_plan_opts *o, i
 			free(keep);
 			free(rank);
 			return -1;
+		}
+		{
+			/* the same VRAM spent on the model's hottest experts,
+			 * wherever they are (better where layers differ), or
+			 * without counts layer after layer (llama.cpp's
+			 * --n-cpu-moe: a layer whose experts all stay in VRAM
+			 * has no CPU work to wait for) */
+			size_t ne = (size_t)pm->n_layer * (size_t)pm->n_expert;
+			struct ntx_plan_layer *uni = malloc((size_t)pm->n_layer * sizeof *uni);
+			uint8_t *uf = malloc(ne);
+			uint64_t *ones = o->expert_counts ? NULL : malloc(ne * sizeof *ones);
+			const uint64_t *cnts = o->expert_counts ? o->expert_counts : ones;
+			double ru = plan_rate(p);
+			int *order = NULL, M;
+			size_t i;
+
+			for (i = 0; ones && i < ne; i++)
+				ones[i] = 1;
+			if (!uni || !uf || !cnts) {
+				free(ones);
+				free(uni);
+				free(uf);
+				free(keep);
+				free(rank);
+				return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+			}
+			memcpy(uni, p->layers, (size_t)pm->n_layer * sizeof *uni);
+			memcpy(uf, p->cpu_exp, (size_t)pm->n_layer * (size_t)pm->n_expert);
+			M = fit_global(p, slots, cnts, &order);
+			if (M >= 0) {
+				split_set_global(p, M, order, cnts);
+				ntx_plan_account_ex(p, slots, NULL, &(struct ntx_err){ 0, "" });
+			}
+			if (M < 0 || plan_rate(p) <= ru) { /* back to the per-layer split */
+				memcpy(p->layers, uni, (size_t)pm->n_layer * sizeof *uni);
+				memcpy(p->cpu_exp, uf, (size_t)pm->n_layer * (size_t)pm->n_expert);
+			}
+			free(order);
+			free(ones);
+			free(uni);
+			free(uf);
+			if (ntx_plan_account_ex(p, slots, NULL, err)) {
+				free(keep);
+				free(rank);
+				return -1;
+			}
 		}
 		if (plan_rate(p) > before) {
 			free(keep);

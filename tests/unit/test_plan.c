@@ -1206,13 +1206,24 @@ static void test_expert_split(void)
 	a = plan_or_diag(&pm, &hw, &o, "30B-A3B at 8 GiB");
 	if (!a)
 		goto out;
-	for (l = 0; l < 48; l++)
-		same &= a->layers[l].home == NTX_TIER_VRAM && a->layers[l].n_cpu_exp == a->layers[0].n_cpu_exp;
-	t_ok(a->cpu_exp && same && a->layers[0].n_cpu_exp > 0 && a->layers[0].n_cpu_exp < 128 &&
-		     a->vram_used_bytes <= a->vram_budget,
-	     "30B-A3B at 8 GiB: every layer resident, %d of 128 experts per layer on the CPU (VRAM %.2f of %.2f GiB)",
-	     a->layers[0].n_cpu_exp, a->vram_used_bytes / (double)GiB, a->vram_budget / (double)GiB);
-	t_ok(a->cpu_exp_bytes == 48ull * (uint64_t)a->layers[0].n_cpu_exp * pm.expert_bytes[0] &&
+	{
+		int ncpu = 0, whole = 0;
+
+		for (l = 0; l < 48; l++) {
+			same &= a->layers[l].home == NTX_TIER_VRAM;
+			ncpu += a->layers[l].n_cpu_exp;
+			whole += a->layers[l].n_cpu_exp == 128;
+		}
+		/* without counts, layer after layer (as llama.cpp's --n-cpu-moe):
+		 * the first layers' experts in VRAM, the last ones' on the CPU */
+		t_ok(a->cpu_exp && same && ncpu > 0 && ncpu < 48 * 128 && a->layers[0].n_cpu_exp == 0 &&
+			     a->layers[47].n_cpu_exp == 128 && a->vram_used_bytes <= a->vram_budget,
+		     "30B-A3B at 8 GiB: every layer resident, %d of 48 x 128 experts on the CPU (%d layers' all; VRAM %.2f of %.2f GiB)",
+		     ncpu, whole, a->vram_used_bytes / (double)GiB, a->vram_budget / (double)GiB);
+		t_ok(a->cpu_exp_bytes == (uint64_t)ncpu * pm.expert_bytes[0],
+		     "the CPU experts' bytes are in RAM");
+	}
+	t_ok(
 		     fabs((double)a->bytes_cpu - a->cpu_exp_bytes * (8.0 / 128)) < 1e-5 * a->bytes_cpu,
 	     "the CPU holds its experts' bytes and reads k/E of them per token (%" PRIu64 " of %" PRIu64 ")",
 	     a->bytes_cpu, a->cpu_exp_bytes);
@@ -1258,6 +1269,33 @@ static void test_expert_split(void)
 		     q ? q->ram_layers_bytes : 0);
 		ntx_plan_free(q);
 	}
+	/* routing counts: layers 0-23 send 90% of their tokens' choices to 8
+	 * experts, layers 24-47 spread them evenly; the model's hottest
+	 * experts go to VRAM wherever they are */
+	{
+		uint64_t *cnt = calloc(48 * 128, sizeof *cnt);
+		struct ntx_plan_opts oc = o;
+		struct ntx_plan *q, *u;
+		int x;
+
+		for (l = 0; l < 48; l++)
+			for (x = 0; x < 128; x++)
+				cnt[l * 128 + x] = l < 24 ? (x < 8 ? 90000 : 10000 * 8 / 120) : 8000;
+		oc.expert_counts = cnt;
+		q = plan_or_diag(&pm, &hw, &oc, "30B-A3B at 8 GiB with skewed counts");
+		oc.expert_counts = NULL;
+		u = plan_or_diag(&pm, &hw, &oc, "30B-A3B at 8 GiB without counts");
+		t_ok(q && u && q->cpu_exp && q->layers[0].n_cpu_exp == 120 &&
+			     q->layers[24].n_cpu_exp == 0 && q->layers[0].cpu_hit < 0.11 &&
+			     q->predicted_tok_per_s > u->predicted_tok_per_s,
+		     "the hot 8 of a skewed layer in VRAM, then even layers whole (%d and %d on the CPU; CPU share %.3f and %.3f): %.1f tok/s, %.1f without counts",
+		     q ? q->layers[0].n_cpu_exp : -1, q ? q->layers[24].n_cpu_exp : -1,
+		     q ? q->layers[0].cpu_hit : 0, q ? q->layers[24].cpu_hit : 0,
+		     q ? q->predicted_tok_per_s : 0, u ? u->predicted_tok_per_s : 0);
+		ntx_plan_free(q);
+		ntx_plan_free(u);
+		free(cnt);
+	}
 	/* --vram-experts 0: every expert on the CPU */
 	o.vram_experts = 0;
 	c = plan_or_diag(&pm, &hw, &o, "--vram-experts 0");
@@ -1302,7 +1340,7 @@ static void test_expert_split(void)
 		size_t i;
 
 		for (i = 0; i < sizeof ed / sizeof ed[0]; i++) {
-			char *x = edit(ja, "\"index\": 3,", ed[i].from, ed[i].to);
+			char *x = edit(ja, "\"index\": 47,", ed[i].from, ed[i].to);
 			struct ntx_plan *q;
 
 			if (!x)
