@@ -30,6 +30,18 @@ setup_file() {
 	done
 }
 
+# all_to_disk IN OUT PACK: plan IN with every layer on disk (pack PACK) as OUT
+all_to_disk() {
+	python3 - "$@" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for l in p["layers"]:
+    l["home"] = "disk"
+p["pack_path"] = sys.argv[3]
+json.dump(p, open(sys.argv[2], "w"), indent=2)
+PY
+}
+
 need_moe() {
 	need_fixtures
 	[ -f "$MX" ] && [ -f "$QW" ] || skip "no moe fixtures at '$F/moe'"
@@ -64,14 +76,7 @@ for pl, il in zip(p["layers"], d["layers"]):
 PY
 		# the planner keeps layers this small in RAM (two disk staging
 		# slots cost as much as the layers): move them to the pack by hand
-		python3 - "$T/$m.ram.json" "$T/$m.disk.json" "$T/$m.ntxp" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))
-for l in p["layers"]:
-    l["home"] = "disk"
-p["pack_path"] = sys.argv[3]
-json.dump(p, open(sys.argv[2], "w"), indent=2)
-PY
+		all_to_disk "$T/$m.ram.json" "$T/$m.disk.json" "$T/$m.ntxp"
 		"$NTX_BIN/ntx-pack" -q "${!m}" --plan "$T/$m.disk.json" --compress none
 		"$NTX_BIN/ntx-pack" -q --verify "$T/$m.ntxp" -m "${!m}"
 		for p in p1 p2; do
@@ -288,14 +293,7 @@ PY
 	T="$BATS_TEST_TMPDIR"
 	for m in MX QW; do
 		"$NTX_BIN/ntx-plan" "${!m}" --vram-budget 0 --ram-budget 1G -c 256 -o "$T/$m.ram.json"
-		python3 - "$T/$m.ram.json" "$T/$m.disk.json" "$T/$m.ntxp" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))
-for l in p["layers"]:
-    l["home"] = "disk"
-p["pack_path"] = sys.argv[3]
-json.dump(p, open(sys.argv[2], "w"), indent=2)
-PY
+		all_to_disk "$T/$m.ram.json" "$T/$m.disk.json" "$T/$m.ntxp"
 		"$NTX_BIN/ntx-pack" -q "${!m}" --plan "$T/$m.disk.json" --compress none
 		for c in 1 3 ""; do
 			NTX_EXPERT_CACHE=$c same $m p1 --plan "$T/$m.disk.json" --stats-json "$T/s$c.json"
