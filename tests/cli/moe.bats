@@ -2,12 +2,13 @@
 # Mixture-of-experts models through the tools, on the CPU (the moe fixtures:
 # mixtral-tiny, `llama` with 8 experts, 2 per token; qwen3moe-tiny, 16
 # experts, 4 per token, q/k norms, NEOX RoPE, the qwen2 pre-tokenizer).
-# A MoE layer is one unit for the planner and the pack: greedy text is the
-# same whether the layers are read from the model file, kept in RAM by a
-# plan, or streamed from a pack; speculative decoding (prompt lookup, a
-# draft model, self-speculation) and batch mode give what plain decoding
-# gives; ntx-inspect reports the experts. The logits themselves are checked
-# against llama.cpp in tests/unit/test_moe.c.
+# Greedy text is the same whether the layers are read from the model file,
+# kept in RAM by a plan, or on disk (the chosen experts read from the pack
+# into the expert cache, or whole layers with --io mmap); speculative
+# decoding (prompt lookup, a draft model, self-speculation) and batch mode
+# give what plain decoding gives; ntx-inspect reports the experts; plans
+# place experts (the expert split, routing counts). The logits themselves
+# are checked against llama.cpp in tests/unit/test_moe.c.
 
 load gguf_helpers
 
