@@ -845,9 +845,6 @@ static int moe_expert(struct ntx_engine *e, const struct ntx_layer_tensors *lt, 
 	return gemv_one(e, lt->w_down, wd, h, y, c, 0, err);
 }
 
-/* The MoE FFN of the n rows of the chunk (input normalized in g->xb),
- * added to g->x; by_cut: the ranges are the chunk's decode chunks and
- * prompt segments (layer_mixed), else the n rows are one range. */
 /* One group of the expert split on the CPU: c rows from gather row j0
  * (tokens idx[j] of the host copy of the input) through expert x, read
  * from the GGUF map, into the same rows of g->moe_y (copied after the
@@ -881,6 +878,11 @@ static int moe_cpu_expert(struct ntx_engine *e, int l, int x, int j0, int c, str
 	return 0;
 }
 
+/* The MoE FFN of the n rows of the chunk (input normalized in g->xb),
+ * added to g->x; by_cut: the ranges are the chunk's decode chunks and
+ * prompt segments (layer_mixed), else the n rows are one range. With the
+ * expert split (L->exp_slot) the layer's CPU experts run on the host
+ * (moe_cpu_expert) while the GPU computes its own. */
 static int moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors *lt, const void **W,
 		   int n, int by_cut, struct ntx_err *err)
 {
