@@ -297,6 +297,20 @@ void ntx_ctx_interrupt(struct ntx_ctx *ctx);
  * temporary name. NTX_STATUS_INVALID for a dense model. */
 enum ntx_status ntx_ctx_expert_stats(struct ntx_ctx *ctx, const char *path, struct ntx_error *err);
 
+/* Mixture of experts, one layer, since ntx_ctx_new: the router's choices
+ * (tokens x experts used per token), those that went to experts the CPU
+ * computes beside the GPU (the expert split), and the expert cache's hits
+ * and reads (experts on disk). NTX_STATUS_INVALID for a dense model or a
+ * layer out of range. One thread. */
+struct ntx_expert_layer_stats {
+	size_t size;           /* sizeof(struct ntx_expert_layer_stats) */
+	uint64_t routed, routed_cpu;
+	uint64_t cache_hits, cache_misses;
+};
+enum ntx_status ntx_ctx_expert_layer_stats(const struct ntx_ctx *ctx, int layer,
+					   struct ntx_expert_layer_stats *st,
+					   struct ntx_error *err);
+
 /* Sampling, llama.cpp's options and defaults. */
 struct ntx_gen_params {
 	size_t size;          /* sizeof(struct ntx_gen_params) */

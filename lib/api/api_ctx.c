@@ -279,6 +279,26 @@ void ntx_ctx_interrupt(struct ntx_ctx *c)
 		c->intr = 1;
 }
 
+enum ntx_status ntx_ctx_expert_layer_stats(const struct ntx_ctx *c, int layer,
+					   struct ntx_expert_layer_stats *st, struct ntx_error *e)
+{
+	struct ntx_expert_layer_stats x;
+
+	if (!c || !st)
+		return ntx_api_set(e, NTX_STATUS_INVALID, "ntx_ctx_expert_layer_stats: ctx or st is NULL");
+	if (c->lm->m->cfg.n_expert <= 0)
+		return ntx_api_set(e, NTX_STATUS_INVALID,
+				   "expert statistics: the model has no experts (it is not a mixture of experts)");
+	if (layer < 0 || layer >= c->lm->m->cfg.n_layer)
+		return ntx_api_set(e, NTX_STATUS_INVALID, "layer %d is out of range [0, %d]", layer,
+				   c->lm->m->cfg.n_layer - 1);
+	memset(&x, 0, sizeof x);
+	ntx_engine_expert_layer(c->e, layer, &x.routed, &x.routed_cpu, &x.cache_hits,
+				&x.cache_misses);
+	x.size = sizeof x;
+	return ntx_api_struct_out(st, &x, sizeof x, "ntx_expert_layer_stats", e);
+}
+
 enum ntx_status ntx_ctx_expert_stats(struct ntx_ctx *c, const char *path, struct ntx_error *e)
 {
 	const struct ntx_model *m;

@@ -582,7 +582,8 @@ struct ntx_engine *ntx_engine_new(const struct ntx_model *m, const struct ntx_en
 		goto fail;
 	}
 	if (c->n_expert > 0 &&
-	    !(e->exp_count = calloc((size_t)c->n_layer * (size_t)c->n_expert, sizeof *e->exp_count))) {
+	    (!(e->exp_count = calloc((size_t)c->n_layer * (size_t)c->n_expert, sizeof *e->exp_count)) ||
+	     !(e->exp_cpu = calloc((size_t)c->n_layer, sizeof *e->exp_cpu)))) {
 		ntx_err_set(err, NTX_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -645,6 +646,7 @@ void ntx_engine_free(struct ntx_engine *e)
 	ntx_pool_free(e->pool);
 	free(e->layers);
 	free(e->exp_count);
+	free(e->exp_cpu);
 	free(e->skip);
 	free(e->cos);
 	ntx_host_free(e->x_blk);
@@ -1020,6 +1022,21 @@ double ntx_engine_peak_gbps(const struct ntx_engine *e)
 const uint64_t *ntx_engine_expert_counts(const struct ntx_engine *e)
 {
 	return e->exp_count;
+}
+
+void ntx_engine_expert_layer(const struct ntx_engine *e, int l, uint64_t *routed, uint64_t *cpu,
+			     uint64_t *hits, uint64_t *misses)
+{
+	int x;
+
+	*routed = *cpu = *hits = *misses = 0;
+	if (!e->exp_count || l < 0 || l >= e->cfg.n_layer)
+		return;
+	for (x = 0; x < e->cfg.n_expert; x++)
+		*routed += e->exp_count[(size_t)l * e->cfg.n_expert + x];
+	*cpu = e->exp_cpu[l];
+	if (e->xc)
+		ntx_xcache_layer_counts(e->xc, l, hits, misses);
 }
 
 void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s)

@@ -148,4 +148,11 @@ void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s
  * model. ntx-run --expert-stats writes them for ntx-plan. */
 const uint64_t *ntx_engine_expert_counts(const struct ntx_engine *e);
 
+/* Layer l of a MoE model: the router's choices (tokens x experts used),
+ * those that went to experts the CPU computes beside the GPU (the expert
+ * split), and the expert cache's hits and reads (experts on disk). 0s for
+ * a dense model. */
+void ntx_engine_expert_layer(const struct ntx_engine *e, int l, uint64_t *routed, uint64_t *cpu,
+			     uint64_t *hits, uint64_t *misses);
+
 #endif

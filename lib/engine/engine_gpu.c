@@ -916,8 +916,10 @@ static int moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors *
 	if (e->exp_count) {
 		uint64_t *cnt = e->exp_count + (size_t)l * NE;
 
-		for (t = 0; t < n * K; t++)
+		for (t = 0; t < n * K; t++) {
 			cnt[g->moe_ids[t]]++;
+			e->exp_cpu[l] += L->exp_slot && L->exp_slot[g->moe_ids[t]] < 0;
+		}
 	}
 	g->n_grp = 0;
 	if (!by_cut) {

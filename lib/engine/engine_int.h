@@ -174,6 +174,7 @@ struct ntx_engine {
 	struct ntx_cos_stats *cos;
 	struct ntx_engine_stats st;
 	uint64_t *exp_count;       /* [n_layer][n_expert] routing counts (MoE), or NULL */
+	uint64_t *exp_cpu;         /* [n_layer]: of those, to CPU experts (the expert split) */
 	struct ntx_gpu *gpu;       /* NULL on the CPU backend */
 	struct ntx_streamer *str;  /* NULL when no layer's weights move (stream.h) */
 	struct ntx_xcache *xc;     /* experts read from the pack on demand, or NULL */

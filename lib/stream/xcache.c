@@ -25,6 +25,7 @@ struct ntx_xcache {
 	unsigned char *arena;
 	struct ntx_dio_req *reqs;      /* 3 per slot */
 	int lru, mru;                  /* the list's ends */
+	uint64_t *l_hits, *l_misses;   /* per layer */
 	uint64_t hits, misses, bytes;
 };
 
@@ -54,11 +55,14 @@ struct ntx_xcache *ntx_xcache_new(const char *path, int n_layer, int n_expert, i
 		slot += c->region[i];
 	}
 	c->layers = calloc((size_t)n_layer, sizeof *c->layers);
+	c->l_hits = calloc((size_t)n_layer, sizeof *c->l_hits);
+	c->l_misses = calloc((size_t)n_layer, sizeof *c->l_misses);
 	c->where = malloc((size_t)n_layer * (size_t)n_expert * sizeof *c->where);
 	c->slots = calloc((size_t)cap, sizeof *c->slots);
 	c->reqs = calloc((size_t)(cap < n_expert ? cap : n_expert) * 3, sizeof *c->reqs);
 	c->arena = ntx_dio_alloc((size_t)(slot * (uint64_t)cap));
-	if (!c->layers || !c->where || !c->slots || !c->reqs || !c->arena) {
+	if (!c->layers || !c->l_hits || !c->l_misses || !c->where || !c->slots || !c->reqs ||
+	    !c->arena) {
 		ntx_xcache_free(c);
 		ntx_err_set(err, NTX_ENOMEM, "out of memory for the expert cache (%d experts of %llu bytes)",
 			    cap, (unsigned long long)slot);
@@ -96,6 +100,8 @@ void ntx_xcache_free(struct ntx_xcache *c)
 	free(c->slots);
 	free(c->where);
 	free(c->layers);
+	free(c->l_hits);
+	free(c->l_misses);
 	free(c);
 }
 
@@ -154,6 +160,7 @@ int ntx_xcache_load(struct ntx_xcache *c, int l, const int *ids, int n, const vo
 
 		if (s >= 0) {
 			c->hits++;
+			c->l_hits[l]++;
 			memcpy(ptr + 3 * i, c->slots[s].ptr, sizeof c->slots[s].ptr);
 			continue;
 		}
@@ -166,6 +173,7 @@ int ntx_xcache_load(struct ntx_xcache *c, int l, const int *ids, int n, const vo
 		sl->expert = x;
 		c->where[(size_t)l * c->n_expert + x] = s;
 		c->misses++;
+		c->l_misses[l]++;
 		dst = sl->mem;
 		for (k = 0; k < 3; k++) {
 			uint64_t off = xl->off[k] + (uint64_t)x * xl->bytes[k], a = off & ~(AL - 1);
@@ -206,6 +214,12 @@ int ntx_xcache_load(struct ntx_xcache *c, int l, const int *ids, int n, const vo
 		}
 	free(miss);
 	return rc;
+}
+
+void ntx_xcache_layer_counts(const struct ntx_xcache *c, int l, uint64_t *hits, uint64_t *misses)
+{
+	*hits = c->l_hits[l];
+	*misses = c->l_misses[l];
 }
 
 void ntx_xcache_counts(const struct ntx_xcache *c, uint64_t *hits, uint64_t *misses,

@@ -48,6 +48,9 @@ int ntx_xcache_cap(const struct ntx_xcache *c);
 int ntx_xcache_load(struct ntx_xcache *c, int l, const int *ids, int n, const void **ptr,
 		    struct ntx_err *err);
 
+/* Layer l's counters: its experts found in the cache, and read. */
+void ntx_xcache_layer_counts(const struct ntx_xcache *c, int l, uint64_t *hits, uint64_t *misses);
+
 /* Counters since ntx_xcache_new: experts found in the cache, experts read,
  * bytes read from the file. */
 void ntx_xcache_counts(const struct ntx_xcache *c, uint64_t *hits, uint64_t *misses,

@@ -315,6 +315,12 @@ assert s1["bytes_disk"] < s1["n_eval_calls"] * pack, (s1, pack)
 # the cache's counters: a miss is an expert read
 assert s["expert_cache_misses"] > 0 and s["expert_cache_hits"] > s["expert_cache_misses"], s
 assert s1["expert_cache_hit_rate"] < s["expert_cache_hit_rate"], (s1, s)
+# per layer: the router's choices (tokens x experts used) and the hit rate
+x = json.load(open(sys.argv[1]))["experts"]
+assert [l["index"] for l in x["layers"]] == [0, 1], x
+for l in x["layers"]:
+    assert l["routed"] % x["n_expert_used"] == 0 and l["routed"] > 0, l
+    assert 0 < l["cache_hit_rate"] < 1 and l["cpu_share"] == 0, l
 PY
 	done
 	# a pack cut short: one clear error, no text that looks complete

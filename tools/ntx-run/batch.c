@@ -363,6 +363,7 @@ static int write_stats(struct batch *b, const struct ntx_ctx_stats *st, double t
 					      "t_draft_ms", st->t_batch_draft_ms,
 					      "t_verify_ms", st->t_batch_verify_ms));
 	run_streaming_json(st, j);
+	run_experts_json(b->a.lm, b->a.ctx, j);
 	rc = run_stats_commit(o, &b->stats, j);
 	json_decref(j);
 	return rc;

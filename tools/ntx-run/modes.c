@@ -191,8 +191,10 @@ static json_t *stats_json(struct gen *g)
 		      "stop_reason", run_finish_name(r->finish));
 	if (j && spec_on(g->o))
 		json_object_set_new(j, "speculative", spec_json(g->o, r));
-	if (j)
+	if (j) {
 		run_streaming_json(&st, j);
+		run_experts_json(g->a.lm, g->a.ctx, j);
+	}
 	return j;
 }
 

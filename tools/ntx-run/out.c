@@ -147,6 +147,37 @@ void run_streaming_json(const struct ntx_ctx_stats *st, json_t *j)
 	}
 }
 
+void run_experts_json(const struct ntx_lm *lm, const struct ntx_ctx *ctx, json_t *j)
+{
+	struct ntx_lm_info li;
+	json_t *ls;
+	int l;
+
+	memset(&li, 0, sizeof li);
+	li.size = sizeof li;
+	if (!lm || !ctx || ntx_lm_info(lm, &li, NULL) != NTX_OK || li.n_expert <= 0)
+		return;
+	ls = json_array();
+	for (l = 0; ls && l < li.n_layer; l++) {
+		struct ntx_expert_layer_stats s;
+		json_t *e;
+
+		memset(&s, 0, sizeof s);
+		s.size = sizeof s;
+		if (ntx_ctx_expert_layer_stats(ctx, l, &s, NULL) != NTX_OK)
+			continue;
+		e = json_pack("{s:i, s:I, s:f}", "index", l, "routed", (json_int_t)s.routed, "cpu_share",
+			      s.routed ? (double)s.routed_cpu / (double)s.routed : 0.0);
+		if (e && s.cache_hits + s.cache_misses)
+			json_object_set_new(e, "cache_hit_rate",
+					    json_real((double)s.cache_hits /
+						      (double)(s.cache_hits + s.cache_misses)));
+		json_array_append_new(ls, e);
+	}
+	json_object_set_new(j, "experts", json_pack("{s:i, s:i, s:o}", "n_expert", li.n_expert,
+						    "n_expert_used", li.n_expert_used, "layers", ls));
+}
+
 static double gbps(uint64_t bytes, double ms)
 {
 	return ms > 0 ? bytes / 1e9 / (ms / 1e3) : 0;

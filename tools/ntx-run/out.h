@@ -40,6 +40,10 @@ int run_threads(const struct run_opts *o);
  * weights moved or ran on the CPU), a line on stderr (when weights moved,
  * or the CPU computed layers beside the GPU). */
 void run_streaming_json(const struct ntx_ctx_stats *st, json_t *j);
+/* Per MoE layer the router's choices, the CPU experts' share (the expert
+ * split) and the expert cache's hit rate (experts on disk): an "experts"
+ * object added to j; nothing for a dense model. */
+void run_experts_json(const struct ntx_lm *lm, const struct ntx_ctx *ctx, json_t *j);
 void run_streaming_line(const struct ntx_ctx_stats *st);
 
 /* Is id a token that ends generation here (not with --ignore-eos)? Such
