@@ -1,7 +1,8 @@
 /* engine_gpu.c - the engine's device side: device memory for resident
  * weights, KV caches of GPU-executed layers and activations; the GPU layer
  * (a sequence of kernels from kernels/cuda on the compute stream); the
- * output head; decode steps as CUDA graphs. Streamed layers come from the
+ * output head; decode steps as CUDA graphs (mixture-of-experts layers:
+ * engine_gpu_moe.c). Streamed layers come from the
  * streamer's ring of device slots (lib/stream/ring.c), ordered against the
  * compute stream there. Without CUDA this file provides stubs that say so. */
 #include <float.h>
@@ -10,10 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "engine_int.h"
-#include "moe.h"
-#include "ntx_ops.h"
 
 /* ---- the rows of a chunk (engine_int.h; built without CUDA too, for
  * tests/unit/test_engine_ref.c) ---- */
@@ -50,80 +48,8 @@ void ntx_cut_rows(struct ntx_row_cut *c, const int32_t *seq, int n, int verify, 
 }
 
 #ifdef NTX_HAVE_CUDA
-#include <cuda_runtime_api.h>
 
-#define HEAD_ROWS 64   /* logits rows computed per head pass */
-#define MAX_GRAPHS 32  /* captured decode graphs (per token count, wanted rows, mask) */
-#define OUT_LOGITS 1   /* what the head returns: logits rows, their argmax */
-#define OUT_IDS 2
-
-struct ntx_gpu {
-	int dev;
-	cudaStream_t cs, ps;            /* compute; uploads of resident weights */
-	double peak_gbps;
-	/* activations [n_ub rows] */
-	float *x, *xb, *q, *k, *v, *att, *h, *g, *u, *xin, *xh, *logits;
-	void *xq;
-	void *ws_mm, *ws_att;
-	size_t ws_mm_bytes, ws_att_bytes;
-	int32_t *d_seq, *d_pos, *h_seq, *h_pos;
-	float *h_logits;                /* pinned [HEAD_ROWS][V] */
-	int32_t *d_ids, *h_ids;         /* argmax of each logits row [HEAD_ROWS] */
-	int32_t *m_ids;                 /* h_ids as the device sees it (written there by the
-					 * argmax kernel, no copy), or NULL: d_ids + a copy */
-	void *ws_am;                    /* argmax workspace (counters zeroed once) */
-	double *d_cos, *h_cos;          /* [n_layer][2] */
-	/* resident non-layer tensors */
-	void *out_w;
-	float *out_norm, *rope_freqs;
-	double *rope_inv;               /* RoPE inverse frequencies [n_rot / 2] */
-	/* the tensors as the device holds them (dev_tensors): resident layers
-	 * and the head in split rows where that applies, the rest as in the
-	 * file; resident[l] says which layers have their own views */
-	struct ntx_layer_tensors *dlt;          /* [n_layer] */
-	struct ntx_gguf_tensor (*dtv)[NTX_LAYER_NT];
-	uint8_t *resident;
-	struct ntx_gguf_tensor out_t;
-	/* decode steps captured as CUDA graphs (resident layers only) */
-	struct gpu_graph {
-		int n, out;           /* out: OUT_LOGITS | OUT_IDS */
-		uint32_t want;
-		uint64_t mask;        /* hash of the layer mask */
-		cudaGraphExec_t exec;
-	} graphs[MAX_GRAPHS];
-	int n_graphs;
-	int no_graphs;            /* NTX_NO_GRAPHS=1 */
-	/* the rows of the chunk begun last (ntx_gpu_begin_chunk): chunks of
-	 * at most NTX_CUDA_GEMV_MAX_TOK decode rows and prompt segments */
-	struct ntx_row_cut cut;
-	/* mixture of experts (n_expert > 0; K = n_expert_used): the rows
-	 * routed to the experts [U*K][n_embd] in expert groups and their
-	 * down projections; router logits [U][n_expert] and their pinned
-	 * twin; the map [gather rows U*K][src U*K] (int32) [weights U*K]
-	 * (float), pinned and on the device; per token its K experts; the
-	 * groups (expert, first row, rows) of the layer being computed */
-	float *moe_x, *moe_y, *d_rl, *h_rl;
-	void *d_map, *h_map;
-	int32_t *moe_ids;
-	int *grp_ex, *grp_j0, *grp_c;
-	int n_grp;
-	float *moe_gap;                 /* [U]: ntx_gpu_moe_gaps */
-	/* the expert split: the layer's normalized input [U][E] and the CPU
-	 * experts' output rows [U*K][E] (pinned; NULL without split layers) */
-	float *h_xb, *h_ey;
-};
-
-static int cuda_fail(struct ntx_err *err, cudaError_t rc, const char *what)
-{
-	return ntx_err_set(err, NTX_EDEVICE, "cuda: %s failed: %s", what, cudaGetErrorString(rc));
-}
-
-#define CK(call, what)                                                         \
-	do {                                                                   \
-		cudaError_t rc_ = (call);                                      \
-		if (rc_ != cudaSuccess)                                        \
-			return cuda_fail(err, rc_, what);                      \
-	} while (0)
+#include "engine_gpu_int.h"
 
 int ntx_gpu_usable(int device, char *why, size_t why_len)
 {
@@ -462,31 +388,11 @@ static int gpu_place_layers(struct ntx_engine *e, struct ntx_gpu *g, struct ntx_
 	return 0;
 }
 
-/* What the MoE path takes: an F32 router (as in every file llama.cpp
- * writes), at most NTX_MOE_MAX_EXPERT experts. */
-static int gpu_check_moe(const struct ntx_engine *e, struct ntx_err *err)
-{
-	const struct ntx_llama_config *c = &e->cfg;
-	int l;
-
-	if (c->n_expert <= 0)
-		return 0;
-	if (c->n_expert > NTX_MOE_MAX_EXPERT || c->n_expert_used < 1 ||
-	    c->n_expert_used > c->n_expert)
-		return ntx_err_set(err, NTX_EUNSUP, "cuda: %d experts, %d used per token (at most %d)",
-				   c->n_expert, c->n_expert_used, NTX_MOE_MAX_EXPERT);
-	for (l = 0; l < c->n_layer; l++)
-		if (e->m->layers[l].router->type != NTX_TYPE_F32)
-			return ntx_err_set(err, NTX_EUNSUP, "cuda: blk.%d.ffn_gate_inp is %s, not F32", l,
-					   ntx_type_name(e->m->layers[l].router->type));
-	return 0;
-}
-
 int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 {
 	struct ntx_gpu *g;
 
-	if (gpu_check_moe(e, err))
+	if (ntx_gpu_check_moe(e, err))
 		return -1;
 	g = calloc(1, sizeof *g);
 	if (!g)
@@ -623,99 +529,6 @@ int ntx_gpu_x_to_host(struct ntx_engine *e, int n, struct ntx_err *err)
 	return 0;
 }
 
-/* The q8 activation format a weight type consumes: the CPU oracle's (Q8_0
- * for Q4_0/Q8_0, Q8_K for K-quants), so the GPU's integer dot products are
- * the CPU's; -1 for float weights. */
-static int fmt_of(const struct ntx_gguf_tensor *t)
-{
-	return ntx_cuda_q8_fmt(t->type);
-}
-
-/* y (=|+=) W x for n <= NTX_CUDA_GEMV_MAX_TOK rows, quantizing x for W's
- * format first when W takes q8 activations. */
-static int gemv_one(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
-		    const float *x, float *y, int n, int acc, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-	ntx_stream_t st = (ntx_stream_t)g->cs;
-
-	if (fmt_of(t) >= 0 &&
-	    ntx_cuda_quantize_q8_fmt(x, g->xq, t->ne[0], n, fmt_of(t), st, err))
-		return -1;
-	return ntx_cuda_gemv(t->type, w, t->ne[0], t->ne[1], x, g->xq, y, n, acc, st, err);
-}
-
-/* The same for any n: chunks of NTX_CUDA_GEMV_MAX_TOK rows, so each row
- * gets what it gets alone. */
-static int gemv_rows(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
-		     const float *x, float *y, int n, int acc, struct ntx_err *err)
-{
-	int r, k;
-
-	for (r = 0; r < n; r += k) {
-		k = n - r < NTX_CUDA_GEMV_MAX_TOK ? n - r : NTX_CUDA_GEMV_MAX_TOK;
-		if (gemv_one(e, t, w, x + (size_t)r * t->ne[0], y + (size_t)r * t->ne[1], k, acc, err))
-			return -1;
-	}
-	return 0;
-}
-
-/* Float weights keep F32 activations (the GEMV) for prompts up to this
- * many tokens; the tensor cores round them to F16. */
-#define FLOAT_GEMV_MAX 64
-
-static int is_float(const struct ntx_gguf_tensor *t)
-{
-	return t->type == NTX_TYPE_F32 || t->type == NTX_TYPE_F16 || t->type == NTX_TYPE_BF16;
-}
-
-/* y (=|+=) W x for n rows: GEMV for few rows, tiles + tensor cores else. */
-static int mm(struct ntx_engine *e, const struct ntx_gguf_tensor *t, const void *w,
-	      const float *x, float *y, int n, int acc, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-	int64_t K = t->ne[0], N = t->ne[1];
-
-	if (n <= NTX_CUDA_GEMV_MAX_TOK)
-		return ntx_cuda_gemv(t->type, w, K, N, x, g->xq, y, n, acc, (ntx_stream_t)g->cs, err);
-	if (K % 8 == 0 && !(is_float(t) && n <= FLOAT_GEMV_MAX))
-		return ntx_cuda_matmul(t->type, w, K, N, x, y, n, acc, g->ws_mm, g->ws_mm_bytes,
-				       (ntx_stream_t)g->cs, err);
-	/* rows the tensor-core path cannot take (n_in not a multiple of 8, e.g.
-	 * stories260K's 172) or should not (short float prompts) */
-	return gemv_rows(e, t, w, x, y, n, acc, err);
-}
-
-static int needs_q8(int n, const struct ntx_gguf_tensor *a, const struct ntx_gguf_tensor *b,
-		    const struct ntx_gguf_tensor *c)
-{
-	if (n > NTX_CUDA_GEMV_MAX_TOK)
-		return 0;
-	return ntx_cuda_wtype_q8(a->type) == 1 || (b && ntx_cuda_wtype_q8(b->type) == 1) ||
-	       (c && ntx_cuda_wtype_q8(c->type) == 1);
-}
-
-/* The format shared by up to three consumers of one input, or -2 when they
- * need different ones (then each quantizes its own copy). Float consumers
- * are ignored; -1 when all are float. */
-static int shared_fmt(const struct ntx_gguf_tensor *a, const struct ntx_gguf_tensor *b,
-		      const struct ntx_gguf_tensor *c)
-{
-	const struct ntx_gguf_tensor *t[3] = { a, b, c };
-	int f = -1, i;
-
-	for (i = 0; i < 3; i++) {
-		int fi = t[i] ? fmt_of(t[i]) : -1;
-
-		if (fi < 0)
-			continue;
-		if (f >= 0 && fi != f)
-			return -2;
-		f = fi;
-	}
-	return f;
-}
-
 /* Weight pointers of layer l at base (layout of layout.h), its device KV
  * cache and the RoPE parameters. */
 static void layer_setup(struct ntx_engine *e, int l, const void *base, const void **W,
@@ -762,201 +575,6 @@ static int qk_norm(struct ntx_engine *e, const void **W, int n, struct ntx_err *
 		       : 0;
 }
 
-/* ---- mixture of experts ----
- * The FFN of a MoE layer on n rows whose normalized input is in g->xb:
- * router logits on the device (one kernel, batch-invariant), copied to the
- * host and routed there (ntx_moe_route: softmax, top-k, renormalised
- * weights; this synchronises the stream, so MoE models run without CUDA
- * graphs); then for each range of rows (a decode chunk of at most
- * NTX_CUDA_GEMV_MAX_TOK rows or one prompt segment, each computed as it
- * would be alone) the rows are grouped by expert, expert after expert and
- * in row order within an expert; every group runs the dense FFN's
- * kernels on that expert's matrices (the GEMV for groups of at most
- * NTX_CUDA_GEMV_MAX_TOK rows: batch-invariant; tiles + tensor cores for
- * larger groups of prompt rows) into one output row per (token, slot);
- * one kernel then adds each token's K outputs, weighted, in slot order to
- * the residual. So a decode token gets the same bits alone, in a
- * verification chunk or in a batch. */
-
-/* Group rows [r, r + cnt) by expert: gather row j of g->moe_x is token
- * idx[j]; (token t, slot s) reads row src[t*K + s]; rows of a range start
- * at r * K. Appends the groups to g->grp_*. */
-static void moe_group(struct ntx_engine *e, int r, int cnt)
-{
-	struct ntx_gpu *g = e->gpu;
-	int K = e->cfg.n_expert_used, NE = e->cfg.n_expert, U = e->n_ub;
-	int32_t *idx = (int32_t *)g->h_map, *src = idx + (size_t)U * K;
-	int j = r * K, x, t, s;
-
-	for (x = 0; x < NE; x++) {
-		int j0 = j;
-
-		for (t = r; t < r + cnt; t++)
-			for (s = 0; s < K; s++)
-				if (g->moe_ids[(size_t)t * K + s] == x) {
-					idx[j] = t;
-					src[(size_t)t * K + s] = j++;
-				}
-		if (j > j0) {
-			g->grp_ex[g->n_grp] = x;
-			g->grp_j0[g->n_grp] = j0;
-			g->grp_c[g->n_grp++] = j - j0;
-		}
-	}
-}
-
-/* The expert e slice of a stack of expert matrices. */
-static const void *expert_w(const struct ntx_gguf_tensor *t, const void *w, int x)
-{
-	return (const char *)w + (size_t)x * (t->nbytes / (size_t)t->ne[2]);
-}
-
-/* One group: c rows of g->moe_x from row j0 through the expert at place x
- * of the device's stack into the same rows of g->moe_y. */
-static int moe_expert(struct ntx_engine *e, const struct ntx_layer_tensors *lt, const void **W,
-		      int x, int j0, int c, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-	ntx_stream_t st = (ntx_stream_t)g->cs;
-	int64_t E = e->cfg.n_embd, F = e->cfg.n_ff;
-	const void *wg = expert_w(lt->w_gate, W[6], x), *wu = expert_w(lt->w_up, W[7], x);
-	const void *wd = expert_w(lt->w_down, W[8], x);
-	const float *xr = g->moe_x + (size_t)j0 * E;
-	float *h = g->h + (size_t)j0 * F, *gg = g->g + (size_t)j0 * F, *uu = g->u + (size_t)j0 * F;
-	float *y = g->moe_y + (size_t)j0 * E;
-	int fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
-
-	if (c > NTX_CUDA_GEMV_MAX_TOK)
-		return mm(e, lt->w_gate, wg, xr, gg, c, 0, err) || mm(e, lt->w_up, wu, xr, uu, c, 0, err) ||
-				       ntx_cuda_swiglu(h, gg, uu, (int64_t)c * F, st, err) ||
-				       mm(e, lt->w_down, wd, h, y, c, 0, err)
-			       ? -1
-			       : 0;
-	if (fg == -2) {
-		if (gemv_one(e, lt->w_gate, wg, xr, gg, c, 0, err) ||
-		    gemv_one(e, lt->w_up, wu, xr, uu, c, 0, err) ||
-		    ntx_cuda_swiglu(h, gg, uu, (int64_t)c * F, st, err))
-			return -1;
-	} else if ((fg >= 0 && ntx_cuda_quantize_q8_fmt(xr, g->xq, E, c, fg, st, err)) ||
-		   ntx_cuda_gemv_swiglu(lt->w_gate->type, wg, lt->w_up->type, wu, E, F, xr, g->xq, h, c,
-					st, err)) {
-		return -1;
-	}
-	return gemv_one(e, lt->w_down, wd, h, y, c, 0, err);
-}
-
-/* One group of the expert split on the CPU: c rows from gather row j0
- * (tokens idx[j] of the host copy of the input) through expert x, read
- * from the GGUF map, into the same rows of g->moe_y (copied after the
- * GPU's groups on the compute stream). */
-static int moe_cpu_expert(struct ntx_engine *e, int l, int x, int j0, int c, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-	const struct eng_layer *L = &e->layers[l];
-	struct ntx_cpu_scratch *s = &e->s;
-	const int32_t *idx = (const int32_t *)g->h_map;
-	int xs = L->cpu_slot[x]; /* in the map, or in the huge-page copy */
-	struct ntx_wmat gw = ntx_wmat_expert(&L->w.gate, xs), uw = ntx_wmat_expert(&L->w.up, xs);
-	struct ntx_wmat dw = ntx_wmat_expert(&L->w.down, xs);
-	int64_t E = e->cfg.n_embd, F = e->cfg.n_ff;
-	float *y = g->h_ey + (size_t)j0 * E;
-	double t0 = ntx_now_s();
-	int i;
-
-	for (i = 0; i < c; i++)
-		memcpy(s->xg + i * E, g->h_xb + (size_t)idx[j0 + i] * E, (size_t)E * sizeof(float));
-	ntx_cpu_matmul(e->pool, &gw, s->xg, c, s->g, s->mm);
-	ntx_cpu_matmul(e->pool, &uw, s->xg, c, s->u, s->mm);
-	ntx_op_swiglu(s->g, s->g, s->u, (int64_t)c * F);
-	ntx_cpu_matmul(e->pool, &dw, s->g, c, y, s->mm);
-	e->st.bytes_cpu_weights += gw.row_bytes * gw.n_out + uw.row_bytes * uw.n_out +
-				   dw.row_bytes * dw.n_out;
-	e->st.t_cpu_s += ntx_now_s() - t0;
-	CK(cudaMemcpyAsync(g->moe_y + (size_t)j0 * E, y, (size_t)c * E * 4, cudaMemcpyHostToDevice,
-			   g->cs),
-	   "cudaMemcpyAsync (CPU experts)");
-	return 0;
-}
-
-/* The MoE FFN of the n rows of the chunk (input normalized in g->xb),
- * added to g->x; by_cut: the ranges are the chunk's decode chunks and
- * prompt segments (layer_mixed), else the n rows are one range. With the
- * expert split (L->exp_slot) the layer's CPU experts run on the host
- * (moe_cpu_expert) while the GPU computes its own. */
-static int moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors *lt, const void **W,
-		   int n, int by_cut, struct ntx_err *err)
-{
-	struct ntx_gpu *g = e->gpu;
-	const struct eng_layer *L = &e->layers[l];
-	const struct ntx_llama_config *c = &e->cfg;
-	ntx_stream_t st = (ntx_stream_t)g->cs;
-	int K = c->n_expert_used, NE = c->n_expert, U = e->n_ub, t, i;
-	size_t mk = (size_t)U * K;
-	float *w = (float *)((int32_t *)g->h_map + 2 * mk);
-	float *dw = (float *)((int32_t *)g->d_map + 2 * mk);
-
-	if (ntx_cuda_moe_router((const float *)W[9], g->xb, g->d_rl, c->n_embd, NE, n, st, err))
-		return -1;
-	CK(cudaMemcpyAsync(g->h_rl, g->d_rl, (size_t)n * NE * 4, cudaMemcpyDeviceToHost, g->cs),
-	   "cudaMemcpyAsync (router logits)");
-	if (L->n_cpu_exp)
-		CK(cudaMemcpyAsync(g->h_xb, g->xb, (size_t)n * c->n_embd * 4, cudaMemcpyDeviceToHost,
-				   g->cs),
-		   "cudaMemcpyAsync (expert input)");
-	/* also orders the last layer's map copy before h_map is rewritten */
-	CK(cudaStreamSynchronize(g->cs), "router");
-	for (t = 0; t < n; t++) {
-		float gap;
-
-		ntx_moe_route(g->h_rl + (size_t)t * NE, NE, K, c->expert_weights_scale,
-			      g->moe_ids + (size_t)t * K, w + (size_t)t * K, &gap);
-		if (gap < g->moe_gap[t])
-			g->moe_gap[t] = gap;
-	}
-	if (e->exp_count) {
-		uint64_t *cnt = e->exp_count + (size_t)l * NE;
-
-		for (t = 0; t < n * K; t++) {
-			cnt[g->moe_ids[t]]++;
-			e->exp_cpu[l] += L->exp_slot && L->exp_slot[g->moe_ids[t]] < 0;
-		}
-	}
-	g->n_grp = 0;
-	if (!by_cut) {
-		moe_group(e, 0, n);
-	} else {
-		for (i = 0; i < g->cut.n_dc; i++)
-			moe_group(e, g->cut.dc_r[i], g->cut.dc_k[i]);
-		for (i = 0; i < g->cut.n_seg; i++)
-			moe_group(e, g->cut.seg_off[i], g->cut.seg_len[i]);
-	}
-	/* [idx n*K] [src n*K] [w n*K] of the U*K-sized map */
-	CK(cudaMemcpyAsync(g->d_map, g->h_map, (size_t)n * K * 4, cudaMemcpyHostToDevice, g->cs),
-	   "cudaMemcpyAsync (expert map)");
-	CK(cudaMemcpyAsync((int32_t *)g->d_map + mk, (int32_t *)g->h_map + mk, (size_t)n * K * 4,
-			   cudaMemcpyHostToDevice, g->cs),
-	   "cudaMemcpyAsync (expert map)");
-	CK(cudaMemcpyAsync(dw, w, (size_t)n * K * 4, cudaMemcpyHostToDevice, g->cs),
-	   "cudaMemcpyAsync (expert weights)");
-	if (ntx_cuda_gather_rows(g->xb, (const int32_t *)g->d_map, g->moe_x, n * K, c->n_embd, st,
-				 err))
-		return -1;
-	/* the GPU's experts are queued first, so that they run while the CPU
-	 * computes its own (the expert split) */
-	for (i = 0; i < g->n_grp; i++) {
-		int x = g->grp_ex[i], xs = L->exp_slot ? L->exp_slot[x] : x;
-
-		if (xs >= 0 && moe_expert(e, lt, W, xs, g->grp_j0[i], g->grp_c[i], err))
-			return -1;
-	}
-	for (i = 0; L->n_cpu_exp && i < g->n_grp; i++)
-		if (L->exp_slot[g->grp_ex[i]] < 0 &&
-		    moe_cpu_expert(e, l, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))
-			return -1;
-	return ntx_cuda_moe_sum(g->x, g->moe_y, dw, (const int32_t *)g->d_map + mk, n, K, c->n_embd,
-				st, err);
-}
-
 /* The decode path for n <= NTX_CUDA_GEMV_MAX_TOK tokens, with fused q8
  * producers, or the prompt path (matrix products on the tensor cores) for
  * one prompt segment. */
@@ -976,7 +594,7 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 	layer_setup(e, l, base, W, &kv, &rope);
 
 	/* attention */
-	fq = shared_fmt(lt->wq, lt->wk, lt->wv);
+	fq = ntx_gpu_shared_fmt(lt->wq, lt->wk, lt->wv);
 	if (ntx_cuda_rmsnorm_fmt(g->xb, n <= NTX_CUDA_GEMV_MAX_TOK && fq >= 0 ? g->xq : NULL,
 				 fq >= 0 ? fq : 0, g->x, (const float *)W[0], n, E, eps, st, err))
 		return -1;
@@ -991,13 +609,13 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 		if (ntx_cuda_gemv_multi(qkv, 3, lt->wq->ne[0], g->xb, g->xq, n, st, err))
 			return -1;
 	} else if (n <= NTX_CUDA_GEMV_MAX_TOK) {
-		if (gemv_one(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
-		    gemv_one(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
-		    gemv_one(e, lt->wv, W[3], g->xb, g->v, n, 0, err))
+		if (ntx_gpu_gemv_one(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
+		    ntx_gpu_gemv_one(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
+		    ntx_gpu_gemv_one(e, lt->wv, W[3], g->xb, g->v, n, 0, err))
 			return -1;
-	} else if (mm(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
-		   mm(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
-		   mm(e, lt->wv, W[3], g->xb, g->v, n, 0, err)) {
+	} else if (ntx_gpu_mm(e, lt->wq, W[1], g->xb, g->q, n, 0, err) ||
+		   ntx_gpu_mm(e, lt->wk, W[2], g->xb, g->k, n, 0, err) ||
+		   ntx_gpu_mm(e, lt->wv, W[3], g->xb, g->v, n, 0, err)) {
 		return -1;
 	}
 	if (qk_norm(e, W, n, err) ||
@@ -1007,7 +625,7 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 	{
 		/* attention writes the q8 input of the output projection itself
 		 * when a query-head group spans whole quantization groups */
-		int q8 = needs_q8(n, lt->wo, NULL, NULL), fo = fmt_of(lt->wo);
+		int q8 = ntx_gpu_needs_q8(n, lt->wo, NULL, NULL), fo = ntx_gpu_fmt_of(lt->wo);
 		int fuse = q8 && (c->n_head / c->n_head_kv) * c->head_dim % ntx_cuda_q8_group(fo) == 0;
 
 		if (ntx_cuda_attention_q8_fmt(g->att, fuse ? g->xq : NULL, fo >= 0 ? fo : 0, g->q, n,
@@ -1017,15 +635,15 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 		if (q8 && !fuse && ntx_cuda_quantize_q8_fmt(g->att, g->xq, Q, n, fo, st, err))
 			return -1;
 	}
-	if (mm(e, lt->wo, W[4], g->att, g->x, n, 1, err))
+	if (ntx_gpu_mm(e, lt->wo, W[4], g->att, g->x, n, 1, err))
 		return -1;
 	if (c->n_expert > 0)
 		return ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err) ||
-				       moe_ffn(e, l, lt, W, n, 0, err)
+				       ntx_gpu_moe_ffn(e, l, lt, W, n, 0, err)
 			       ? -1
 			       : 0;
 	/* feed-forward */
-	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
+	fg = ntx_gpu_shared_fmt(lt->w_gate, lt->w_up, NULL);
 	if (ntx_cuda_rmsnorm_fmt(g->xb, n <= NTX_CUDA_GEMV_MAX_TOK && fg >= 0 ? g->xq : NULL,
 				 fg >= 0 ? fg : 0, g->x, (const float *)W[5], n, E, eps, st, err))
 		return -1;
@@ -1034,19 +652,19 @@ static int layer_fused(struct ntx_engine *e, int l, const void *base, int n, str
 					 g->xq, g->h, n, st, err))
 			return -1;
 	} else if (n <= NTX_CUDA_GEMV_MAX_TOK) {
-		if (gemv_one(e, lt->w_gate, W[6], g->xb, g->g, n, 0, err) ||
-		    gemv_one(e, lt->w_up, W[7], g->xb, g->u, n, 0, err) ||
+		if (ntx_gpu_gemv_one(e, lt->w_gate, W[6], g->xb, g->g, n, 0, err) ||
+		    ntx_gpu_gemv_one(e, lt->w_up, W[7], g->xb, g->u, n, 0, err) ||
 		    ntx_cuda_swiglu(g->h, g->g, g->u, (int64_t)n * F, st, err))
 			return -1;
-	} else if (mm(e, lt->w_gate, W[6], g->xb, g->g, n, 0, err) ||
-		   mm(e, lt->w_up, W[7], g->xb, g->u, n, 0, err) ||
+	} else if (ntx_gpu_mm(e, lt->w_gate, W[6], g->xb, g->g, n, 0, err) ||
+		   ntx_gpu_mm(e, lt->w_up, W[7], g->xb, g->u, n, 0, err) ||
 		   ntx_cuda_swiglu(g->h, g->g, g->u, (int64_t)n * F, st, err)) {
 		return -1;
 	}
-	if (needs_q8(n, lt->w_down, NULL, NULL) &&
-	    ntx_cuda_quantize_q8_fmt(g->h, g->xq, F, n, fmt_of(lt->w_down), st, err))
+	if (ntx_gpu_needs_q8(n, lt->w_down, NULL, NULL) &&
+	    ntx_cuda_quantize_q8_fmt(g->h, g->xq, F, n, ntx_gpu_fmt_of(lt->w_down), st, err))
 		return -1;
-	return mm(e, lt->w_down, W[8], g->h, g->x, n, 1, err);
+	return ntx_gpu_mm(e, lt->w_down, W[8], g->h, g->x, n, 1, err);
 }
 
 /* Up to HEAD_ROWS wanted rows starting at row *i, normed into g->xh (read
@@ -1091,13 +709,13 @@ static int head_compute(struct ntx_engine *e, const uint8_t *want, int n, int *i
 	 * perplexity): the decode GEMV in chunks, so every row gets the
 	 * logits it gets alone */
 	if (k <= NTX_CUDA_GEMV_MAX_TOK || t->ne[0] % 32) {
-		if (ntx_cuda_rmsnorm_fmt(g->xh, needs_q8(k, t, NULL, NULL) ? g->xq : NULL,
-					 fmt_of(t) >= 0 ? fmt_of(t) : 0, in, g->out_norm, k, E, eps, st,
+		if (ntx_cuda_rmsnorm_fmt(g->xh, ntx_gpu_needs_q8(k, t, NULL, NULL) ? g->xq : NULL,
+					 ntx_gpu_fmt_of(t) >= 0 ? ntx_gpu_fmt_of(t) : 0, in, g->out_norm, k, E, eps, st,
 					 err) ||
-		    mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
+		    ntx_gpu_mm(e, t, g->out_w, g->xh, g->logits, k, 0, err))
 			return -1;
 	} else if (ntx_cuda_rmsnorm(g->xh, NULL, in, g->out_norm, k, E, eps, st, err) ||
-		   gemv_rows(e, t, g->out_w, g->xh, g->logits, k, 0, err)) {
+		   ntx_gpu_gemv_rows(e, t, g->out_w, g->xh, g->logits, k, 0, err)) {
 		return -1;
 	}
 	if ((out & OUT_IDS) &&
@@ -1153,9 +771,9 @@ static int mm_prompt(struct ntx_engine *e, const struct ntx_gguf_tensor *t, cons
 
 	if (!g->cut.n_seg)
 		return 0;
-	if (is_float(t)) {
+	if (ntx_gpu_is_float(t)) {
 		for (i = 0; i < g->cut.n_seg; i++)
-			if (mm(e, t, w, x + (size_t)g->cut.seg_off[i] * t->ne[0],
+			if (ntx_gpu_mm(e, t, w, x + (size_t)g->cut.seg_off[i] * t->ne[0],
 			       y + (size_t)g->cut.seg_off[i] * t->ne[1], g->cut.seg_len[i], acc, err))
 				return -1;
 		return 0;
@@ -1191,7 +809,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 	const struct ntx_layer_tensors *lt = dev_lt(e, l);
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	int E = c->n_embd, Q = c->n_head * c->head_dim, KV = c->n_head_kv * c->head_dim;
-	int F = c->n_ff, r, k, i, fq, fg, fo = fmt_of(lt->wo);
+	int F = c->n_ff, r, k, i, fq, fg, fo = ntx_gpu_fmt_of(lt->wo);
 	float eps = (float)c->rms_eps;
 	struct ntx_cuda_kv kv;
 	struct ntx_cuda_rope rope;
@@ -1202,7 +820,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 #define CHUNKS for (i = 0; i < g->cut.n_dc && ((r = g->cut.dc_r[i]), (k = g->cut.dc_k[i]), 1); i++)
 	if (ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[0], n, E, eps, st, err))
 		return -1;
-	fq = shared_fmt(lt->wq, lt->wk, lt->wv);
+	fq = ntx_gpu_shared_fmt(lt->wq, lt->wk, lt->wv);
 	CHUNKS {
 		struct ntx_cuda_gemv_seg qkv[3] = {
 			{ lt->wq->type, W[1], lt->wq->ne[1], g->q + (size_t)r * Q, 0 },
@@ -1212,9 +830,9 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 		const float *xr = g->xb + (size_t)r * E;
 
 		if (fq == -2) {
-			if (gemv_one(e, lt->wq, W[1], xr, qkv[0].y, k, 0, err) ||
-			    gemv_one(e, lt->wk, W[2], xr, qkv[1].y, k, 0, err) ||
-			    gemv_one(e, lt->wv, W[3], xr, qkv[2].y, k, 0, err))
+			if (ntx_gpu_gemv_one(e, lt->wq, W[1], xr, qkv[0].y, k, 0, err) ||
+			    ntx_gpu_gemv_one(e, lt->wk, W[2], xr, qkv[1].y, k, 0, err) ||
+			    ntx_gpu_gemv_one(e, lt->wv, W[3], xr, qkv[2].y, k, 0, err))
 				return -1;
 			continue;
 		}
@@ -1248,21 +866,21 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 			return -1;
 	}
 	CHUNKS {
-		if (gemv_one(e, lt->wo, W[4], g->att + (size_t)r * Q, g->x + (size_t)r * E, k, 1, err))
+		if (ntx_gpu_gemv_one(e, lt->wo, W[4], g->att + (size_t)r * Q, g->x + (size_t)r * E, k, 1, err))
 			return -1;
 	}
 	if (mm_prompt(e, lt->wo, W[4], g->att, g->x, 1, err) ||
 	    ntx_cuda_rmsnorm(g->xb, NULL, g->x, (const float *)W[5], n, E, eps, st, err))
 		return -1;
 	if (c->n_expert > 0)
-		return moe_ffn(e, l, lt, W, n, 1, err);
-	fg = shared_fmt(lt->w_gate, lt->w_up, NULL);
+		return ntx_gpu_moe_ffn(e, l, lt, W, n, 1, err);
+	fg = ntx_gpu_shared_fmt(lt->w_gate, lt->w_up, NULL);
 	CHUNKS {
 		const float *xr = g->xb + (size_t)r * E;
 
 		if (fg == -2) {
-			if (gemv_one(e, lt->w_gate, W[6], xr, g->g + (size_t)r * F, k, 0, err) ||
-			    gemv_one(e, lt->w_up, W[7], xr, g->u + (size_t)r * F, k, 0, err) ||
+			if (ntx_gpu_gemv_one(e, lt->w_gate, W[6], xr, g->g + (size_t)r * F, k, 0, err) ||
+			    ntx_gpu_gemv_one(e, lt->w_up, W[7], xr, g->u + (size_t)r * F, k, 0, err) ||
 			    ntx_cuda_swiglu(g->h + (size_t)r * F, g->g + (size_t)r * F,
 					    g->u + (size_t)r * F, (int64_t)k * F, st, err))
 				return -1;
@@ -1284,7 +902,7 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 			return -1;
 	}
 	CHUNKS {
-		if (gemv_one(e, lt->w_down, W[8], g->h + (size_t)r * F, g->x + (size_t)r * E, k, 1,
+		if (ntx_gpu_gemv_one(e, lt->w_down, W[8], g->h + (size_t)r * F, g->x + (size_t)r * E, k, 1,
 			     err))
 			return -1;
 	}
@@ -1396,12 +1014,12 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_
 			return -1;
 		}
 		if (rc != cudaSuccess)
-			return cuda_fail(err, rc, "cudaStreamEndCapture");
+			return ntx_gpu_fail(err, rc, "cudaStreamEndCapture");
 		gr = &g->graphs[g->n_graphs];
 		rc = cudaGraphInstantiate(&gr->exec, graph, 0);
 		cudaGraphDestroy(graph);
 		if (rc != cudaSuccess)
-			return cuda_fail(err, rc, "cudaGraphInstantiate");
+			return ntx_gpu_fail(err, rc, "cudaGraphInstantiate");
 		gr->n = n;
 		gr->out = out;
 		gr->want = wbits;
