@@ -43,4 +43,12 @@ uint64_t ntx_plan_layer_buf_bytes(uint64_t layer_bytes);
 /* Largest byte count a plan may hold (1 PiB): sums cannot overflow. */
 #define NTX_PLAN_MAX_BYTES (1ull << 50)
 
+/* The head's bytes (output, or the tied embeddings). */
+uint64_t ntx_plan_head_bytes(const struct ntx_plan_model *pm);
+/* A MoE layer l the CPU would compute from disk: what it keeps in RAM (its
+ * weights but the experts; 0 when it would not read experts on demand). */
+uint64_t ntx_plan_moe_disk_resid(const struct ntx_plan *p, int l);
+/* The least the expert cache holds for experts of eb bytes. */
+uint64_t ntx_plan_xcache_least(const struct ntx_plan_model *pm, uint64_t eb);
+
 #endif

@@ -1024,3 +1024,78 @@ int ntx_plan_check_model(const struct ntx_plan *p, const struct ntx_model *m,
 	return 0;
 }
 
+/* ---- expert lists ---- */
+
+int ntx_plan_experts_parse(const char *s, int n, uint8_t *flags, int *count, char *why,
+			   size_t why_len)
+{
+	const char *p = s;
+	int last = -1;
+
+	memset(flags, 0, (size_t)n);
+	*count = 0;
+	if (!*p) {
+		snprintf(why, why_len, "an empty list of experts (leave \"cpu_experts\" out instead)");
+		return -1;
+	}
+	while (*p) {
+		long a, b;
+		char *end;
+
+		if (*p < '0' || *p > '9')
+			goto bad;
+		a = strtol(p, &end, 10);
+		b = a;
+		p = end;
+		if (*p == '-') {
+			p++;
+			if (*p < '0' || *p > '9')
+				goto bad;
+			b = strtol(p, &end, 10);
+			p = end;
+		}
+		if (a > b || a <= last || b >= n) {
+			snprintf(why, why_len,
+				 "experts %ld-%ld: a list of experts goes up (\"0-3,8\") and stays below %d",
+				 a, b, n);
+			return -1;
+		}
+		*count += (int)(b - a + 1);
+		for (; a <= b; a++)
+			flags[a] = 1;
+		last = (int)b;
+		if (*p == ',' && p[1])
+			p++;
+		else if (*p)
+			goto bad;
+	}
+	return 0;
+bad:
+	snprintf(why, why_len, "expected a list of experts like \"0-3,8,10-127\" (at \"%.20s\")", p);
+	return -1;
+}
+
+char *ntx_plan_experts_format(const uint8_t *flags, int n)
+{
+	char *r = malloc((size_t)n * 12 + 1), *o = r;
+	int x = 0;
+
+	if (!r)
+		return NULL;
+	*o = 0;
+	while (x < n) {
+		int a;
+
+		if (!flags[x]) {
+			x++;
+			continue;
+		}
+		a = x;
+		while (x < n && flags[x])
+			x++;
+		o += sprintf(o, o == r ? "%d" : ",%d", a);
+		if (x - 1 > a)
+			o += sprintf(o, "-%d", x - 1);
+	}
+	return r;
+}
