@@ -247,6 +247,21 @@ extern "C" int ntx_cuda_rope_table(const struct ntx_cuda_rope *rope, double *inv
  * was the longest step of the kernel). k
  * and v are stored into the cache unless
  * (seq, pos) is out of range (then attention for that token yields NaN). */
+/* The CTA's angles of position p: cos and sin of every pair r < n_rot/2
+ * into cs and sn (shared), in double precision, from the table of inverse
+ * frequencies when there is one. The caller syncs the CTA. */
+__device__ __forceinline__ void rope_angles(const rope_args &a, int p, float *cs, float *sn)
+{
+	for (int r = threadIdx.x; r < a.n_rot / 2; r += blockDim.x) {
+		const double inv = a.inv ? a.inv[r] : rope_inv(a.n_rot, a.base, a.freq_scale, a.freqs, r);
+		double sv, cv;
+
+		sincos((double)p * inv, &sv, &cv);
+		cs[r] = (float)cv;
+		sn[r] = (float)sv;
+	}
+}
+
 #define ROPE_THREADS 128
 
 __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_store_kernel(rope_args a)
@@ -270,14 +285,7 @@ __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_store_kernel(rope_args 
 		x = *(const float2 *)e;
 	if (act && j >= nq && store)
 		v = *(const float2 *)(a.v + (int64_t)t * row + o);
-	for (int r = threadIdx.x; r < half; r += blockDim.x) {
-		const double inv = a.inv ? a.inv[r] : rope_inv(a.n_rot, a.base, a.freq_scale, a.freqs, r);
-		double sv, cv;
-
-		sincos((double)p * inv, &sv, &cv);
-		cs[r] = (float)cv;
-		sn[r] = (float)sv;
-	}
+	rope_angles(a, p, cs, sn);
 	__syncthreads();
 	if (!act)
 		return;
@@ -327,14 +335,7 @@ __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_neox_store_kernel(rope_
 		x = make_float2(e[oa], e[ob]);
 	if (act && j >= nq && store)
 		v = make_float2(a.v[(int64_t)t * row + oa], a.v[(int64_t)t * row + ob]);
-	for (int r = threadIdx.x; r < half; r += blockDim.x) {
-		const double inv = a.inv ? a.inv[r] : rope_inv(a.n_rot, a.base, a.freq_scale, a.freqs, r);
-		double sv, cv;
-
-		sincos((double)p * inv, &sv, &cv);
-		cs[r] = (float)cv;
-		sn[r] = (float)sv;
-	}
+	rope_angles(a, p, cs, sn);
 	__syncthreads();
 	if (!act)
 		return;
