@@ -362,29 +362,16 @@ static int job_acquire(struct ntx_engine *e, int l, const void **base, struct nt
 	return 0;
 }
 
-/* The disk counters: the streamer's and the expert cache's. */
-static void disk_stats(struct ntx_engine *e)
-{
-	struct ntx_stream_stats ss = { 0 };
-	uint64_t h = 0, m = 0, b = 0;
-
-	if (e->str) {
-		ntx_streamer_stats(e->str, &ss);
-		e->st.bytes_h2d = ss.bytes_h2d;
-	}
-	if (e->xc)
-		ntx_xcache_counts(e->xc, &h, &m, &b);
-	e->st.xcache_hits = h;
-	e->st.xcache_misses = m;
-	e->st.bytes_disk = ss.bytes_disk + b;
-	e->st.t_disk_s = ss.t_disk_s + e->xc_t_s;
-}
-
 static int job_release(struct ntx_engine *e, int l, struct ntx_err *err)
 {
+	struct ntx_stream_stats ss;
+
 	if (ntx_streamer_release(e->str, l, err))
 		return -1;
-	disk_stats(e);
+	ntx_streamer_stats(e->str, &ss);
+	e->st.bytes_h2d = ss.bytes_h2d;
+	e->st.bytes_disk = ss.bytes_disk;
+	e->st.t_disk_s = ss.t_disk_s;
 	return 0;
 }
 
@@ -403,7 +390,6 @@ static int xc_load(void *ctx, int layer, const int *ids, int n, const void **ptr
 	int rc = ntx_xcache_load(e->xc, layer, ids, n, ptr, err);
 
 	e->xc_t_s += ntx_now_s() - t0;
-	disk_stats(e);
 	return rc;
 }
 
@@ -1042,4 +1028,11 @@ void ntx_engine_expert_layer(const struct ntx_engine *e, int l, uint64_t *routed
 void ntx_engine_get_stats(const struct ntx_engine *e, struct ntx_engine_stats *s)
 {
 	*s = e->st;
+	if (e->xc) { /* the streamer's disk counters and the expert cache's */
+		uint64_t b;
+
+		ntx_xcache_counts(e->xc, &s->xcache_hits, &s->xcache_misses, &b);
+		s->bytes_disk += b;
+		s->t_disk_s += e->xc_t_s;
+	}
 }
