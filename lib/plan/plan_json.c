@@ -14,6 +14,7 @@
 
 #include "fileio.h"
 #include "jsonpos.h"
+#include "parse.h"
 #include "plan_int.h"
 
 /* ---- writer ---- */
@@ -1029,49 +1030,27 @@ int ntx_plan_check_model(const struct ntx_plan *p, const struct ntx_model *m,
 int ntx_plan_experts_parse(const char *s, int n, uint8_t *flags, int *count, char *why,
 			   size_t why_len)
 {
-	const char *p = s;
-	int last = -1;
+	struct ntx_err e = { 0, "" };
+	int *v = NULL, m = 0, i, parsed;
+	char *canon = NULL;
 
 	memset(flags, 0, (size_t)n);
 	*count = 0;
-	if (!*p) {
-		snprintf(why, why_len, "an empty list of experts (leave \"cpu_experts\" out instead)");
-		return -1;
+	/* the layer lists' syntax (parse.h), in the one form the writer uses */
+	parsed = *s && ntx_parse_range_list(s, n, &v, &m, &e) == 0;
+	for (i = 0; parsed && i < m; i++)
+		flags[v[i]] = 1;
+	free(v);
+	if (parsed && (canon = ntx_plan_experts_format(flags, n)) && strcmp(canon, s) == 0) {
+		free(canon);
+		*count = m;
+		return 0;
 	}
-	while (*p) {
-		long a, b;
-		char *end;
-
-		if (*p < '0' || *p > '9')
-			goto bad;
-		a = strtol(p, &end, 10);
-		b = a;
-		p = end;
-		if (*p == '-') {
-			p++;
-			if (*p < '0' || *p > '9')
-				goto bad;
-			b = strtol(p, &end, 10);
-			p = end;
-		}
-		if (a > b || a <= last || b >= n) {
-			snprintf(why, why_len,
-				 "experts %ld-%ld: a list of experts goes up (\"0-3,8\") and stays below %d",
-				 a, b, n);
-			return -1;
-		}
-		*count += (int)(b - a + 1);
-		for (; a <= b; a++)
-			flags[a] = 1;
-		last = (int)b;
-		if (*p == ',' && p[1])
-			p++;
-		else if (*p)
-			goto bad;
-	}
-	return 0;
-bad:
-	snprintf(why, why_len, "expected a list of experts like \"0-3,8,10-127\" (at \"%.20s\")", p);
+	snprintf(why, why_len,
+		 "\"%.40s\" is not a list of experts that goes up and stays below %d, as in \"0-3,8,10-127\"%s%s%s",
+		 s, n, canon ? " (write \"" : "", canon ? canon : "", canon ? "\")" : "");
+	free(canon);
+	memset(flags, 0, (size_t)n);
 	return -1;
 }
 
