@@ -693,7 +693,10 @@ static double cpu_pass_s_per_byte(double mem, double tok, int n)
 /* The parts of one pass (seconds). */
 struct pass_t {
 	double res, link, disk, cpu, ovh, total, nondisk;
-	double cpu_exp; /* expert bytes the CPU reads (the expert split) */
+	/* mixture of experts: the bytes of resident experts the pass reads,
+	 * of the split's CPU experts, and what the CPU and the disk need not
+	 * read (experts no token chose) */
+	double vram_exp, cpu_exp, cpu_unread, disk_unread;
 };
 
 /* The time of a pass of n tokens (a decode step of n sequences, or a
@@ -706,6 +709,9 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 	int l;
 
 	expert_reads(p, n, &ev, &ec, &per);
+	o->vram_exp = ev;
+	o->cpu_unread = cpu_unread(p, n);
+	o->disk_unread = xdisk_unread(p, n);
 	/* the GPU computes every GPU-executed layer, streamed ones included,
 	 * in chunks of 8 tokens: tensor-core K-quant products grow little
 	 * with the tokens, dp4a ones more (plan.h) */
@@ -723,7 +729,7 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 	}
 	/* a streamed layer costs the link the same for 1 or 64 tokens */
 	o->link = (double)(tl->ram_gpu + tl->disk_gpu) / (p->hw.h2d_gbps * 1e9);
-	o->disk = ((double)p->bytes_disk - xdisk_unread(p, n)) / (p->hw.disk_gbps * 1e9);
+	o->disk = ((double)p->bytes_disk - o->disk_unread) / (p->hw.disk_gbps * 1e9);
 	{
 		/* the copies to the GPU halve the CPU's one-token rate (shared
 		 * memory) and the batched rate of several sequences, but cost
@@ -750,7 +756,7 @@ static void pass_time(const struct ntx_plan *p, int gpu, int n, const struct tal
 				o->link += tlay - lead;
 		}
 	}
-	o->cpu = ((double)p->bytes_cpu - cpu_unread(p, n)) * cpu_s_per_byte;
+	o->cpu = ((double)p->bytes_cpu - o->cpu_unread) * cpu_s_per_byte;
 	/* the expert split: the CPU reads the chosen ones of its experts,
 	 * each for the tokens that chose it */
 	o->cpu_exp = ec;
@@ -775,12 +781,6 @@ static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct ta
 	struct pass_t x, x1;
 	double t;
 
-	{
-		double ev, ec, per;
-
-		expert_reads(p, n_tok, &ev, &ec, &per);
-		p->bytes_vram = tl->vram_gpu - tl->vram_exp + (uint64_t)ev;
-	}
 	p->bytes_h2d_ram = tl->ram_gpu;
 	p->bytes_h2d_disk = tl->disk_gpu;
 	p->bytes_disk = ntx_plan_sat_add(tl->disk_gpu, tl->disk_cpu);
@@ -791,8 +791,10 @@ static void account_time(struct ntx_plan *p, int gpu, int n_tok, const struct ta
 	x1 = x;
 	if (n_tok > 1)
 		pass_time(p, gpu, 1, tl, &x1);
-	p->bytes_cpu = ntx_plan_sat_add(p->bytes_cpu - (uint64_t)cpu_unread(p, n_tok), (uint64_t)x.cpu_exp);
-	p->bytes_disk -= (uint64_t)fmin((double)p->bytes_disk, xdisk_unread(p, n_tok));
+	/* what a pass of n_tok reads, not what the layers hold */
+	p->bytes_vram = tl->vram_gpu - tl->vram_exp + (uint64_t)x.vram_exp;
+	p->bytes_cpu = ntx_plan_sat_add(p->bytes_cpu - (uint64_t)x.cpu_unread, (uint64_t)x.cpu_exp);
+	p->bytes_disk -= (uint64_t)fmin((double)p->bytes_disk, x.disk_unread);
 	p->t_resident_ms = ntx_plan_round6(x.res * 1e3);
 	p->t_link_ms = ntx_plan_round6(x.link * 1e3);
 	p->t_disk_ms = ntx_plan_round6(x.disk * 1e3);
