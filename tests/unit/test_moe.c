@@ -23,10 +23,10 @@
  * rounds Q to F16 and accumulates V in F16. Measured over p0..p2, 2
  * threads, the worst of the scalar, AVX2 and AVX-512 paths: max / mean
  * 0.104 / 0.0102 (mixtral q8_0; 0.085 but on AVX2), 0.101 / 0.0144
- * (mixtral q4_k_m), 0.049 / 0.0073 (qwen3moe q8_0). Tolerances: those
+ * (mixtral q4_k_m), 0.049 / 0.0073 (qwen3moe q8_0), 0.068 / 0.0095
+ * (qwen3moe q4_k_m, with its Q5_0 ffn_down_exps). Tolerances: those
  * times 1.3, capped at the exact arithmetic's distance (mixtral q8_0
- * 0.114, qwen3moe q8_0 0.063); qwen3moe q4_k_m, not measurable before Q5_0
- * lands: the exact arithmetic's 0.109. */
+ * 0.114, qwen3moe q8_0 0.063). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -55,7 +55,7 @@ static const struct tol tols[] = {
 	{ "mixtral-tiny-q8_0", 0.114, 0.0133 },
 	{ "mixtral-tiny-q4_k_m", 0.131, 0.0187 },
 	{ "qwen3moe-tiny-q8_0", 0.063, 0.0095 },
-	{ "qwen3moe-tiny-q4_k_m", 0.109, 0.019 },
+	{ "qwen3moe-tiny-q4_k_m", 0.088, 0.0123 },
 };
 
 /* ---- the router alone ---- */
