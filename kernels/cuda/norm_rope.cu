@@ -237,16 +237,6 @@ extern "C" int ntx_cuda_rope_table(const struct ntx_cuda_rope *rope, double *inv
 			       err);
 }
 
-/* Grid (token, slice of pairs): every thread rotates one pair of q or k (and
- * stores that k pair and the v pair beside it), so no thread loops over
- * dependent loads and stores (one CTA per token did: ~8 us at n_tok 1 on
- * the H200, latency of 16 serialized iterations). Each CTA computes the
- * angles of its token once in double precision (as the CPU reference does:
- * large positions lose nothing), with the thread's pair already loading,
- * from the table of inverse frequencies when there is one (a pow per pair
- * was the longest step of the kernel). k
- * and v are stored into the cache unless
- * (seq, pos) is out of range (then attention for that token yields NaN). */
 /* The CTA's angles of position p: cos and sin of every pair r < n_rot/2
  * into cs and sn (shared), in double precision, from the table of inverse
  * frequencies when there is one. The caller syncs the CTA. */
@@ -264,56 +254,22 @@ __device__ __forceinline__ void rope_angles(const rope_args &a, int p, float *cs
 
 #define ROPE_THREADS 128
 
-__global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_store_kernel(rope_args a)
-{
-	ntx_pdl_wait();
-	ntx_pdl_trigger();
-
-	extern __shared__ float rs_cs[]; /* cos[n_rot/2], sin[n_rot/2] */
-	const int t = blockIdx.x, half = a.n_rot / 2, hp = a.hd / 2;
-	const int p = a.pos[t], sq = a.seq[t];
-	const bool store = p >= 0 && p < a.n_ctx && sq >= 0 && sq < a.n_seq;
-	float *cs = rs_cs, *sn = rs_cs + half;
-	const int j = blockIdx.y * blockDim.x + threadIdx.x, nq = a.n_head * hp, row = a.n_kv * a.hd;
-	const bool act = j < nq + a.n_kv * hp;
-	const int jj = j < nq ? j : j - nq, i = jj % hp, o = (jj / hp) * a.hd + 2 * i;
-	float *e = j < nq ? a.q + (int64_t)t * a.n_head * a.hd + o : a.k + (int64_t)t * row + o;
-	float2 x = make_float2(0.0f, 0.0f), v = x;
-
-	/* this thread's pair (and v beside a k pair) in flight during the angles */
-	if (act)
-		x = *(const float2 *)e;
-	if (act && j >= nq && store)
-		v = *(const float2 *)(a.v + (int64_t)t * row + o);
-	rope_angles(a, p, cs, sn);
-	__syncthreads();
-	if (!act)
-		return;
-	if (i < half) {
-		const float c = cs[i], s = sn[i];
-
-		x = make_float2(x.x * c - x.y * s, x.x * s + x.y * c);
-		*(float2 *)e = x;
-	}
-	if (j < nq || !store)
-		return;
-
-	const int64_t co = ((int64_t)sq * a.n_ctx + p) * row + o;
-
-	if (a.kv_f16) {
-		*(__half2 *)((__half *)a.kc + co) = __floats2half2_rn(x.x, x.y);
-		*(__half2 *)((__half *)a.vc + co) = __floats2half2_rn(v.x, v.y);
-	} else {
-		*(float2 *)((float *)a.kc + co) = x;
-		*(float2 *)((float *)a.vc + co) = v;
-	}
-}
-
-/* The NEOX style (rope->neox): pair i < n_rot/2 of a head is (x[i],
- * x[i + n_rot/2]); the elements past n_rot stay as they are, taken as
- * adjacent pairs only to share the work and the stores. Angles as in
- * ntx_rope_store_kernel (the same cos and sin of pair i). */
-__global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_neox_store_kernel(rope_args a)
+/* Grid (token, slice of pairs): every thread rotates one pair of q or k (and
+ * stores that k pair and the v pair beside it), so no thread loops over
+ * dependent loads and stores (one CTA per token did: ~8 us at n_tok 1 on
+ * the H200, latency of 16 serialized iterations). Each CTA computes the
+ * angles of its token once in double precision (as the CPU reference does:
+ * large positions lose nothing), with the thread's pair already loading,
+ * from the table of inverse frequencies when there is one (a pow per pair
+ * was the longest step of the kernel). k and v are stored into the cache
+ * unless (seq, pos) is out of range (then attention for that token yields
+ * NaN). */
+/* One body for both pairings. Normal: pair i of a head is (x[2i], x[2i+1]),
+ * loaded and stored as one float2. NEOX (rope->neox): pair i < n_rot/2 is
+ * (x[i], x[i + n_rot/2]); the elements past n_rot stay as they are, taken
+ * as adjacent pairs only to share the work and the stores. The same cos and
+ * sin of pair i either way. */
+template <bool NEOX> __device__ __forceinline__ void rope_store(const rope_args &a)
 {
 	ntx_pdl_wait();
 	ntx_pdl_trigger();
@@ -326,15 +282,17 @@ __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_neox_store_kernel(rope_
 	const int j = blockIdx.y * blockDim.x + threadIdx.x, nq = a.n_head * hp, row = a.n_kv * a.hd;
 	const bool act = j < nq + a.n_kv * hp;
 	const int jj = j < nq ? j : j - nq, i = jj % hp, hb = (jj / hp) * a.hd;
-	const int oa = hb + (i < half ? i : a.n_rot + 2 * (i - half));
-	const int ob = i < half ? oa + half : oa + 1;
+	const int oa = NEOX ? hb + (i < half ? i : a.n_rot + 2 * (i - half)) : hb + 2 * i;
+	const int ob = NEOX && i < half ? oa + half : oa + 1;
 	float *e = j < nq ? a.q + (int64_t)t * a.n_head * a.hd : a.k + (int64_t)t * row;
+	const float *vr = a.v + (int64_t)t * row;
 	float2 x = make_float2(0.0f, 0.0f), v = x;
 
+	/* this thread's pair (and v beside a k pair) in flight during the angles */
 	if (act)
-		x = make_float2(e[oa], e[ob]);
+		x = NEOX ? make_float2(e[oa], e[ob]) : *(const float2 *)(e + oa);
 	if (act && j >= nq && store)
-		v = make_float2(a.v[(int64_t)t * row + oa], a.v[(int64_t)t * row + ob]);
+		v = NEOX ? make_float2(vr[oa], vr[ob]) : *(const float2 *)(vr + oa);
 	rope_angles(a, p, cs, sn);
 	__syncthreads();
 	if (!act)
@@ -343,25 +301,45 @@ __global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_neox_store_kernel(rope_
 		const float c = cs[i], s = sn[i];
 
 		x = make_float2(x.x * c - x.y * s, x.x * s + x.y * c);
-		e[oa] = x.x;
-		e[ob] = x.y;
+		if (NEOX) {
+			e[oa] = x.x;
+			e[ob] = x.y;
+		} else {
+			*(float2 *)(e + oa) = x;
+		}
 	}
 	if (j < nq || !store)
 		return;
 
-	const int64_t co = ((int64_t)sq * a.n_ctx + p) * row;
+	const int64_t co = ((int64_t)sq * a.n_ctx + p) * row + oa;
 
-	if (a.kv_f16) {
-		((__half *)a.kc)[co + oa] = __float2half_rn(x.x);
-		((__half *)a.kc)[co + ob] = __float2half_rn(x.y);
-		((__half *)a.vc)[co + oa] = __float2half_rn(v.x);
-		((__half *)a.vc)[co + ob] = __float2half_rn(v.y);
+	if (!NEOX && a.kv_f16) {
+		*(__half2 *)((__half *)a.kc + co) = __floats2half2_rn(x.x, x.y);
+		*(__half2 *)((__half *)a.vc + co) = __floats2half2_rn(v.x, v.y);
+	} else if (!NEOX) {
+		*(float2 *)((float *)a.kc + co) = x;
+		*(float2 *)((float *)a.vc + co) = v;
+	} else if (a.kv_f16) {
+		((__half *)a.kc)[co] = __float2half_rn(x.x);
+		((__half *)a.kc)[co + ob - oa] = __float2half_rn(x.y);
+		((__half *)a.vc)[co] = __float2half_rn(v.x);
+		((__half *)a.vc)[co + ob - oa] = __float2half_rn(v.y);
 	} else {
-		((float *)a.kc)[co + oa] = x.x;
-		((float *)a.kc)[co + ob] = x.y;
-		((float *)a.vc)[co + oa] = v.x;
-		((float *)a.vc)[co + ob] = v.y;
+		((float *)a.kc)[co] = x.x;
+		((float *)a.kc)[co + ob - oa] = x.y;
+		((float *)a.vc)[co] = v.x;
+		((float *)a.vc)[co + ob - oa] = v.y;
 	}
+}
+
+__global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_store_kernel(rope_args a)
+{
+	rope_store<false>(a);
+}
+
+__global__ void __launch_bounds__(ROPE_THREADS) ntx_rope_neox_store_kernel(rope_args a)
+{
+	rope_store<true>(a);
 }
 
 extern "C" int ntx_cuda_rope_store(float *q, float *k, const float *v, int n_tok, int n_head,
