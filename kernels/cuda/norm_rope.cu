@@ -263,8 +263,7 @@ __device__ __forceinline__ void rope_angles(const rope_args &a, int p, float *cs
  * from the table of inverse frequencies when there is one (a pow per pair
  * was the longest step of the kernel). k and v are stored into the cache
  * unless (seq, pos) is out of range (then attention for that token yields
- * NaN). */
-/* One body for both pairings. Normal: pair i of a head is (x[2i], x[2i+1]),
+ * NaN). One body for both pairings. Normal: pair i of a head is (x[2i], x[2i+1]),
  * loaded and stored as one float2. NEOX (rope->neox): pair i < n_rot/2 is
  * (x[i], x[i + n_rot/2]); the elements past n_rot stay as they are, taken
  * as adjacent pairs only to share the work and the stores. The same cos and
