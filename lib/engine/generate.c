@@ -211,9 +211,9 @@ static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
 enum { SRC_NONE, SRC_LOOKUP, SRC_MODEL, SRC_SELF };
 
 /* Bring the draft model's cache up to the history (cur included) in its
- * prompt chunks; the last evaluation leaves the row after cur in g->logits
- * (or its argmax in g->ids). */
-static int draft_sync(struct gen *g, struct ntx_err *err)
+ * prompt chunks; the last evaluation leaves the row after cur in rows (or
+ * its argmax in ids, when not NULL). */
+static int draft_sync(struct gen *g, float *rows, int32_t *ids, struct ntx_err *err)
 {
 	int chunk = ntx_engine_prompt_chunk(g->o->draft);
 
@@ -221,7 +221,7 @@ static int draft_sync(struct gen *g, struct ntx_err *err)
 		int n = g->n_hist - g->d_past < chunk ? g->n_hist - g->d_past : chunk;
 
 		if (eval_span(g->o->draft, g->o->draft_seq, g->hist + g->d_past, g->d_past, n,
-			      SPAN_LAST, NULL, g->logits, g->top1 ? g->ids : NULL, err))
+			      SPAN_LAST, NULL, rows, ids, err))
 			return -1;
 		g->d_past += n;
 		g->st->n_draft_passes++;
@@ -267,7 +267,7 @@ static int draft_model(struct gen *g, int k, int src, int greedy, double *t_tune
 		g->d_past = g->d_past < g->n_past ? g->d_past : g->n_past;
 		ntx_engine_kv_truncate(g->o->draft, g->o->draft_seq, g->d_past);
 		lag = g->n_hist - g->d_past;
-		if (draft_sync(g, err))
+		if (draft_sync(g, g->logits, g->top1 ? g->ids : NULL, err))
 			return -1;
 		draft_take(g, 0, greedy);
 		t0 = ntx_now_s();
@@ -539,10 +539,15 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 		g.n_hist = n_prompt;
 	}
 
-	/* prompt */
+	/* prompt; the draft model reads it too, as prompt work (its first
+	 * draft then evaluates only cur), into g.q: g.logits holds the
+	 * target's row for the first token. A prompt longer than the draft's
+	 * context never drafts. */
 	t0 = ntx_now_s();
-	if (o->logits ? prompt_dump(&g, prompt, n_prompt, err)
-			   : prompt_chunks(&g, prompt, n_prompt, err)) {
+	if ((o->logits ? prompt_dump(&g, prompt, n_prompt, err)
+			    : prompt_chunks(&g, prompt, n_prompt, err)) ||
+	    (o->draft && !o->force && o->n_predict != 0 && n_prompt < ntx_engine_n_ctx(o->draft) &&
+	     draft_sync(&g, g.q, NULL, err))) {
 		if (err->code == NTX_EINTR) {
 			st->stop = NTX_STOP_INTERRUPT;
 			rc = 0;
