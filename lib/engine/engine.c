@@ -753,7 +753,8 @@ static int eval_chunk(struct ntx_engine *e, const int32_t *tok, const int32_t *p
 	int E = c->n_embd;
 
 	embed(e, tok, n);
-	if (e->gpu && !jobs && graphable(e, mask, n))
+	if (e->gpu && !jobs && graphable(e, mask, n) &&
+	    ntx_gpu_graph_due(e, n, mask, want, logits, ids))
 		return ntx_gpu_graph_forward(e, seq, pos, n, verify, mask, want, logits, ids, n_rows,
 					     err);
 	if (e->gpu && ntx_gpu_begin_chunk(e, seq, pos, n, verify, err))

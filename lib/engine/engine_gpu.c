@@ -961,25 +961,66 @@ static uint64_t mask_hash(const uint8_t *mask, int n)
 	return h | 1;
 }
 
+/* The key of a step's graph: token count, wanted rows (bits), mask hash,
+ * outputs; *k: the rows wanted. */
+static struct gpu_graph graph_key(const struct ntx_engine *e, int n, const uint8_t *mask,
+				  const uint8_t *want, const float *logits, const int32_t *ids,
+				  int *k)
+{
+	struct gpu_graph key = { n, out_of(logits, ids), 0, mask_hash(mask, e->cfg.n_layer), NULL };
+	int i;
+
+	*k = 0;
+	for (i = 0; i < n; i++)
+		if (want[i])
+			key.want |= 1u << i, ++*k;
+	if (!*k)
+		key.out = 0;
+	return key;
+}
+
+static int same_key(const struct gpu_graph *a, const struct gpu_graph *b)
+{
+	return a->n == b->n && a->want == b->want && a->mask == b->mask && a->out == b->out;
+}
+
+/* A step shape is captured on its second use: the first runs launch by
+ * launch. A shape used once (a speculative probe's verification width, a
+ * draft that is soon paused) then never pays for a capture. */
+int ntx_gpu_graph_due(struct ntx_engine *e, int n, const uint8_t *mask, const uint8_t *want,
+		      const float *logits, const int32_t *ids)
+{
+	struct ntx_gpu *g = e->gpu;
+	int k, i;
+	struct gpu_graph key = graph_key(e, n, mask, want, logits, ids, &k);
+
+	for (i = 0; i < g->n_graphs; i++)
+		if (same_key(&g->graphs[i], &key))
+			return 1;
+	for (i = 0; i < g->n_seen; i++)
+		if (same_key(&g->seen[i], &key))
+			return 1;
+	if (g->n_seen == MAX_GRAPHS) { /* forget the oldest */
+		memmove(g->seen, g->seen + 1, (MAX_GRAPHS - 1) * sizeof g->seen[0]);
+		g->n_seen--;
+	}
+	g->seen[g->n_seen++] = key;
+	return 0;
+}
+
 int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_t *pos, int n,
 			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
 			  int32_t *ids, int *nr, struct ntx_err *err)
 {
 	struct ntx_gpu *g = e->gpu;
-	uint32_t wbits = 0;
-	uint64_t mh = mask_hash(mask, e->cfg.n_layer);
 	struct gpu_graph *gr = NULL;
-	int i, l, k = 0, out = out_of(logits, ids);
+	int i, l, k;
+	struct gpu_graph key = graph_key(e, n, mask, want, logits, ids, &k);
+	int out = key.out;
 
 	stage_chunk(g, seq, pos, n, verify);
-	for (i = 0; i < n; i++)
-		if (want[i])
-			wbits |= 1u << i, k++;
-	if (!k)
-		out = 0;
 	for (i = 0; i < g->n_graphs; i++) {
-		if (g->graphs[i].n == n && g->graphs[i].want == wbits && g->graphs[i].mask == mh &&
-		    g->graphs[i].out == out) {
+		if (same_key(&g->graphs[i], &key)) {
 			gr = &g->graphs[i];
 			break;
 		}
@@ -1016,14 +1057,11 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_
 		if (rc != cudaSuccess)
 			return ntx_gpu_fail(err, rc, "cudaStreamEndCapture");
 		gr = &g->graphs[g->n_graphs];
+		*gr = key;
 		rc = cudaGraphInstantiate(&gr->exec, graph, 0);
 		cudaGraphDestroy(graph);
 		if (rc != cudaSuccess)
 			return ntx_gpu_fail(err, rc, "cudaGraphInstantiate");
-		gr->n = n;
-		gr->out = out;
-		gr->want = wbits;
-		gr->mask = mh;
 		g->n_graphs++;
 	}
 	CK(cudaGraphLaunch(gr->exec, g->cs), "cudaGraphLaunch");
@@ -1199,6 +1237,13 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_
 int ntx_gpu_graphs_enabled(const struct ntx_engine *e)
 {
 	(void)e;
+	return 0;
+}
+
+int ntx_gpu_graph_due(struct ntx_engine *e, int n, const uint8_t *mask, const uint8_t *want,
+		      const float *logits, const int32_t *ids)
+{
+	(void)e, (void)n, (void)mask, (void)want, (void)logits, (void)ids;
 	return 0;
 }
 

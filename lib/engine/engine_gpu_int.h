@@ -46,8 +46,8 @@ struct ntx_gpu {
 		uint32_t want;
 		uint64_t mask;        /* hash of the layer mask */
 		cudaGraphExec_t exec;
-	} graphs[MAX_GRAPHS];
-	int n_graphs;
+	} graphs[MAX_GRAPHS], seen[MAX_GRAPHS]; /* seen: shapes run once, not captured */
+	int n_graphs, n_seen;
 	int no_graphs;            /* NTX_NO_GRAPHS=1 */
 	/* the rows of the chunk begun last (ntx_gpu_begin_chunk): chunks of
 	 * at most NTX_CUDA_GEMV_MAX_TOK decode rows and prompt segments */

@@ -232,6 +232,11 @@ int ntx_gpu_graph_forward(struct ntx_engine *e, const int32_t *seq, const int32_
 			  int verify, const uint8_t *mask, const uint8_t *want, float *logits,
 			  int32_t *ids, int *nr, struct ntx_err *err);
 int ntx_gpu_graphs_enabled(const struct ntx_engine *e);
+/* Whether a step of this shape (token count, mask, wanted rows, outputs)
+ * runs from a graph: on the second use of a shape and after; the first
+ * runs launch by launch (ntx_gpu_begin_chunk and the layers). */
+int ntx_gpu_graph_due(struct ntx_engine *e, int n, const uint8_t *mask, const uint8_t *want,
+		      const float *logits, const int32_t *ids);
 /* MoE models (tests): for each of the n rows of the chunk computed last,
  * the smallest router gap over its GPU layers (ntx_moe_route: the logit
  * of the k-th chosen expert minus that of the best one left out; FLT_MAX

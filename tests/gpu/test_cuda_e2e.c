@@ -549,6 +549,32 @@ static void one_kv(const struct mcase *mc, int kv32)
 		free(rc);
 		free(rg);
 	}
+	/* a step shape runs launch by launch the first time, is captured the
+	 * second and replayed the third: the same bits each time (a
+	 * 2-token verification step with both rows, a shape run_g never used) */
+	if (!moe) {
+		float *r = malloc((size_t)6 * V * 4);
+		int32_t p[2] = { NP, NP + 1 };
+		uint8_t want[2] = { 1, 1 };
+		struct ntx_batch b;
+		int k, bad = !r;
+
+		memset(&b, 0, sizeof b);
+		b.n_tok = 2;
+		b.tok = ids + NP;
+		b.pos = p;
+		b.want = want;
+		b.verify = 1;
+		for (k = 0; k < 3 && r; k++) {
+			ntx_engine_kv_truncate(gpu, 0, NP);
+			if (ntx_engine_eval(gpu, &b, NULL, r + (int64_t)k * 2 * V, &err))
+				bad = 1;
+		}
+		t_ok(!bad && !memcmp(r, r + 2 * V, (size_t)V * 8) && !memcmp(r, r + 4 * V, (size_t)V * 8),
+		     "%s (KV %s): a verification step direct, captured, replayed: the same logits bit for bit %s",
+		     mc->file, kv32 ? "f32" : "f16", err.msg);
+		free(r);
+	}
 out:
 	free(lc);
 	free(lg);
