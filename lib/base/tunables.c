@@ -35,6 +35,7 @@ void ntx_tunables_default(struct ntx_tunables *t)
 	t->attn_prefetch = 1;
 	t->attn_chunk = 32;
 	t->spec_backoff = 1;
+	t->expert_upload = 16;
 	t->probe_cache = 1;
 }
 
@@ -83,6 +84,19 @@ static int xcache_experts(const char *e)
 	return end == e || *end || c < 1 || c > 1024 ? 0 : (int)c;
 }
 
+/* NTX_EXPERT_UPLOAD: 0 (never) or an integer 9..65536 (above a decode
+ * chunk's 8 rows: a decode step never uploads), else 16 (the default). */
+static int expert_upload(const char *e)
+{
+	char *end = NULL;
+	long c;
+
+	if (!e)
+		return 16;
+	c = strtol(e, &end, 10);
+	return end == e || *end || (c != 0 && (c < 9 || c > 65536)) ? 16 : (int)c;
+}
+
 static int64_t fault_read(const char *s)
 {
 	int64_t v;
@@ -117,6 +131,7 @@ void ntx_tunables_from_env(struct ntx_tunables *t)
 	t->no_graphs = env_set("NTX_NO_GRAPHS");
 	t->no_hugepages = env_set("NTX_NO_HUGEPAGES");
 	t->xcache_experts = xcache_experts(getenv("NTX_EXPERT_CACHE"));
+	t->expert_upload = expert_upload(getenv("NTX_EXPERT_UPLOAD"));
 	t->spec_backoff = env_on("NTX_SPEC_BACKOFF");
 	t->expert_split = env_set("NTX_EXPERT_SPLIT");
 

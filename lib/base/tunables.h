@@ -40,6 +40,9 @@ struct ntx_tunables {
 	int no_hugepages;   /* NTX_NO_HUGEPAGES: no huge-page copies of CPU weights (0) */
 	int xcache_experts; /* NTX_EXPERT_CACHE: experts the cache of disk experts holds, 1..1024
 			     * (0: 4 x the experts a token uses, at least 16) */
+	int expert_upload;  /* NTX_EXPERT_UPLOAD: a CPU expert of the expert split routed at
+			     * least this many rows of a prompt pass is copied to VRAM and
+			     * computed by the GPU; 9 .. 65536, 0 never (16) */
 	int spec_backoff;   /* NTX_SPEC_BACKOFF: the adaptive draft length may pause drafting
 			     * that does not pay (spec.h) (1) */
 	/* ---- the planner (lib/plan) ---- */

@@ -12,7 +12,7 @@ static const char *const vars[] = {
 	"NTX_GEMV_DL_SHAPE", "NTX_ATTN_PREFETCH", "NTX_ATTN_CHUNK",      "NTX_NO_PDL",
 	"NTX_NO_CUBLAS",     "NTX_CUBLAS",        "NTX_NO_GRAPHS",       "NTX_NO_HUGEPAGES",
 	"NTX_FAULT_READ",    "NTX_FAULT_READ_EVERY", "NTX_DIO_BUFFERED", "NTX_GEMV_MMA",
-	"NTX_GEMV_MMA_OVERLAP", "NTX_SPEC_BACKOFF", "NTX_EXPERT_SPLIT", "NTX_EXPERT_CACHE", "NTX_PROBE_CACHE", "XDG_CACHE_HOME", "HOME",
+	"NTX_GEMV_MMA_OVERLAP", "NTX_SPEC_BACKOFF", "NTX_EXPERT_SPLIT", "NTX_EXPERT_CACHE", "NTX_EXPERT_UPLOAD", "NTX_PROBE_CACHE", "XDG_CACHE_HOME", "HOME",
 };
 
 static void clear_env(void)
@@ -41,7 +41,7 @@ static void test_defaults(void)
 	t_ok(!d.cpu_scalar && !d.no_amx && d.gemv_dl == 1 && d.gemv_early == 1 &&
 		     d.gemv_dl_shape == -1 && d.gemv_mma == 1 && d.gemv_mma_overlap == 1 && d.attn_prefetch == 1 &&
 		     d.attn_chunk == 32 && !d.no_pdl &&
-		     !d.no_cublas && !d.cublas[0] && !d.no_graphs && !d.no_hugepages && d.spec_backoff == 1 && d.expert_split == 0 && d.xcache_experts == 0 &&
+		     !d.no_cublas && !d.cublas[0] && !d.no_graphs && !d.no_hugepages && d.spec_backoff == 1 && d.expert_split == 0 && d.xcache_experts == 0 && d.expert_upload == 16 &&
 		     d.fault_read == 0 && !d.fault_read_every && !d.dio_buffered &&
 		     d.probe_cache == 1 && !d.cache_dir[0],
 	     "defaults: every switch at what ntx does without them");
@@ -104,6 +104,14 @@ static void test_on_flags(void)
 	t_ok(t.spec_backoff == 0 && t.gemv_dl == 1, "NTX_SPEC_BACKOFF=0: off");
 	t = with("NTX_SPEC_BACKOFF", "1");
 	t_ok(t.spec_backoff == 1, "NTX_SPEC_BACKOFF=1: on");
+	t = with("NTX_EXPERT_UPLOAD", "0");
+	t_ok(t.expert_upload == 0, "NTX_EXPERT_UPLOAD=0: never");
+	t = with("NTX_EXPERT_UPLOAD", "9");
+	t_ok(t.expert_upload == 9, "NTX_EXPERT_UPLOAD=9");
+	t = with("NTX_EXPERT_UPLOAD", "8");
+	t_ok(t.expert_upload == 16, "NTX_EXPERT_UPLOAD=8 (a decode chunk's rows): the default");
+	t = with("NTX_EXPERT_UPLOAD", "x");
+	t_ok(t.expert_upload == 16, "NTX_EXPERT_UPLOAD=x: the default");
 	t = with("NTX_EXPERT_SPLIT", "1");
 	t_ok(t.expert_split == 1, "NTX_EXPERT_SPLIT=1: on");
 	t = with("NTX_EXPERT_SPLIT", "0");
