@@ -400,7 +400,7 @@ int ntx_gpu_init(struct ntx_engine *e, struct ntx_err *err)
 	e->gpu = g;
 	if (gpu_open_device(e, g, err) || gpu_alloc_activations(e, g, err) ||
 	    gpu_alloc_workspaces(e, g, err) || gpu_upload_nonlayer(e, g, err) ||
-	    gpu_place_layers(e, g, err))
+	    gpu_place_layers(e, g, err) || ntx_gpu_moe_upload_init(e, err))
 		return -1;
 	return 0;
 }
@@ -413,6 +413,7 @@ void ntx_gpu_free(struct ntx_engine *e)
 	if (!g)
 		return;
 	cudaDeviceSynchronize();
+	ntx_gpu_moe_upload_free(e);
 	for (l = 0; e->layers && l < e->cfg.n_layer; l++) {
 		cudaFree(e->layers[l].dev);
 		cudaFree(e->layers[l].dkv_k);

@@ -67,6 +67,16 @@ struct ntx_gpu {
 	/* the expert split: the layer's normalized input [U][E] and the CPU
 	 * experts' output rows [U*K][E] (pinned; NULL without split layers) */
 	float *h_xb, *h_ey;
+	/* expert uploads (engine_gpu_moe.c): two VRAM staging buffers of
+	 * xup_bytes, an expert's gate, up and down each; copied (on ps) and
+	 * free again (on cs) events; the groups uploaded in this layer
+	 * [U*K]; the huge-page copy registered with the driver (or NULL) */
+	void *xup[2];
+	size_t xup_bytes;
+	cudaEvent_t xup_copied[2], xup_free[2];
+	int xup_next;
+	uint8_t *grp_up;
+	void *xup_pinned;
 };
 
 /* "cuda: WHAT failed: reason" (NTX_EDEVICE). */
@@ -108,5 +118,9 @@ int ntx_gpu_shared_fmt(const struct ntx_gguf_tensor *a, const struct ntx_gguf_te
 int ntx_gpu_check_moe(const struct ntx_engine *e, struct ntx_err *err);
 int ntx_gpu_moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors *lt,
 		    const void **W, int n, int by_cut, struct ntx_err *err);
+/* The staging buffers of expert uploads (tun.expert_upload; none without
+ * split layers, or without the VRAM), and their release. */
+int ntx_gpu_moe_upload_init(struct ntx_engine *e, struct ntx_err *err);
+void ntx_gpu_moe_upload_free(struct ntx_engine *e);
 
 #endif

@@ -118,6 +118,117 @@ static int moe_expert(struct ntx_engine *e, const struct ntx_layer_tensors *lt, 
 	return ntx_gpu_gemv_one(e, lt->w_down, wd, h, y, c, 0, err);
 }
 
+/* ---- expert uploads ----
+ * With the expert split, a CPU expert that a prompt pass routes at least
+ * tun.expert_upload (> NTX_CUDA_GEMV_MAX_TOK) rows to is copied over PCIe
+ * into one of two VRAM staging buffers, on the upload stream once the
+ * compute stream is done with that buffer's last expert, and the GPU
+ * computes it there as it computes its own experts for such a group (the
+ * tiles of ntx_gpu_mm), while the CPU computes the smaller groups. Decode
+ * and verification ranges (at most NTX_CUDA_GEMV_MAX_TOK rows) never
+ * upload, so their rows keep the bits of a step alone. The source is the
+ * huge-page copy of the CPU experts, registered with the driver (pinned)
+ * where it can be, else pageable memory. Without VRAM for the buffers
+ * there are no uploads (the CPU computes its experts, as with 0). */
+int ntx_gpu_moe_upload_init(struct ntx_engine *e, struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	size_t need = 0;
+	int l, b;
+
+	if (e->tun.expert_upload <= 0)
+		return 0;
+	for (l = 0; l < e->cfg.n_layer; l++) {
+		const struct eng_layer *L = &e->layers[l];
+		size_t xb = L->w.gate.row_bytes * L->w.gate.n_out + L->w.up.row_bytes * L->w.up.n_out +
+			    L->w.down.row_bytes * L->w.down.n_out;
+
+		if (L->n_cpu_exp && !e->skip[l] && xb > need)
+			need = xb;
+	}
+	if (!need)
+		return 0;
+	g->grp_up = calloc((size_t)e->n_ub * (size_t)e->cfg.n_expert_used, 1);
+	if (!g->grp_up)
+		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
+	for (b = 0; b < 2; b++) {
+		if (cudaMalloc(&g->xup[b], need) != cudaSuccess) {
+			cudaGetLastError();
+			g->xup[b] = NULL;
+			ntx_gpu_moe_upload_free(e);
+			return 0;
+		}
+		CK(cudaEventCreateWithFlags(&g->xup_copied[b], cudaEventDisableTiming), "cudaEventCreate");
+		CK(cudaEventCreateWithFlags(&g->xup_free[b], cudaEventDisableTiming), "cudaEventCreate");
+		CK(cudaEventRecord(g->xup_free[b], g->cs), "cudaEventRecord");
+	}
+	g->xup_bytes = need;
+	if (e->hot_arena) {
+		if (cudaHostRegister(e->hot_arena, e->hot_arena_bytes, cudaHostRegisterDefault) ==
+		    cudaSuccess)
+			g->xup_pinned = e->hot_arena;
+		else
+			cudaGetLastError();
+	}
+	return 0;
+}
+
+void ntx_gpu_moe_upload_free(struct ntx_engine *e)
+{
+	struct ntx_gpu *g = e->gpu;
+	int b;
+
+	if (g->xup_pinned)
+		cudaHostUnregister(g->xup_pinned);
+	g->xup_pinned = NULL;
+	for (b = 0; b < 2; b++) {
+		cudaFree(g->xup[b]);
+		if (g->xup_copied[b])
+			cudaEventDestroy(g->xup_copied[b]);
+		if (g->xup_free[b])
+			cudaEventDestroy(g->xup_free[b]);
+		g->xup[b] = NULL;
+		g->xup_copied[b] = g->xup_free[b] = NULL;
+	}
+	g->xup_bytes = 0;
+	free(g->grp_up);
+	g->grp_up = NULL;
+}
+
+/* Group i (CPU expert x, c rows) through a staging buffer: the expert's
+ * three matrices copied there on the upload stream, then computed on the
+ * compute stream; the buffer is free again after that. */
+static int moe_upload_expert(struct ntx_engine *e, int l, int x, int j0, int c,
+			     struct ntx_err *err)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct eng_layer *L = &e->layers[l];
+	const struct ntx_wmat *w[3] = { &L->w.gate, &L->w.up, &L->w.down };
+	const void *W[NTX_LAYER_NT] = { 0 };
+	int b = g->xup_next, i;
+	size_t off = 0;
+
+	g->xup_next ^= 1;
+	CK(cudaStreamWaitEvent(g->ps, g->xup_free[b], 0), "cudaStreamWaitEvent");
+	for (i = 0; i < 3; i++) {
+		struct ntx_wmat m = ntx_wmat_expert(w[i], L->cpu_slot[x]);
+		size_t nb = m.row_bytes * (size_t)m.n_out;
+
+		CK(cudaMemcpyAsync((char *)g->xup[b] + off, m.data, nb, cudaMemcpyHostToDevice, g->ps),
+		   "cudaMemcpyAsync (expert upload)");
+		W[6 + i] = (char *)g->xup[b] + off;
+		off += nb;
+	}
+	e->st.bytes_h2d += off;
+	CK(cudaEventRecord(g->xup_copied[b], g->ps), "cudaEventRecord");
+	CK(cudaStreamWaitEvent(g->cs, g->xup_copied[b], 0), "cudaStreamWaitEvent");
+	/* the file's 3-D tensors give type and shape; expert 0 of the buffer */
+	if (moe_expert(e, &e->m->layers[l], W, 0, j0, c, err))
+		return -1;
+	CK(cudaEventRecord(g->xup_free[b], g->cs), "cudaEventRecord");
+	return 0;
+}
+
 /* One group of the expert split on the CPU: c rows from gather row j0
  * (tokens idx[j] of the host copy of the input) through expert x, read
  * from the GGUF map, into the same rows of g->moe_y (copied after the
@@ -222,8 +333,15 @@ int ntx_gpu_moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors 
 		if (xs >= 0 && moe_expert(e, lt, W, xs, g->grp_j0[i], g->grp_c[i], err))
 			return -1;
 	}
+	/* then the CPU experts with enough rows to be worth a copy to VRAM
+	 * (queued before the CPU starts on the others) */
+	for (i = 0; L->n_cpu_exp && g->xup_bytes && i < g->n_grp; i++) {
+		g->grp_up[i] = L->exp_slot[g->grp_ex[i]] < 0 && g->grp_c[i] >= e->tun.expert_upload;
+		if (g->grp_up[i] && moe_upload_expert(e, l, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))
+			return -1;
+	}
 	for (i = 0; L->n_cpu_exp && i < g->n_grp; i++)
-		if (L->exp_slot[g->grp_ex[i]] < 0 &&
+		if (L->exp_slot[g->grp_ex[i]] < 0 && !(g->xup_bytes && g->grp_up[i]) &&
 		    moe_cpu_expert(e, l, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))
 			return -1;
 	return ntx_cuda_moe_sum(g->x, g->moe_y, dw, (const int32_t *)g->d_map + mk, n, K, c->n_embd,
