@@ -605,6 +605,16 @@ static void account_bytes(struct ntx_plan *p, int gpu, int ring_slots, const str
 	p->kv_vram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)t->n_gpu);
 	p->kv_ram_bytes = ntx_plan_sat_mul(p->kv_layer_bytes, (uint64_t)t->n_cpu);
 	p->workspace_bytes = gpu ? ntx_plan_workspace_bytes(pm, p->n_ctx, p->n_ubatch, p->n_seq) : 0;
+	if (gpu && p->cpu_exp && pm->expert_bytes) {
+		/* the expert split's two upload buffers (engine_gpu_moe.c): one
+		 * expert of the largest split layer each */
+		uint64_t xb = 0;
+
+		for (l = 0; l < pm->n_layer; l++)
+			if (p->layers[l].n_cpu_exp && pm->expert_bytes[l] > xb)
+				xb = pm->expert_bytes[l];
+		p->workspace_bytes = ntx_plan_sat_add(p->workspace_bytes, ntx_plan_sat_mul(2, xb));
+	}
 	if (!gpu)
 		p->margin_bytes = 0;
 	p->ring_slots = t->max_stream ? ring_slots : 0;
