@@ -70,12 +70,15 @@ struct ntx_gpu {
 	/* expert uploads (engine_gpu_moe.c): two VRAM staging buffers of
 	 * xup_bytes, an expert's gate, up and down each; copied (on ps) and
 	 * free again (on cs) events; the groups uploaded in this layer
-	 * [U*K]; the huge-page copy registered with the driver (or NULL) */
+	 * [U*K] (and as much scratch); the rows of the CPU's groups and
+	 * scratch [2][U*K]; the huge-page copy registered with the driver
+	 * (or NULL) */
 	void *xup[2];
 	size_t xup_bytes;
 	cudaEvent_t xup_copied[2], xup_free[2];
 	int xup_next;
 	uint8_t *grp_up;
+	int *xup_rows;
 	void *xup_pinned;
 };
 

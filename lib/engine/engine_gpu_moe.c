@@ -148,8 +148,9 @@ int ntx_gpu_moe_upload_init(struct ntx_engine *e, struct ntx_err *err)
 	}
 	if (!need)
 		return 0;
-	g->grp_up = calloc((size_t)e->n_ub * (size_t)e->cfg.n_expert_used, 1);
-	if (!g->grp_up)
+	g->grp_up = calloc((size_t)e->n_ub * (size_t)e->cfg.n_expert_used, 2);
+	g->xup_rows = malloc((size_t)e->n_ub * (size_t)e->cfg.n_expert_used * 2 * sizeof(int));
+	if (!g->grp_up || !g->xup_rows)
 		return ntx_err_set(err, NTX_ENOMEM, "out of memory");
 	for (b = 0; b < 2; b++) {
 		if (cudaMalloc(&g->xup[b], need) != cudaSuccess) {
@@ -192,7 +193,40 @@ void ntx_gpu_moe_upload_free(struct ntx_engine *e)
 	}
 	g->xup_bytes = 0;
 	free(g->grp_up);
+	free(g->xup_rows);
 	g->grp_up = NULL;
+	g->xup_rows = NULL;
+}
+
+/* g->grp_up for the groups of layer l: of the CPU experts' groups, those
+ * the GPU computes after a copy (ntx_moe_pick_uploads with the plan's
+ * rates: the CPU's for the experts' weight type, the link's). */
+static void moe_pick_uploads(struct ntx_engine *e, int l)
+{
+	struct ntx_gpu *g = e->gpu;
+	const struct eng_layer *L = &e->layers[l];
+	const struct ntx_plan *p = e->o.plan;
+	int *rows = g->xup_rows, *scr = rows + (size_t)e->n_ub * e->cfg.n_expert_used;
+	uint8_t *up = g->grp_up + g->n_grp; /* after the n_grp flags: scratch */
+	double bytes = (double)(L->w.gate.row_bytes * L->w.gate.n_out +
+				L->w.up.row_bytes * L->w.up.n_out +
+				L->w.down.row_bytes * L->w.down.n_out);
+	double cpu = 0, cpu_b = 0, h2d = 0;
+	int i, n = 0, t = (int)L->w.gate.type;
+
+	if (p) {
+		cpu = p->hw.cpu_type_gbps[t] > 0 ? p->hw.cpu_type_gbps[t] : p->hw.cpu_gbps;
+		cpu_b = p->hw.cpu_type_batch_gbps[t] > 0 ? p->hw.cpu_type_batch_gbps[t]
+							 : p->hw.cpu_batch_gbps;
+		h2d = p->hw.h2d_gbps;
+	}
+	for (i = 0; i < g->n_grp; i++)
+		if (L->exp_slot[g->grp_ex[i]] < 0)
+			rows[n++] = g->grp_c[i];
+	ntx_moe_pick_uploads(rows, n, bytes, cpu * 1e9, cpu_b * 1e9, h2d * 1e9, e->tun.expert_upload,
+			     scr, up);
+	for (i = 0, n = 0; i < g->n_grp; i++)
+		g->grp_up[i] = L->exp_slot[g->grp_ex[i]] < 0 && up[n++];
 }
 
 /* Group i (CPU expert x, c rows) through a staging buffer: the expert's
@@ -335,11 +369,11 @@ int ntx_gpu_moe_ffn(struct ntx_engine *e, int l, const struct ntx_layer_tensors 
 	}
 	/* then the CPU experts with enough rows to be worth a copy to VRAM
 	 * (queued before the CPU starts on the others) */
-	for (i = 0; L->n_cpu_exp && g->xup_bytes && i < g->n_grp; i++) {
-		g->grp_up[i] = L->exp_slot[g->grp_ex[i]] < 0 && g->grp_c[i] >= e->tun.expert_upload;
+	if (L->n_cpu_exp && g->xup_bytes)
+		moe_pick_uploads(e, l);
+	for (i = 0; L->n_cpu_exp && g->xup_bytes && i < g->n_grp; i++)
 		if (g->grp_up[i] && moe_upload_expert(e, l, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))
 			return -1;
-	}
 	for (i = 0; L->n_cpu_exp && i < g->n_grp; i++)
 		if (L->exp_slot[g->grp_ex[i]] < 0 && !(g->xup_bytes && g->grp_up[i]) &&
 		    moe_cpu_expert(e, l, g->grp_ex[i], g->grp_j0[i], g->grp_c[i], err))

@@ -23,4 +23,16 @@ void ntx_moe_route(const float *logits, int n_expert, int k, double scale, int32
 void ntx_moe_route_rows(const float *logits, int n_tok, int n_expert, int k, double scale,
 			int32_t *sel, float *wgt);
 
+/* The expert split in a prompt pass: which of a layer's n CPU expert
+ * groups (rows[i] rows each, experts of bytes bytes) are copied to VRAM
+ * and computed by the GPU (up[i] = 1) and which the CPU computes, so that
+ * both finish about together. A group costs the CPU bytes * max(1 / cpu,
+ * rows / cpu_batch) seconds and the copy bytes / h2d (rates in bytes per
+ * second; the GPU's compute overlaps the copies). Groups below min_rows
+ * stay on the CPU; of the others the CPU takes the smallest as long as
+ * that lowers the larger of the two times. Without rates (any <= 0) every
+ * group of at least min_rows is copied. scratch: n ints. */
+void ntx_moe_pick_uploads(const int *rows, int n, double bytes, double cpu, double cpu_batch,
+			  double h2d, int min_rows, int *scratch, uint8_t *up);
+
 #endif

@@ -91,5 +91,34 @@ int main(void)
 		     "a dominant expert: weights 1 and 0 (%g, %g), ties below it to the lowest index",
 		     w[0], w[1]);
 	}
+	{
+		/* the expert split's uploads: CPU 100 B/s alone, 400 B x rows/s
+		 * batched; copies 50 B/s; experts of 100 bytes */
+		int rows[6] = { 4, 40, 10, 20, 30, 12 }, s[6];
+		uint8_t up[6];
+
+		ntx_moe_pick_uploads(rows, 6, 100, 100, 400, 50, 9, s, up);
+		/* CPU: 4 -> 1 s; copies of 5 -> 10 s; the CPU takes 10 (2.5 s),
+		 * 12 (3 s): 6.5 s vs 6 s, and 20 (5 s) would make 11.5 > 4 */
+		t_ok(!up[0] && !up[2] && !up[5] && up[1] && up[3] && up[4],
+		     "uploads: the CPU keeps the small group and takes the two smallest others (%d%d%d%d%d%d)",
+		     up[0], up[1], up[2], up[3], up[4], up[5]);
+		ntx_moe_pick_uploads(rows, 6, 100, 0, 400, 50, 9, s, up);
+		t_ok(!up[0] && up[1] && up[2] && up[3] && up[4] && up[5],
+		     "uploads without rates: every group of at least min_rows");
+		ntx_moe_pick_uploads(rows, 6, 100, 100, 400, 1e9, 9, s, up);
+		t_ok(!up[0] && up[1] && up[2] && up[3] && up[4] && up[5],
+		     "uploads over a fast link: every group of at least min_rows");
+		ntx_moe_pick_uploads(rows, 6, 100, 1e9, 1e9, 50, 9, s, up);
+		t_ok(!up[0] && !up[1] && !up[2] && !up[3] && !up[4] && !up[5],
+		     "a fast CPU: no uploads");
+		{
+			int eq[4] = { 16, 16, 16, 16 };
+
+			ntx_moe_pick_uploads(eq, 4, 100, 100, 1600, 50, 9, s, up);
+			t_ok(up[0] == up[1] && up[1] == up[2] && up[2] == up[3],
+			     "groups of equal rows go the same way (%d%d%d%d)", up[0], up[1], up[2], up[3]);
+		}
+	}
 	return t_done();
 }
