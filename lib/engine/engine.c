@@ -952,6 +952,11 @@ int ntx_engine_prompt_chunk(const struct ntx_engine *e)
 	return e->n_cut;
 }
 
+int ntx_engine_decode_chunk(const struct ntx_engine *e)
+{
+	return e->gpu && e->n_cut > NTX_DECODE_CHUNK_GPU ? NTX_DECODE_CHUNK_GPU : e->n_cut;
+}
+
 const struct ntx_tunables *ntx_engine_tunables(const struct ntx_engine *e)
 {
 	return &e->tun;

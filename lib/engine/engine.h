@@ -104,6 +104,10 @@ int ntx_engine_n_ubatch(const struct ntx_engine *e);
 /* Prompts are evaluated in chunks of this many tokens (ntx_generate, batch
  * mode), the same for any number of sequences: min(ubatch, context). */
 int ntx_engine_prompt_chunk(const struct ntx_engine *e);
+/* The most tokens a pass takes on the decode path (the GPU's batch-invariant
+ * GEMV: its kernels are the decode step's, warm and bit-identical to it);
+ * the prompt chunk on the CPU, where passes of any size are exact. */
+int ntx_engine_decode_chunk(const struct ntx_engine *e);
 int64_t ntx_engine_n_vocab(const struct ntx_engine *e);
 enum ntx_backend ntx_engine_backend(const struct ntx_engine *e);
 const struct ntx_model *ntx_engine_model(const struct ntx_engine *e);

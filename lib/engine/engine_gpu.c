@@ -948,6 +948,9 @@ int ntx_gpu_head(struct ntx_engine *e, const uint8_t *want, int n, float *logits
 	return 0;
 }
 
+_Static_assert(NTX_DECODE_CHUNK_GPU == NTX_CUDA_GEMV_MAX_TOK,
+	       "ntx_engine_decode_chunk is the GEMV's token limit");
+
 /* ---- CUDA graphs for decode steps ---- */
 
 static uint64_t mask_hash(const uint8_t *mask, int n)

@@ -140,6 +140,10 @@ struct eng_layer {
 
 struct ntx_gpu;      /* engine_gpu.c */
 
+/* NTX_CUDA_GEMV_MAX_TOK (kernels/cuda/ntx_cuda.h; engine_gpu.c checks):
+ * ntx_engine_decode_chunk on the GPU */
+#define NTX_DECODE_CHUNK_GPU 8
+
 #define NTX_X_HDR(n_ub) (((size_t)(n_ub) * 2 * sizeof(int32_t) + 255) & ~(size_t)255)
 
 struct ntx_engine {

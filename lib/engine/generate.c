@@ -210,13 +210,11 @@ static int decode_plain(struct gen *g, int32_t cur, struct ntx_err *err)
 
 enum { SRC_NONE, SRC_LOOKUP, SRC_MODEL, SRC_SELF };
 
-/* Bring the draft model's cache up to the history (cur included) in its
- * prompt chunks; the last evaluation leaves the row after cur in rows (or
- * its argmax in ids, when not NULL). */
-static int draft_sync(struct gen *g, float *rows, int32_t *ids, struct ntx_err *err)
+/* Bring the draft model's cache up to the history (cur included) in passes
+ * of at most chunk tokens; the last evaluation leaves the row after cur in
+ * rows (or its argmax in ids, when not NULL). */
+static int draft_sync(struct gen *g, int chunk, float *rows, int32_t *ids, struct ntx_err *err)
 {
-	int chunk = ntx_engine_prompt_chunk(g->o->draft);
-
 	while (g->d_past < g->n_hist) {
 		int n = g->n_hist - g->d_past < chunk ? g->n_hist - g->d_past : chunk;
 
@@ -267,7 +265,11 @@ static int draft_model(struct gen *g, int k, int src, int greedy, double *t_tune
 		g->d_past = g->d_past < g->n_past ? g->d_past : g->n_past;
 		ntx_engine_kv_truncate(g->o->draft, g->o->draft_seq, g->d_past);
 		lag = g->n_hist - g->d_past;
-		if (draft_sync(g, g->logits, g->top1 ? g->ids : NULL, err))
+		/* the tokens since the last draft (the steps of a pause, a lookup
+		 * step's) in decode-sized passes: the decode step's kernels, warm,
+		 * where a prompt pass would load and tune others mid-generation */
+		if (draft_sync(g, ntx_engine_decode_chunk(g->o->draft), g->logits,
+			       g->top1 ? g->ids : NULL, err))
 			return -1;
 		draft_take(g, 0, greedy);
 		t0 = ntx_now_s();
@@ -547,7 +549,7 @@ int ntx_generate(struct ntx_engine *e, int seq, const int32_t *prompt, int n_pro
 	if ((o->logits ? prompt_dump(&g, prompt, n_prompt, err)
 			    : prompt_chunks(&g, prompt, n_prompt, err)) ||
 	    (o->draft && !o->force && o->n_predict != 0 && n_prompt < ntx_engine_n_ctx(o->draft) &&
-	     draft_sync(&g, g.q, NULL, err))) {
+	     draft_sync(&g, ntx_engine_prompt_chunk(o->draft), g.q, NULL, err))) {
 		if (err->code == NTX_EINTR) {
 			st->stop = NTX_STOP_INTERRUPT;
 			rc = 0;
