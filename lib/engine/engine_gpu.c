@@ -914,7 +914,9 @@ static int layer_mixed(struct ntx_engine *e, int l, const void *base, int n,
 int ntx_gpu_layer(struct ntx_engine *e, int l, const void *base, int n, struct ntx_err *err)
 {
 	const struct ntx_gpu *g = e->gpu;
-	const struct ntx_layer_tensors *lt = dev_lt(e, l);
+	/* the file's tensors for the shapes: a layer of the expert split with
+	 * every expert on the CPU has no device w_gate, w_up, w_down */
+	const struct ntx_layer_tensors *lt = &e->m->layers[l];
 
 	/* one prompt, or at most NTX_CUDA_GEMV_MAX_TOK decode rows: the
 	 * fused path; rows the GEMV cannot take (not multiples of 32):
