@@ -56,47 +56,46 @@ static void cache_dir(char *out, size_t n)
 	}
 }
 
-/* NTX_ATTN_CHUNK: a multiple of 32 in [32, 65536] (strtol: leading blanks
- * and a sign are read); anything else is the default. */
-static int attn_chunk(const char *e)
+/* The integer e holds (strtol: leading blanks and a sign are read), or
+ * -1 when e is unset or not one integer whole. */
+static long env_long(const char *e)
 {
 	char *end = NULL;
 	long c;
 
 	if (!e)
-		return 32;
+		return -1;
 	c = strtol(e, &end, 10);
-	if (end == e || *end || c > 65536 || c < 32 || c % 32)
-		return 32;
-	return (int)c;
+	return end == e || *end ? -1 : c;
 }
 
-/* NTX_FAULT_READ: unset or "" 0 (off); an integer >= 1; else -1. */
+/* NTX_ATTN_CHUNK: a multiple of 32 in [32, 65536]; anything else is the
+ * default. */
+static int attn_chunk(const char *e)
+{
+	long c = env_long(e);
+
+	return c > 65536 || c < 32 || c % 32 ? 32 : (int)c;
+}
+
 /* NTX_EXPERT_CACHE: an integer 1..1024, else 0 (the default). */
 static int xcache_experts(const char *e)
 {
-	char *end = NULL;
-	long c;
+	long c = env_long(e);
 
-	if (!e)
-		return 0;
-	c = strtol(e, &end, 10);
-	return end == e || *end || c < 1 || c > 1024 ? 0 : (int)c;
+	return c < 1 || c > 1024 ? 0 : (int)c;
 }
 
 /* NTX_EXPERT_UPLOAD: 0 (never) or an integer 9..65536 (above a decode
  * chunk's 8 rows: a decode step never uploads), else 16 (the default). */
 static int expert_upload(const char *e)
 {
-	char *end = NULL;
-	long c;
+	long c = env_long(e);
 
-	if (!e)
-		return 16;
-	c = strtol(e, &end, 10);
-	return end == e || *end || (c != 0 && (c < 9 || c > 65536)) ? 16 : (int)c;
+	return c != 0 && (c < 9 || c > 65536) ? 16 : (int)c;
 }
 
+/* NTX_FAULT_READ: unset or "" 0 (off); an integer >= 1; else -1. */
 static int64_t fault_read(const char *s)
 {
 	int64_t v;
