@@ -1302,6 +1302,12 @@ static void test_expert_split(void)
 	t_ok(c && c->layers[47].n_cpu_exp == 128 &&
 		     c->bytes_cpu == 48ull * 8 * pm.expert_bytes[0],
 	     "--vram-experts 0: 128 CPU experts per layer, 8 read per token and layer");
+	/* the workspace holds the two expert upload buffers of a split */
+	t_ok(c && c->workspace_bytes ==
+			  ntx_plan_workspace_bytes(&pm, c->n_ctx, c->n_ubatch, c->n_seq) +
+				  2 * pm.expert_bytes[0],
+	     "a split's workspace: the engine's plus two upload buffers of one expert (%llu)",
+	     c ? (unsigned long long)c->workspace_bytes : 0ull);
 	/* more than the layer has: all resident, which needs the VRAM */
 	o.vram_experts = 1000;
 	t_ok(ntx_plan_compute(&pm, &hw, &o, &d, &err) != 0 && err.code == NTX_ENOFIT,
