@@ -78,6 +78,31 @@ struct ntx_block_q6_k {
 };
 NTX_STATIC_ASSERT(sizeof(struct ntx_block_q6_k) == 210, "q6_K block size");
 
+/* The 16 values of the non-linear 4-bit types (IQ4_NL, IQ4_XS): a
+ * nibble q stands for ntx_iq4_values[q] times the scale. */
+static const int8_t ntx_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+					   1,    13,   25,  38,  53,  69,  89,  113 };
+
+/* IQ4_NL: x = d * ntx_iq4_values[q]; qs[j] holds element j (low nibble)
+ * and element j + 16 (high nibble), as Q4_0. */
+struct ntx_block_iq4_nl {
+	uint16_t d; /* fp16 scale */
+	uint8_t qs[NTX_QK / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_iq4_nl) == 18, "iq4_nl block size");
+
+/* IQ4_XS: 8 sub-blocks of 32, each with a 6-bit scale ls (low 4 bits: the
+ * nibble ib % 2 of scales_l[ib / 2]; high 2 bits: bits 2 ib, 2 ib + 1 of
+ * scales_h); x = d * (ls - 32) * ntx_iq4_values[q], the nibbles of a
+ * sub-block as IQ4_NL's (qs[16 ib + j]: element 32 ib + j low, + 16 high). */
+struct ntx_block_iq4_xs {
+	uint16_t d; /* fp16 */
+	uint16_t scales_h;
+	uint8_t scales_l[NTX_QK_K / 64];
+	uint8_t qs[NTX_QK_K / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_iq4_xs) == 136, "iq4_xs block size");
+
 /* Q8_K: activations for the K-quant dot products (never stored in GGUF
  * weights we read): x = d * q, bsums = sums of each 16 q values. */
 struct ntx_block_q8_k {

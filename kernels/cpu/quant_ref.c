@@ -19,10 +19,12 @@ uint32_t ntx_act_type(uint32_t wtype)
 	case NTX_TYPE_Q4_0:
 	case NTX_TYPE_Q5_0:
 	case NTX_TYPE_Q8_0:
+	case NTX_TYPE_IQ4_NL:
 		return NTX_TYPE_Q8_0;
 	case NTX_TYPE_Q4_K:
 	case NTX_TYPE_Q5_K:
 	case NTX_TYPE_Q6_K:
+	case NTX_TYPE_IQ4_XS:
 		return NTX_TYPE_Q8_K;
 	default:
 		return NTX_TYPE_F32;
@@ -183,6 +185,54 @@ static void dequant_q6_k(const struct ntx_block_q6_k *b, float *y, int64_t nb)
 	}
 }
 
+/* IQ4_XS: the scale of sub-block ib (0..7), ls - 32 in [-32, 31]. */
+static int iq4_xs_scale(const struct ntx_block_iq4_xs *b, int ib)
+{
+	int ls = ((b->scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((b->scales_h >> 2 * ib) & 3) << 4);
+
+	return ls - 32;
+}
+
+/* The 32 values of a nibble group (IQ4_NL block, IQ4_XS sub-block),
+ * unscaled, in element order. */
+static void iq4_values(const uint8_t *qs, int *v)
+{
+	for (int j = 0; j < 16; j++) {
+		v[j] = ntx_iq4_values[qs[j] & 0xF];
+		v[j + 16] = ntx_iq4_values[qs[j] >> 4];
+	}
+}
+
+static void dequant_iq4_nl(const struct ntx_block_iq4_nl *b, float *y, int64_t nb)
+{
+	int v[NTX_QK];
+
+	for (int64_t i = 0; i < nb; i++, b++, y += NTX_QK) {
+		float d = ntx_fp16_to_fp32(b->d);
+
+		iq4_values(b->qs, v);
+		for (int j = 0; j < NTX_QK; j++)
+			y[j] = d * (float)v[j];
+	}
+}
+
+static void dequant_iq4_xs(const struct ntx_block_iq4_xs *b, float *y, int64_t nb)
+{
+	int v[NTX_QK];
+
+	for (int64_t i = 0; i < nb; i++, b++) {
+		float d = ntx_fp16_to_fp32(b->d);
+
+		for (int ib = 0; ib < NTX_QK_K / NTX_QK; ib++, y += NTX_QK) {
+			float dl = d * (float)iq4_xs_scale(b, ib);
+
+			iq4_values(b->qs + 16 * ib, v);
+			for (int j = 0; j < NTX_QK; j++)
+				y[j] = dl * (float)v[j];
+		}
+	}
+}
+
 void ntx_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n)
 {
 	int64_t i;
@@ -216,6 +266,12 @@ void ntx_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n)
 		break;
 	case NTX_TYPE_Q6_K:
 		dequant_q6_k(src, dst, n / NTX_QK_K);
+		break;
+	case NTX_TYPE_IQ4_NL:
+		dequant_iq4_nl(src, dst, n / NTX_QK);
+		break;
+	case NTX_TYPE_IQ4_XS:
+		dequant_iq4_xs(src, dst, n / NTX_QK_K);
 		break;
 	default:
 		for (i = 0; i < n; i++)
@@ -417,6 +473,49 @@ static double dot_q6_k(const struct ntx_block_q6_k *w, const struct ntx_block_q8
 	return acc;
 }
 
+/* IQ4_NL weights, Q8_0 activations: per block the integer dot, one
+ * float multiply. */
+static double dot_iq4_nl(const struct ntx_block_iq4_nl *w, const struct ntx_block_q8_0 *x,
+			 int64_t nb)
+{
+	double acc = 0.0;
+	int v[NTX_QK];
+
+	for (int64_t i = 0; i < nb; i++, w++, x++) {
+		int sumi = 0;
+
+		iq4_values(w->qs, v);
+		for (int j = 0; j < NTX_QK; j++)
+			sumi += v[j] * x->qs[j];
+		acc += (double)(ntx_fp16_to_fp32(w->d) * ntx_fp16_to_fp32(x->d)) * sumi;
+	}
+	return acc;
+}
+
+/* IQ4_XS weights, Q8_K activations: per sub-block the integer dot times
+ * its scale, summed in integers, then d * x.d. */
+static double dot_iq4_xs(const struct ntx_block_iq4_xs *w, const struct ntx_block_q8_k *x,
+			 int64_t nb)
+{
+	double acc = 0.0;
+	int v[NTX_QK];
+
+	for (int64_t i = 0; i < nb; i++, w++, x++) {
+		int64_t sumi = 0;
+
+		for (int ib = 0; ib < NTX_QK_K / NTX_QK; ib++) {
+			int s = 0;
+
+			iq4_values(w->qs + 16 * ib, v);
+			for (int j = 0; j < NTX_QK; j++)
+				s += v[j] * x->qs[NTX_QK * ib + j];
+			sumi += (int64_t)iq4_xs_scale(w, ib) * s;
+		}
+		acc += (double)(ntx_fp16_to_fp32(w->d) * x->d) * (double)sumi;
+	}
+	return acc;
+}
+
 float ntx_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *xq)
 {
 	double acc = 0.0;
@@ -447,6 +546,10 @@ float ntx_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *xq)
 		return (float)dot_q5_k(w, xq, n / NTX_QK_K);
 	case NTX_TYPE_Q6_K:
 		return (float)dot_q6_k(w, xq, n / NTX_QK_K);
+	case NTX_TYPE_IQ4_NL:
+		return (float)dot_iq4_nl(w, xq, n / NTX_QK);
+	case NTX_TYPE_IQ4_XS:
+		return (float)dot_iq4_xs(w, xq, n / NTX_QK_K);
 	default:
 		return NAN;
 	}

@@ -1,0 +1,161 @@
+/* test_quant_types.c - the scalar references of the weight types the
+ * engine does not run yet (the quant-types issue): IQ4_NL and IQ4_XS.
+ * Layouts from literal bytes worked out by hand; llama.cpp's files in
+ * fixtures/quants against the F32 file they were quantized from; the
+ * integer dot products against the float dot of the dequantized rows. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "ntx_cpu.h"
+#include "ntx_kernels.h"
+#include "t.h"
+
+static void test_layouts(void)
+{
+	float y[256];
+	int bad = 0;
+
+	{ /* IQ4_NL: d = 2; qs[j] = j | (15 - j) << 4 */
+		struct ntx_block_iq4_nl b;
+
+		b.d = ntx_fp32_to_fp16(2.0f);
+		for (int j = 0; j < 16; j++)
+			b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+		ntx_dequant_row_ref(NTX_TYPE_IQ4_NL, &b, y, 32);
+		/* by hand: element 0 = 2 * -127, 7 = 2 * -10, 8 = 2 * 1, 15 = 2 * 113;
+		 * element 16 (nibble 15) = 226, 31 (nibble 0) = -254 */
+		bad = y[0] != -254.0f || y[7] != -20.0f || y[8] != 2.0f || y[15] != 226.0f ||
+		      y[16] != 226.0f || y[23] != 2.0f || y[24] != -20.0f || y[31] != -254.0f;
+		t_ok(!bad, "IQ4_NL from literal bytes: the table, low nibble j, high j + 16 (y[0]=%g y[8]=%g y[31]=%g)",
+		     y[0], y[8], y[31]);
+	}
+	{ /* IQ4_XS: d = 0.5; sub-block scales ls = nibble | 2 << 4 (scales_h all 2s):
+	   * scales_l[0] = 0x31: ib 0 ls 33 (x1), ib 1 ls 35 (x3); the other
+	   * scales_l 0x00: ls 32, x0 */
+		struct ntx_block_iq4_xs b;
+
+		memset(&b, 0, sizeof b);
+		b.d = ntx_fp32_to_fp16(0.5f);
+		b.scales_h = 0xAAAA;
+		b.scales_l[0] = 0x31;
+		b.qs[0] = 0x0F;  /* element 0: nibble 15; element 16: nibble 0 */
+		b.qs[16] = 0x80; /* element 32: nibble 0; element 48: nibble 8 */
+		b.qs[17] = 0x5A; /* element 33: nibble 10; element 49: nibble 5 */
+		b.qs[32] = 0xFF; /* sub-block 2 (scale 0): zeros */
+		ntx_dequant_row_ref(NTX_TYPE_IQ4_XS, &b, y, 256);
+		/* by hand: 0.5 * 1 * 113, 0.5 * 1 * -127; 0.5 * 3 * -127, 0.5 * 3 * 1,
+		 * 0.5 * 3 * 25, 0.5 * 3 * -35; element 1 (nibble 0) = 0.5 * -127 */
+		bad = y[0] != 56.5f || y[16] != -63.5f || y[1] != -63.5f || y[32] != -190.5f ||
+		      y[48] != 1.5f || y[33] != 37.5f || y[49] != -52.5f || y[64] != 0.0f ||
+		      y[80] != 0.0f || y[255] != 0.0f;
+		t_ok(!bad && offsetof(struct ntx_block_iq4_xs, scales_l) == 4 &&
+			     offsetof(struct ntx_block_iq4_xs, qs) == 8,
+		     "IQ4_XS from literal bytes: d, scales_h, scales_l[4], qs[128]; 6-bit scales - 32 (y[0]=%g y[32]=%g y[49]=%g)",
+		     y[0], y[32], y[49]);
+	}
+}
+
+static double nmse(const float *a, const float *b, int64_t n)
+{
+	double num = 0, den = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		den += (double)b[i] * b[i];
+	}
+	return den > 0 ? num / den : num;
+}
+
+/* llama.cpp's IQ4 files (quants/, every matrix of that type) against the
+ * F32 file: a correct reading is the quantization noise of 4-bit
+ * non-linear codes on random-normal weights, a few 1e-3 (Q4_0's is
+ * ~5e-3); a wrong nibble order, table or scale gives 0.1 or more. And each
+ * row's integer dot product with a quantized activation row equals the
+ * float dot of the dequantized rows up to float rounding. */
+static void test_fixtures(void)
+{
+	static const struct {
+		const char *file;
+		uint32_t type;
+	} files[] = { { "quants/ref-a-iq4_nl", NTX_TYPE_IQ4_NL }, { "quants/ref-a-iq4_xs", NTX_TYPE_IQ4_XS } };
+	const char *tensors[] = { "blk.0.attn_q.weight", "blk.1.ffn_down.weight" };
+	char path[1024];
+	struct ntx_err err;
+	struct ntx_gguf *g32;
+
+	if (!t_need_fixtures("llama.cpp's IQ4 files"))
+		return;
+	snprintf(path, sizeof path, "%s/models/ref-a-f32.gguf", t_fixtures());
+	g32 = ntx_gguf_open(path, &err);
+	if (!t_ok(g32 != NULL, "open %s", path))
+		return;
+	for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+		struct ntx_gguf *g;
+
+		snprintf(path, sizeof path, "%s/%s.gguf", t_fixtures(), files[f].file);
+		g = ntx_gguf_open(path, &err);
+		if (!t_ok(g != NULL, "open %s", path))
+			continue;
+		for (size_t k = 0; k < sizeof tensors / sizeof tensors[0]; k++) {
+			const struct ntx_gguf_tensor *tq = ntx_gguf_find_tensor(g, tensors[k]);
+			const struct ntx_gguf_tensor *tf = ntx_gguf_find_tensor(g32, tensors[k]);
+			int64_t n_in = tq ? tq->ne[0] : 0, n_out = tq ? tq->ne[1] : 0;
+			uint32_t at = ntx_act_type(files[f].type);
+			uint64_t rb = 0;
+			float *w, *x, *xd;
+			void *xq;
+			double e, dmax = 0;
+
+			if (!t_ok(tq && tf && tq->type == files[f].type &&
+					  !ntx_type_row_bytes(tq->type, n_in, &rb, NULL),
+				  "%s %s is %s", files[f].file, tensors[k], ntx_type_name(files[f].type)))
+				continue;
+			w = malloc((size_t)(n_in * n_out) * sizeof(float));
+			x = malloc((size_t)n_in * sizeof(float));
+			xd = malloc((size_t)n_in * sizeof(float));
+			xq = malloc(ntx_act_bytes(at, n_in));
+			for (int64_t r = 0; r < n_out; r++)
+				ntx_dequant_row_ref(tq->type, (const char *)tq->data + r * rb, w + r * n_in, n_in);
+			e = nmse(w, tf->data, n_in * n_out);
+			/* a smooth activation row, quantized as the engine would */
+			for (int64_t i = 0; i < n_in; i++)
+				x[i] = (float)sin(0.37 * (double)i + 0.1 * (double)k);
+			ntx_quantize_act_ref(at, x, xq, n_in);
+			if (at == NTX_TYPE_Q8_K) { /* x = d * q (no dequantization of Q8_K rows in the library) */
+				const struct ntx_block_q8_k *b = xq;
+
+				for (int64_t i = 0; i < n_in; i++)
+					xd[i] = b[i / NTX_QK_K].d * (float)b[i / NTX_QK_K].qs[i % NTX_QK_K];
+			} else {
+				ntx_dequant_row_ref(at, xq, xd, n_in);
+			}
+			for (int64_t r = 0; r < n_out; r++) {
+				double ref = 0, scale = 0;
+				float got = ntx_vec_dot_ref(tq->type, n_in, (const char *)tq->data + r * rb, xq);
+
+				for (int64_t i = 0; i < n_in; i++) {
+					ref += (double)w[r * n_in + i] * xd[i];
+					scale += fabs((double)w[r * n_in + i] * xd[i]);
+				}
+				if (!(fabs(got - ref) <= dmax * (scale > 0 ? scale : 1)))
+					dmax = fabs(got - ref) / (scale > 0 ? scale : 1);
+			}
+			t_ok(e > 1e-4 && e < 2e-2 && dmax < 1e-6,
+			     "%s %s: vs the F32 file NMSE %.3g (quantization noise: 1e-4 .. 2e-2); integer dot = float dot of the dequantized rows (%.2g of the sum of |terms|)",
+			     files[f].file, tensors[k], e, dmax);
+			free(w), free(x), free(xd), free(xq);
+		}
+		ntx_gguf_close(g);
+	}
+	ntx_gguf_close(g32);
+}
+
+int main(void)
+{
+	test_layouts();
+	test_fixtures();
+	return t_done();
+}
