@@ -78,6 +78,48 @@ struct ntx_block_q6_k {
 };
 NTX_STATIC_ASSERT(sizeof(struct ntx_block_q6_k) == 210, "q6_K block size");
 
+/* Q4_1: x = d * q + m, q in [0, 15], nibbles as Q4_0's. */
+struct ntx_block_q4_1 {
+	uint16_t d; /* fp16 scale */
+	uint16_t m; /* fp16 offset */
+	uint8_t qs[NTX_QK / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q4_1) == 20, "q4_1 block size");
+
+/* Q5_1: x = d * q + m, q in [0, 31]: nibbles and fifth bits as Q5_0's. */
+struct ntx_block_q5_1 {
+	uint16_t d;
+	uint16_t m;
+	uint8_t qh[4];
+	uint8_t qs[NTX_QK / 2];
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q5_1) == 24, "q5_1 block size");
+
+/* Q2_K: 16 sub-blocks of 16, scales[i]: low nibble the scale, high the
+ * min of sub-block i; x = d * sc * q - dmin * mn, q in [0, 3]. Element
+ * 128 h + 32 j + 16 u + l (h < 2, j < 4, u < 2, l < 16) is bits 2 j, 2 j + 1
+ * of qs[32 h + 16 u + l] and belongs to sub-block 8 h + 2 j + u. */
+struct ntx_block_q2_k {
+	uint8_t scales[NTX_QK_K / 16];
+	uint8_t qs[NTX_QK_K / 4];
+	uint16_t d;    /* fp16, for the scales */
+	uint16_t dmin; /* fp16, for the mins */
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q2_k) == 84, "q2_K block size");
+
+/* Q3_K: 16 sub-blocks of 16 with 6-bit scales s (x = d * (s - 32) * q),
+ * q = 2 low bits as Q2_K's (same element order) minus 4 unless the high
+ * bit is set: bit 4 h + j of hmask[16 u + l] for element 128 h + 32 j +
+ * 16 u + l. Scale i: low 4 bits scales[i] & 15 (i < 8) or scales[i - 8]
+ * >> 4, high 2 bits (scales[8 + i % 4] >> 2 (i / 4)) & 3. */
+struct ntx_block_q3_k {
+	uint8_t hmask[NTX_QK_K / 8];
+	uint8_t qs[NTX_QK_K / 4];
+	uint8_t scales[12];
+	uint16_t d; /* fp16 */
+};
+NTX_STATIC_ASSERT(sizeof(struct ntx_block_q3_k) == 110, "q3_K block size");
+
 /* The 16 values of the non-linear 4-bit types (IQ4_NL, IQ4_XS): a
  * nibble q stands for ntx_iq4_values[q] times the scale. */
 static const int8_t ntx_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,

@@ -19,8 +19,12 @@ uint32_t ntx_act_type(uint32_t wtype)
 	case NTX_TYPE_Q4_0:
 	case NTX_TYPE_Q5_0:
 	case NTX_TYPE_Q8_0:
+	case NTX_TYPE_Q4_1:
+	case NTX_TYPE_Q5_1:
 	case NTX_TYPE_IQ4_NL:
 		return NTX_TYPE_Q8_0;
+	case NTX_TYPE_Q2_K:
+	case NTX_TYPE_Q3_K:
 	case NTX_TYPE_Q4_K:
 	case NTX_TYPE_Q5_K:
 	case NTX_TYPE_Q6_K:
@@ -185,6 +189,95 @@ static void dequant_q6_k(const struct ntx_block_q6_k *b, float *y, int64_t nb)
 	}
 }
 
+/* Q4_1 / Q5_1: element j's q (0..15 / 0..31). */
+static int q4_1_value(const struct ntx_block_q4_1 *b, int j)
+{
+	return j < 16 ? b->qs[j] & 0xF : b->qs[j - 16] >> 4;
+}
+
+static int q5_1_value(const struct ntx_block_q5_1 *b, int j)
+{
+	uint32_t qh = (uint32_t)b->qh[0] | (uint32_t)b->qh[1] << 8 | (uint32_t)b->qh[2] << 16 |
+		      (uint32_t)b->qh[3] << 24;
+	int lo = j < 16 ? b->qs[j] & 0xF : b->qs[j - 16] >> 4;
+
+	return lo | (int)((qh >> j) & 1) << 4;
+}
+
+/* Q2_K / Q3_K: element e (0..255) as 128 h + 32 j + 16 u + l; its two low
+ * bits, and its sub-block 8 h + 2 j + u. */
+static int k2_bits(const uint8_t *qs, int e)
+{
+	int h = e / 128, j = e % 128 / 32, u = e % 32 / 16, l = e % 16;
+
+	return (qs[32 * h + 16 * u + l] >> 2 * j) & 3;
+}
+
+static int k2_sub(int e)
+{
+	return 8 * (e / 128) + 2 * (e % 128 / 32) + e % 32 / 16;
+}
+
+/* Q3_K: element e's q in [-4, 3]; sub-block i's scale - 32. */
+static int q3_k_value(const struct ntx_block_q3_k *b, int e)
+{
+	int h = e / 128, j = e % 128 / 32, u = e % 32 / 16, l = e % 16;
+	int hi = (b->hmask[16 * u + l] >> (4 * h + j)) & 1;
+
+	return k2_bits(b->qs, e) - (hi ? 0 : 4);
+}
+
+static int q3_k_scale(const struct ntx_block_q3_k *b, int i)
+{
+	int lo = i < 8 ? b->scales[i] & 0xF : b->scales[i - 8] >> 4;
+	int hi = (b->scales[8 + i % 4] >> 2 * (i / 4)) & 3;
+
+	return (lo | hi << 4) - 32;
+}
+
+static void dequant_q4_1(const struct ntx_block_q4_1 *b, float *y, int64_t nb)
+{
+	for (int64_t i = 0; i < nb; i++, b++, y += NTX_QK) {
+		float d = ntx_fp16_to_fp32(b->d), m = ntx_fp16_to_fp32(b->m);
+
+		for (int j = 0; j < NTX_QK; j++)
+			y[j] = d * (float)q4_1_value(b, j) + m;
+	}
+}
+
+static void dequant_q5_1(const struct ntx_block_q5_1 *b, float *y, int64_t nb)
+{
+	for (int64_t i = 0; i < nb; i++, b++, y += NTX_QK) {
+		float d = ntx_fp16_to_fp32(b->d), m = ntx_fp16_to_fp32(b->m);
+
+		for (int j = 0; j < NTX_QK; j++)
+			y[j] = d * (float)q5_1_value(b, j) + m;
+	}
+}
+
+static void dequant_q2_k(const struct ntx_block_q2_k *b, float *y, int64_t nb)
+{
+	for (int64_t i = 0; i < nb; i++, b++, y += NTX_QK_K) {
+		float d = ntx_fp16_to_fp32(b->d), dmin = ntx_fp16_to_fp32(b->dmin);
+
+		for (int e = 0; e < NTX_QK_K; e++) {
+			int sc = b->scales[k2_sub(e)];
+
+			y[e] = d * (float)(sc & 0xF) * (float)k2_bits(b->qs, e) - dmin * (float)(sc >> 4);
+		}
+	}
+}
+
+static void dequant_q3_k(const struct ntx_block_q3_k *b, float *y, int64_t nb)
+{
+	for (int64_t i = 0; i < nb; i++, b++, y += NTX_QK_K) {
+		float d = ntx_fp16_to_fp32(b->d);
+
+		for (int e = 0; e < NTX_QK_K; e++)
+			y[e] = d * (float)q3_k_scale(b, k2_sub(e)) * (float)q3_k_value(b, e);
+	}
+}
+
 /* IQ4_XS: the scale of sub-block ib (0..7), ls - 32 in [-32, 31]. */
 static int iq4_xs_scale(const struct ntx_block_iq4_xs *b, int ib)
 {
@@ -266,6 +359,18 @@ void ntx_dequant_row_ref(uint32_t type, const void *src, float *dst, int64_t n)
 		break;
 	case NTX_TYPE_Q6_K:
 		dequant_q6_k(src, dst, n / NTX_QK_K);
+		break;
+	case NTX_TYPE_Q4_1:
+		dequant_q4_1(src, dst, n / NTX_QK);
+		break;
+	case NTX_TYPE_Q5_1:
+		dequant_q5_1(src, dst, n / NTX_QK);
+		break;
+	case NTX_TYPE_Q2_K:
+		dequant_q2_k(src, dst, n / NTX_QK_K);
+		break;
+	case NTX_TYPE_Q3_K:
+		dequant_q3_k(src, dst, n / NTX_QK_K);
 		break;
 	case NTX_TYPE_IQ4_NL:
 		dequant_iq4_nl(src, dst, n / NTX_QK);
@@ -473,6 +578,78 @@ static double dot_q6_k(const struct ntx_block_q6_k *w, const struct ntx_block_q8
 	return acc;
 }
 
+/* Q4_1 / Q5_1 weights, Q8_0 activations: d dx sum(q xq) + m dx sum(xq). */
+static double dot_q4_1(const struct ntx_block_q4_1 *w, const struct ntx_block_q8_0 *x, int64_t nb)
+{
+	double acc = 0.0;
+
+	for (int64_t i = 0; i < nb; i++, w++, x++) {
+		int sumi = 0, sumx = 0;
+		float dx = ntx_fp16_to_fp32(x->d);
+
+		for (int j = 0; j < NTX_QK; j++) {
+			sumi += q4_1_value(w, j) * x->qs[j];
+			sumx += x->qs[j];
+		}
+		acc += (double)(ntx_fp16_to_fp32(w->d) * dx) * sumi +
+		       (double)(ntx_fp16_to_fp32(w->m) * dx) * sumx;
+	}
+	return acc;
+}
+
+static double dot_q5_1(const struct ntx_block_q5_1 *w, const struct ntx_block_q8_0 *x, int64_t nb)
+{
+	double acc = 0.0;
+
+	for (int64_t i = 0; i < nb; i++, w++, x++) {
+		int sumi = 0, sumx = 0;
+		float dx = ntx_fp16_to_fp32(x->d);
+
+		for (int j = 0; j < NTX_QK; j++) {
+			sumi += q5_1_value(w, j) * x->qs[j];
+			sumx += x->qs[j];
+		}
+		acc += (double)(ntx_fp16_to_fp32(w->d) * dx) * sumi +
+		       (double)(ntx_fp16_to_fp32(w->m) * dx) * sumx;
+	}
+	return acc;
+}
+
+/* Q2_K weights, Q8_K activations: per sub-block the integer dot times its
+ * scale and the activation sum times its min, then d x.d and dmin x.d. */
+static double dot_q2_k(const struct ntx_block_q2_k *w, const struct ntx_block_q8_k *x, int64_t nb)
+{
+	double acc = 0.0;
+
+	for (int64_t i = 0; i < nb; i++, w++, x++) {
+		int64_t isum = 0, msum = 0;
+
+		for (int e = 0; e < NTX_QK_K; e++) {
+			int sc = w->scales[k2_sub(e)];
+
+			isum += (int64_t)(sc & 0xF) * k2_bits(w->qs, e) * x->qs[e];
+			msum += (int64_t)(sc >> 4) * x->qs[e];
+		}
+		acc += (double)(ntx_fp16_to_fp32(w->d) * x->d) * (double)isum -
+		       (double)(ntx_fp16_to_fp32(w->dmin) * x->d) * (double)msum;
+	}
+	return acc;
+}
+
+static double dot_q3_k(const struct ntx_block_q3_k *w, const struct ntx_block_q8_k *x, int64_t nb)
+{
+	double acc = 0.0;
+
+	for (int64_t i = 0; i < nb; i++, w++, x++) {
+		int64_t isum = 0;
+
+		for (int e = 0; e < NTX_QK_K; e++)
+			isum += (int64_t)q3_k_scale(w, k2_sub(e)) * q3_k_value(w, e) * x->qs[e];
+		acc += (double)(ntx_fp16_to_fp32(w->d) * x->d) * (double)isum;
+	}
+	return acc;
+}
+
 /* IQ4_NL weights, Q8_0 activations: per block the integer dot, one
  * float multiply. */
 static double dot_iq4_nl(const struct ntx_block_iq4_nl *w, const struct ntx_block_q8_0 *x,
@@ -546,6 +723,14 @@ float ntx_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *xq)
 		return (float)dot_q5_k(w, xq, n / NTX_QK_K);
 	case NTX_TYPE_Q6_K:
 		return (float)dot_q6_k(w, xq, n / NTX_QK_K);
+	case NTX_TYPE_Q4_1:
+		return (float)dot_q4_1(w, xq, n / NTX_QK);
+	case NTX_TYPE_Q5_1:
+		return (float)dot_q5_1(w, xq, n / NTX_QK);
+	case NTX_TYPE_Q2_K:
+		return (float)dot_q2_k(w, xq, n / NTX_QK_K);
+	case NTX_TYPE_Q3_K:
+		return (float)dot_q3_k(w, xq, n / NTX_QK_K);
 	case NTX_TYPE_IQ4_NL:
 		return (float)dot_iq4_nl(w, xq, n / NTX_QK);
 	case NTX_TYPE_IQ4_XS:
