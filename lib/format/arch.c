@@ -6,6 +6,7 @@
 
 static const struct ntx_arch archs[] = {
 	{ "llama", NTX_ROPE_NORM, 0, NTX_FFN_MOE_IF_EXPERTS, NULL },
+	{ "qwen3", NTX_ROPE_NEOX, 1, NTX_FFN_DENSE, NULL },
 	{ "qwen3moe", NTX_ROPE_NEOX, 1, NTX_FFN_MOE, "expert_feed_forward_length" },
 };
 
@@ -21,5 +22,5 @@ const struct ntx_arch *ntx_arch_find(const char *name, size_t len)
 
 const char *ntx_arch_names(void)
 {
-	return "llama, qwen3moe";
+	return "llama, qwen3, qwen3moe";
 }
