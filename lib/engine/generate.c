@@ -45,10 +45,15 @@ static int dump_rows(const struct ntx_gen_opts *o, const float *rows, int n, int
 }
 
 /* eval_span's rows */
-enum { SPAN_LAST, SPAN_ALL, SPAN_VERIFY /* all, each as if decoded alone */ };
+enum {
+	SPAN_LAST,
+	SPAN_ALL,
+	SPAN_VERIFY, /* all, each as if decoded alone */
+	SPAN_NONE    /* no rows: only the cache (no output head) */
+};
 
 /* Evaluate tokens [from, from+n) of seq at positions from.. with logits for
- * the last (or all, rows != SPAN_LAST). */
+ * the last (or all, or none: rows). */
 static int eval_span(struct ntx_engine *e, int seq, const int32_t *tok, int from, int n,
 		     int rows, const uint8_t *mask, float *logits, int32_t *ids, struct ntx_err *err)
 {
@@ -68,7 +73,7 @@ static int eval_span(struct ntx_engine *e, int seq, const int32_t *tok, int from
 		pos[i] = from + i;
 		sq[i] = seq;
 		if (want)
-			want[i] = 1;
+			want[i] = rows != SPAN_NONE;
 	}
 	memset(&b, 0, sizeof b);
 	b.n_tok = n;
@@ -218,8 +223,9 @@ static int draft_sync(struct gen *g, int chunk, float *rows, int32_t *ids, struc
 	while (g->d_past < g->n_hist) {
 		int n = g->n_hist - g->d_past < chunk ? g->n_hist - g->d_past : chunk;
 
+		/* only the last pass's last row is wanted: the others skip the head */
 		if (eval_span(g->o->draft, g->o->draft_seq, g->hist + g->d_past, g->d_past, n,
-			      SPAN_LAST, NULL, rows, ids, err))
+			      g->d_past + n < g->n_hist ? SPAN_NONE : SPAN_LAST, NULL, rows, ids, err))
 			return -1;
 		g->d_past += n;
 		g->st->n_draft_passes++;
