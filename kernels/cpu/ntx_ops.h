@@ -42,6 +42,9 @@ void ntx_op_swiglu(float *out, const float *g, const float *u, int64_t n);
 /* x += y over n elements. */
 void ntx_op_add(float *x, const float *y, int64_t n);
 
+/* x[r][i] += b[i] for n rows of dim (a bias on every row). */
+void ntx_op_add_rows(float *x, const float *b, int n, int64_t dim);
+
 /* ---- attention over a KV cache ---- */
 
 /* A KV cache of one layer for n_seq sequences: K and V are

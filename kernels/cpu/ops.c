@@ -71,6 +71,12 @@ void ntx_op_swiglu(float *out, const float *g, const float *u, int64_t n)
 	}
 }
 
+void ntx_op_add_rows(float *x, const float *b, int n, int64_t dim)
+{
+	for (int r = 0; r < n; r++)
+		ntx_op_add(x + (int64_t)r * dim, b, dim);
+}
+
 void ntx_op_add(float *x, const float *y, int64_t n)
 {
 	int64_t i;

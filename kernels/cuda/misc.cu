@@ -144,6 +144,17 @@ __global__ void ntx_add_kernel(float *x, const float *y, int64_t n)
 		x[i] += y[i];
 }
 
+/* x[r][i] += b[i] over rows of dim (a bias on every row) */
+__global__ void ntx_add_rows_kernel(float *x, const float *b, int64_t dim, int64_t n)
+{
+	ntx_pdl_wait();
+	ntx_pdl_trigger();
+
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		x[i] += b[i % dim];
+}
+
 static unsigned ew_grid(int64_t n)
 {
 	int64_t b = (n + 255) / 256;
@@ -170,6 +181,21 @@ extern "C" int ntx_cuda_add(float *x, const float *y, int64_t n, ntx_stream_t s,
 	if (!n)
 		return 0;
 	return ntx_cu_launched("add", ntx_launch(ntx_add_kernel, ew_grid(n), 256, 0, (cudaStream_t)s, x, y, n),
+			       err);
+}
+
+extern "C" int ntx_cuda_add_rows(float *x, const float *b, int n_rows, int64_t dim, ntx_stream_t s,
+				 struct ntx_err *err)
+{
+	int64_t n = (int64_t)n_rows * dim;
+
+	if (n_rows < 0 || dim < 1 || (n && (!x || !b)))
+		return ntx_err_set(err, NTX_EINVAL, "add_rows: %d rows of %lld, NULL buffer", n_rows,
+				   (long long)dim);
+	if (!n)
+		return 0;
+	return ntx_cu_launched("add_rows",
+			       ntx_launch(ntx_add_rows_kernel, ew_grid(n), 256, 0, (cudaStream_t)s, x, b, dim, n),
 			       err);
 }
 

@@ -243,6 +243,10 @@ int ntx_cuda_swiglu(float *out, const float *g, const float *u, int64_t n, ntx_s
 /* x += y (n elements). */
 int ntx_cuda_add(float *x, const float *y, int64_t n, ntx_stream_t s, struct ntx_err *err);
 
+/* x[r][i] += b[i] for n_rows rows of dim (a bias on every row). */
+int ntx_cuda_add_rows(float *x, const float *b, int n_rows, int64_t dim, ntx_stream_t s,
+		      struct ntx_err *err);
+
 /* ---- RoPE and the KV cache ----
  * The cache of one layer: K and V each [n_seq][n_ctx][n_head_kv*head_dim],
  * F16 (kv_f16 = 1) or F32. */

@@ -40,6 +40,9 @@ void ntx_layer_w_from_tensors(struct ntx_layer_w *w, const struct ntx_layer_tens
 		w->router = ntx_wmat_from_tensor(lt->router, AT(lt->router));
 	w->q_norm = lt->q_norm ? AT(lt->q_norm) : NULL;
 	w->k_norm = lt->k_norm ? AT(lt->k_norm) : NULL;
+	w->bq = lt->bq ? AT(lt->bq) : NULL;
+	w->bk = lt->bk ? AT(lt->bk) : NULL;
+	w->bv = lt->bv ? AT(lt->bv) : NULL;
 	w->xsrc = NULL;
 #undef AT
 }
@@ -63,6 +66,9 @@ void ntx_layer_w_from_layout(struct ntx_layer_w *w, const struct ntx_layer_tenso
 		w->router = ntx_wmat_from_tensor(lt->router, b + lo->offset[9]);
 	w->q_norm = lt->q_norm ? (const float *)(b + lo->offset[10]) : NULL;
 	w->k_norm = lt->k_norm ? (const float *)(b + lo->offset[11]) : NULL;
+	w->bq = lt->bq ? (const float *)(b + lo->offset[12]) : NULL;
+	w->bk = lt->bk ? (const float *)(b + lo->offset[13]) : NULL;
+	w->bv = lt->bv ? (const float *)(b + lo->offset[14]) : NULL;
 	w->xsrc = NULL;
 }
 
@@ -271,6 +277,11 @@ int ntx_cpu_layer_forward(struct ntx_pool *pool, const struct ntx_llama_config *
 	ntx_cpu_matmul(pool, &w->wq, s->xb, n_tok, s->q, s->mm);
 	ntx_cpu_matmul(pool, &w->wk, s->xb, n_tok, s->k, s->mm);
 	ntx_cpu_matmul(pool, &w->wv, s->xb, n_tok, s->v, s->mm);
+	if (w->bq) {
+		ntx_op_add_rows(s->q, w->bq, n_tok, (int64_t)c->n_head * c->head_dim);
+		ntx_op_add_rows(s->k, w->bk, n_tok, (int64_t)c->n_head_kv * c->head_dim);
+		ntx_op_add_rows(s->v, w->bv, n_tok, (int64_t)c->n_head_kv * c->head_dim);
+	}
 	if (w->q_norm)
 		ntx_op_head_rmsnorm(s->q, w->q_norm, n_tok * c->n_head, c->head_dim, eps);
 	if (w->k_norm)

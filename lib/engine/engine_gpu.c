@@ -163,6 +163,7 @@ static int dev_tensors(struct ntx_engine *e, int l, void *dev, cudaStream_t st, 
 	dst[0] = &d->attn_norm, dst[1] = &d->wq, dst[2] = &d->wk, dst[3] = &d->wv, dst[4] = &d->wo;
 	dst[5] = &d->ffn_norm, dst[6] = &d->w_gate, dst[7] = &d->w_up, dst[8] = &d->w_down;
 	dst[9] = &d->router, dst[10] = &d->q_norm, dst[11] = &d->k_norm;
+	dst[12] = &d->bq, dst[13] = &d->bk, dst[14] = &d->bv;
 	for (i = 0; i < NTX_LAYER_NT; i++) {
 		if (!ntx_layer_tensor(lt, i))
 			continue;
@@ -556,16 +557,22 @@ static void layer_setup(struct ntx_engine *e, int l, const void *base, const voi
 	rope->neox = c->rope_style == NTX_ROPE_NEOX;
 }
 
-/* Per-head RMS norm of q and k (architectures with q/k norms: qwen3moe),
- * after the projections and before RoPE: rows of head_dim, in place, the
- * model's eps; a row's result does not depend on the other rows. */
+/* After the projections and before RoPE: the q, k, v biases (qwen2), then
+ * the per-head RMS norms of q and k (qwen3, qwen3moe; rows of head_dim, in
+ * place, the model's eps); a row's result does not depend on the others. */
 static int qk_norm(struct ntx_engine *e, const void **W, int n, struct ntx_err *err)
 {
 	const struct ntx_llama_config *c = &e->cfg;
 	struct ntx_gpu *g = e->gpu;
 	ntx_stream_t st = (ntx_stream_t)g->cs;
 	float eps = (float)c->rms_eps;
+	int64_t KV = (int64_t)c->n_head_kv * c->head_dim;
 
+	if (c->qkv_bias &&
+	    (ntx_cuda_add_rows(g->q, (const float *)W[12], n, (int64_t)c->n_head * c->head_dim, st, err) ||
+	     ntx_cuda_add_rows(g->k, (const float *)W[13], n, KV, st, err) ||
+	     ntx_cuda_add_rows(g->v, (const float *)W[14], n, KV, st, err)))
+		return -1;
 	if (!c->qk_norm)
 		return 0;
 	return ntx_cuda_rmsnorm(g->q, NULL, g->q, (const float *)W[10], n * c->n_head, c->head_dim,

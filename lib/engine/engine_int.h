@@ -49,6 +49,7 @@ struct ntx_layer_w {
 	struct ntx_wmat router;  /* ffn_gate_inp (n_embd -> n_expert); data NULL: dense FFN */
 	const float *q_norm;     /* (head_dim), or NULL */
 	const float *k_norm;     /* (head_dim), or NULL */
+	const float *bq, *bk, *bv; /* q, k, v projection biases, or NULL */
 	const struct ntx_expert_src *xsrc; /* NULL: the experts are in memory */
 };
 

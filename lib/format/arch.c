@@ -5,9 +5,10 @@
 #include <string.h>
 
 static const struct ntx_arch archs[] = {
-	{ "llama", NTX_ROPE_NORM, 0, NTX_FFN_MOE_IF_EXPERTS, NULL },
-	{ "qwen3", NTX_ROPE_NEOX, 1, NTX_FFN_DENSE, NULL },
-	{ "qwen3moe", NTX_ROPE_NEOX, 1, NTX_FFN_MOE, "expert_feed_forward_length" },
+	{ "llama", NTX_ROPE_NORM, 0, NTX_FFN_MOE_IF_EXPERTS, NULL, 0 },
+	{ "qwen2", NTX_ROPE_NEOX, 0, NTX_FFN_DENSE, NULL, 1 },
+	{ "qwen3", NTX_ROPE_NEOX, 1, NTX_FFN_DENSE, NULL, 0 },
+	{ "qwen3moe", NTX_ROPE_NEOX, 1, NTX_FFN_MOE, "expert_feed_forward_length", 0 },
 };
 
 const struct ntx_arch *ntx_arch_find(const char *name, size_t len)
@@ -22,5 +23,5 @@ const struct ntx_arch *ntx_arch_find(const char *name, size_t len)
 
 const char *ntx_arch_names(void)
 {
-	return "llama, qwen3, qwen3moe";
+	return "llama, qwen2, qwen3, qwen3moe";
 }

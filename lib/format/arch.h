@@ -33,6 +33,8 @@ struct ntx_arch {
 	enum ntx_ffn_kind ffn;
 	const char *expert_ff_key;     /* key suffix of the expert FFN width; NULL:
 					* feed_forward_length is the expert width */
+	int qkv_bias;                  /* q, k, v projections add a bias
+					* (attn_{q,k,v}.bias, F32): qwen2 */
 };
 
 /* The descriptor of architecture name[0..len), or NULL when ntx does not

@@ -153,6 +153,7 @@ int ntx_llama_config_read(const struct ntx_gguf *g, struct ntx_llama_config *cfg
 	snprintf(cfg->arch, sizeof cfg->arch, "%s", cfg->desc->name);
 	cfg->rope_style = cfg->desc->rope;
 	cfg->qk_norm = cfg->desc->qk_norm;
+	cfg->qkv_bias = cfg->desc->qkv_bias;
 
 #define K(name) (snprintf(key, sizeof key, "%s.%s", cfg->arch, name), key)
 	if (get_int(g, K("block_count"), 0, 1, 1, 10000, &v, err))
@@ -279,7 +280,7 @@ const struct ntx_gguf_tensor *ntx_layer_tensor(const struct ntx_layer_tensors *l
 	const struct ntx_gguf_tensor *v[NTX_LAYER_NT] = {
 		lt->attn_norm, lt->wq, lt->wk, lt->wv, lt->wo,
 		lt->ffn_norm, lt->w_gate, lt->w_up, lt->w_down,
-		lt->router, lt->q_norm, lt->k_norm,
+		lt->router, lt->q_norm, lt->k_norm, lt->bq, lt->bk, lt->bv,
 	};
 
 	return i >= 0 && i < NTX_LAYER_NT ? v[i] : NULL;
@@ -296,17 +297,17 @@ int ntx_layer_n_tensors(const struct ntx_layer_tensors *lt)
 
 /* Tensors of layer l that ntx would ignore although they change the
  * result: shared experts, expert-choice biases, attention biases. */
-static int check_unsupported(const struct ntx_gguf *g, int l, struct ntx_err *err)
+static int check_unsupported(const struct ntx_gguf *g, int l, int qkv_bias, struct ntx_err *err)
 {
 	static const char *const sfx[] = {
 		"ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight",
-		"ffn_gate_inp_shexp.weight", "exp_probs_b.bias", "attn_q.bias", "attn_k.bias",
-		"attn_v.bias", "attn_output.bias",
+		"ffn_gate_inp_shexp.weight", "exp_probs_b.bias", "attn_output.bias",
+		"attn_q.bias", "attn_k.bias", "attn_v.bias", /* the last three: qkv_bias reads them */
 	};
 	char name[96];
 	size_t i;
 
-	for (i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+	for (i = 0; i < sizeof sfx / sizeof sfx[0] - (qkv_bias ? 3 : 0); i++) {
 		snprintf(name, sizeof name, "blk.%d.%s", l, sfx[i]);
 		if (ntx_gguf_find_tensor(g, name))
 			return ntx_err_set(err, NTX_EUNSUP, "tensor '%s' is not supported yet", name);
@@ -371,7 +372,7 @@ struct ntx_model *ntx_model_from_gguf(struct ntx_gguf *g, unsigned flags, struct
 			int64_t a, b, c;
 			int weight, use;
 			const struct ntx_gguf_tensor **slot;
-		} want[NTX_LAYER_NT] = {
+		} want[NTX_LAYER_NT] = { /* slots 12-14 are biases (.bias), the rest .weight */
 			{ "attn_norm", c->n_embd, 1, 1, 0, 1, &lt->attn_norm },
 			{ "attn_q", c->n_embd, q, 1, 1, 1, &lt->wq },
 			{ "attn_k", c->n_embd, kv, 1, 1, 1, &lt->wk },
@@ -384,16 +385,19 @@ struct ntx_model *ntx_model_from_gguf(struct ntx_gguf *g, unsigned flags, struct
 			{ "ffn_gate_inp", c->n_embd, c->n_expert, 1, 1, c->n_expert > 0, &lt->router },
 			{ "attn_q_norm", c->head_dim, 1, 1, 0, c->qk_norm, &lt->q_norm },
 			{ "attn_k_norm", c->head_dim, 1, 1, 0, c->qk_norm, &lt->k_norm },
+			{ "attn_q", q, 1, 1, 0, c->qkv_bias, &lt->bq },
+			{ "attn_k", kv, 1, 1, 0, c->qkv_bias, &lt->bk },
+			{ "attn_v", kv, 1, 1, 0, c->qkv_bias, &lt->bv },
 		};
 		int k;
 
-		if (check_unsupported(g, l, err))
+		if (check_unsupported(g, l, c->qkv_bias, err))
 			goto fail;
 		for (k = 0; k < NTX_LAYER_NT; k++) {
 			if (!want[k].use)
 				continue;
-			snprintf(name, sizeof name, "blk.%d.%s%s.weight", l, want[k].suffix,
-				 k >= 6 && k <= 8 ? x : "");
+			snprintf(name, sizeof name, "blk.%d.%s%s.%s", l, want[k].suffix,
+				 k >= 6 && k <= 8 ? x : "", k >= 12 ? "bias" : "weight");
 			if (check_tensor3(g, name, want[k].a, want[k].b, want[k].c, want[k].weight,
 					  want[k].slot, err))
 				goto fail;

@@ -33,6 +33,7 @@ struct ntx_llama_config {
 	/* from the descriptor */
 	enum ntx_rope_style rope_style;
 	int qk_norm;          /* per-head RMS norm of q and k before RoPE */
+	int qkv_bias;         /* q, k and v projections add a bias */
 	/* mixture of experts (n_expert 0: a dense FFN) */
 	int n_expert;         /* <arch>.expert_count */
 	int n_expert_used;    /* <arch>.expert_used_count: k of the router's top-k */
@@ -57,16 +58,19 @@ struct ntx_layer_tensors {
 	const struct ntx_gguf_tensor *router;    /* (n_embd, n_expert), or NULL (dense) */
 	const struct ntx_gguf_tensor *q_norm;    /* (head_dim), F32, or NULL */
 	const struct ntx_gguf_tensor *k_norm;    /* (head_dim), F32, or NULL */
+	const struct ntx_gguf_tensor *bq;        /* (n_head*head_dim), F32, or NULL */
+	const struct ntx_gguf_tensor *bk;        /* (n_head_kv*head_dim), F32, or NULL */
+	const struct ntx_gguf_tensor *bv;        /* (n_head_kv*head_dim), F32, or NULL */
 	uint64_t bytes;                          /* all blk.N.* tensors */
 	int n_tensors;                           /* count of blk.N.* tensors */
 };
 
-/* Slots of the tensors the forward pass uses per layer; the last three are
+/* Slots of the tensors the forward pass uses per layer; the last six are
  * optional (a dense Llama layer has the first 9). */
-#define NTX_LAYER_NT 12
+#define NTX_LAYER_NT 15
 
 /* The layer's tensor in slot i of a fixed order (attn_norm, wq, wk, wv, wo,
- * ffn_norm, w_gate, w_up, w_down, router, q_norm, k_norm), e.g. for
+ * ffn_norm, w_gate, w_up, w_down, router, q_norm, k_norm, bq, bk, bv), e.g. for
  * packing; NULL for an optional slot the layer does not have. */
 const struct ntx_gguf_tensor *ntx_layer_tensor(const struct ntx_layer_tensors *lt, int i);
 

@@ -1,14 +1,16 @@
 /* test_arch.c - the dense architectures besides llama against llama.cpp's
- * logits (fixtures/arch): qwen3 (per-head q/k RMS norms before NEOX RoPE,
- * head_dim from key_length with n_head * head_dim != n_embd, tied output).
+ * logits (fixtures/arch): qwen2 (q/k/v biases, NEOX RoPE, untied output)
+ * and qwen3 (per-head q/k RMS norms before NEOX RoPE, head_dim from
+ * key_length with n_head * head_dim != n_embd, tied output).
  *
- * Tolerance: llama.cpp itself is up to 0.029 (max abs logit) from exact
- * float64 arithmetic on qwen3-tiny-q8_0 (arch/README.md 4.3: 0.029,
- * 0.0267, 0.0277 on p0, p1, p2); an independent implementation rounds
- * differently, so it may be that far from exact arithmetic on the other
- * side: 1.5 x 0.029 = 0.044. A wrong rule is 0.3 or more away (README 4.4:
- * NORM instead of NEOX pairing, no q/k norms, norms after RoPE). Greedy
- * ids equal the reference's where its top-2 margin exceeds twice that. */
+ * Tolerance: llama.cpp itself is up to 0.047 (qwen2-tiny-q8_0) and 0.029
+ * (qwen3-tiny-q8_0) max abs logit from exact float64 arithmetic
+ * (arch/README.md 4.3, worst of p0-p2); an independent implementation
+ * rounds differently, so it may be that far from exact arithmetic on the
+ * other side: 1.5 x that, 0.071 and 0.044. A wrong rule is 0.3 or more away
+ * (README 4.4: NORM instead of NEOX pairing 0.68, no biases 2.6, no q/k
+ * norms, norms after RoPE). Greedy ids equal the reference's where its
+ * top-2 margin exceeds twice the tolerance. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +21,6 @@
 #include "refio.h"
 #include "t.h"
 
-#define TOL 0.044
 
 static struct ntx_engine *cpu_engine(const struct ntx_model *m, struct ntx_err *err)
 {
@@ -67,7 +68,7 @@ static int feed(struct ntx_engine *e, const int32_t *prompt, int n_prompt, const
 	return 0;
 }
 
-static void run_file(const char *stem)
+static void run_file(const char *stem, double tol)
 {
 	const char *pids[] = { "p0", "p1", "p2" };
 	char path[512];
@@ -123,14 +124,14 @@ static void run_file(const char *stem)
 					mx = isnan(d) ? INFINITY : d;
 				sum += d;
 			}
-			if (r >= n_prompt - 1 && refio_margin(ref, V) > 2 * TOL) {
+			if (r >= n_prompt - 1 && refio_margin(ref, V) > 2 * tol) {
 				decisive++;
 				same &= ntx_argmax(row, V) == ntx_argmax(ref, V);
 			}
 		}
-		t_ok(mx <= TOL && same,
+		t_ok(mx <= tol && same,
 		     "%s %s: CPU vs llama.cpp logits max %.4f (tol %.3f) mean %.2g; argmax equal on %d decisive generated rows",
-		     stem, pids[p], mx, TOL, sum / ((double)(n_prompt + n_gen - 1) * V), decisive);
+		     stem, pids[p], mx, tol, sum / ((double)(n_prompt + n_gen - 1) * V), decisive);
 	next:
 		free(ref_l);
 		free(ref_g);
@@ -142,7 +143,9 @@ static void run_file(const char *stem)
 
 int main(void)
 {
-	if (t_need_fixtures("llama.cpp's logits of the dense architectures (fixtures/arch)"))
-		run_file("qwen3-tiny-q8_0");
+	if (t_need_fixtures("llama.cpp's logits of the dense architectures (fixtures/arch)")) {
+		run_file("qwen2-tiny-q8_0", 1.5 * 0.047);
+		run_file("qwen3-tiny-q8_0", 1.5 * 0.029);
+	}
 	return t_done();
 }
