@@ -89,8 +89,8 @@ home_bytes() {
 	[ "$(num "$D/q6.json" vram_used_bytes)" -le "$(num "$D/q6.json" vram_bytes)" ]
 	[ "$(num "$D/q6.json" ram_used_bytes)" -le "$(num "$D/q6.json" ram_bytes)" ]
 	[ "$(num "$D/q6.json" pack_bytes)" -le "$(num "$D/q6.json" disk_bytes)" ]
-	# the VRAM total is its parts (layers + 3072 B per layer buffer: 12 slots x 256 + head + other + reserves)
-	want=$(( $(num "$D/q6.json" vram_layers_bytes) + 3072 * v + $(num "$D/q6.json" output_bytes) \
+	# the VRAM total is its parts (layers + 3840 B per layer buffer: 15 slots x 256 + head + other + reserves)
+	want=$(( $(num "$D/q6.json" vram_layers_bytes) + 3840 * v + $(num "$D/q6.json" output_bytes) \
 		+ $(num "$D/q6.json" other_bytes) + $(num "$D/q6.json" kv_vram_bytes) \
 		+ $(num "$D/q6.json" workspace_bytes) + $(num "$D/q6.json" ring_bytes) \
 		+ $(num "$D/q6.json" margin_bytes) ))
