@@ -578,39 +578,25 @@ static double dot_q6_k(const struct ntx_block_q6_k *w, const struct ntx_block_q8
 	return acc;
 }
 
-/* Q4_1 / Q5_1 weights, Q8_0 activations: d dx sum(q xq) + m dx sum(xq). */
-static double dot_q4_1(const struct ntx_block_q4_1 *w, const struct ntx_block_q8_0 *x, int64_t nb)
+/* Q4_1 / Q5_1 weights (q5: 0 / 1), Q8_0 activations: d dx sum(q xq) +
+ * m dx sum(xq). The two blocks share d and m at their start. */
+static double dot_qx_1(const void *w, int q5, const struct ntx_block_q8_0 *x, int64_t nb)
 {
+	const size_t bb = q5 ? sizeof(struct ntx_block_q5_1) : sizeof(struct ntx_block_q4_1);
 	double acc = 0.0;
 
-	for (int64_t i = 0; i < nb; i++, w++, x++) {
+	for (int64_t i = 0; i < nb; i++, x++) {
+		const void *b = (const char *)w + (size_t)i * bb;
+		const struct ntx_block_q4_1 *h = b; /* d, m */
 		int sumi = 0, sumx = 0;
 		float dx = ntx_fp16_to_fp32(x->d);
 
 		for (int j = 0; j < NTX_QK; j++) {
-			sumi += q4_1_value(w, j) * x->qs[j];
+			sumi += (q5 ? q5_1_value(b, j) : q4_1_value(b, j)) * x->qs[j];
 			sumx += x->qs[j];
 		}
-		acc += (double)(ntx_fp16_to_fp32(w->d) * dx) * sumi +
-		       (double)(ntx_fp16_to_fp32(w->m) * dx) * sumx;
-	}
-	return acc;
-}
-
-static double dot_q5_1(const struct ntx_block_q5_1 *w, const struct ntx_block_q8_0 *x, int64_t nb)
-{
-	double acc = 0.0;
-
-	for (int64_t i = 0; i < nb; i++, w++, x++) {
-		int sumi = 0, sumx = 0;
-		float dx = ntx_fp16_to_fp32(x->d);
-
-		for (int j = 0; j < NTX_QK; j++) {
-			sumi += q5_1_value(w, j) * x->qs[j];
-			sumx += x->qs[j];
-		}
-		acc += (double)(ntx_fp16_to_fp32(w->d) * dx) * sumi +
-		       (double)(ntx_fp16_to_fp32(w->m) * dx) * sumx;
+		acc += (double)(ntx_fp16_to_fp32(h->d) * dx) * sumi +
+		       (double)(ntx_fp16_to_fp32(h->m) * dx) * sumx;
 	}
 	return acc;
 }
@@ -724,9 +710,9 @@ float ntx_vec_dot_ref(uint32_t wtype, int64_t n, const void *w, const void *xq)
 	case NTX_TYPE_Q6_K:
 		return (float)dot_q6_k(w, xq, n / NTX_QK_K);
 	case NTX_TYPE_Q4_1:
-		return (float)dot_q4_1(w, xq, n / NTX_QK);
+		return (float)dot_qx_1(w, 0, xq, n / NTX_QK);
 	case NTX_TYPE_Q5_1:
-		return (float)dot_q5_1(w, xq, n / NTX_QK);
+		return (float)dot_qx_1(w, 1, xq, n / NTX_QK);
 	case NTX_TYPE_Q2_K:
 		return (float)dot_q2_k(w, xq, n / NTX_QK_K);
 	case NTX_TYPE_Q3_K:

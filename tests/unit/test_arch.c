@@ -34,40 +34,6 @@ static struct ntx_engine *cpu_engine(const struct ntx_model *m, struct ntx_err *
 	return ntx_engine_new(m, &eo, err);
 }
 
-/* The prompt in one batch (every row), then the reference's greedy ids one
- * at a time (teacher-forced): n_prompt + n_gen rows of logits. */
-static int feed(struct ntx_engine *e, const int32_t *prompt, int n_prompt, const int32_t *greedy,
-		int n_gen, int64_t V, float *logits, struct ntx_err *err)
-{
-	int32_t pos[64];
-	uint8_t want[64];
-	struct ntx_batch b;
-	int i;
-
-	for (i = 0; i < n_prompt; i++) {
-		pos[i] = i;
-		want[i] = 1;
-	}
-	memset(&b, 0, sizeof b);
-	b.n_tok = n_prompt;
-	b.tok = prompt;
-	b.pos = pos;
-	b.want = want;
-	if (ntx_engine_eval(e, &b, NULL, logits, err))
-		return -1;
-	for (i = 0; i < n_gen; i++) {
-		int32_t p = n_prompt + i;
-
-		b.n_tok = 1;
-		b.tok = &greedy[i];
-		b.pos = &p;
-		b.want = NULL;
-		if (ntx_engine_eval(e, &b, NULL, logits + (int64_t)(n_prompt + i) * V, err))
-			return -1;
-	}
-	return 0;
-}
-
 static void run_file(const char *stem, double tol)
 {
 	const char *pids[] = { "p0", "p1", "p2" };
@@ -110,7 +76,7 @@ static void run_file(const char *stem, double tol)
 		ntx_engine_kv_truncate(e, 0, 0);
 		got = malloc((size_t)(n_prompt + n_gen) * (size_t)V * sizeof(float));
 		/* the last greedy id is not fed: its row is the reference's last */
-		if (!t_ok(got && feed(e, prompt, n_prompt, greedy, n_gen - 1, V, got, &err) == 0,
+		if (!t_ok(got && refio_feed(e, prompt, n_prompt, greedy, n_gen - 1, V, got, &err) == 0,
 			  "%s %s: evaluate (%s)", stem, pids[p], err.msg))
 			goto next;
 		for (int r = 0; r < n_prompt + n_gen - 1; r++) {

@@ -11,6 +11,7 @@
 #include "cpu_impl.h"
 #include "gguf.h"
 #include "ntx_cpu.h"
+#include "refio.h"
 #include "t.h"
 #include "tunables.h"
 
@@ -143,17 +144,6 @@ static double nmse(const float *a, const double *ref, int64_t n)
 static double worse(double a, double b)
 {
 	return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
-}
-
-static double nmse_f(const float *a, const float *b, int64_t n)
-{
-	double num = 0, den = 0;
-
-	for (int64_t i = 0; i < n; i++) {
-		num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		den += (double)b[i] * b[i];
-	}
-	return den > 0 ? num / den : num;
 }
 
 /* ---- 1. layouts: hand-built blocks ---- */
@@ -778,7 +768,7 @@ static void test_fixtures(void)
 				ntx_dequant_row(tq->type, row, b + r * n_in, n_in);
 				same &= memcmp(a, b + r * n_in, (size_t)n_in * 4) == 0;
 			}
-			e = nmse_f(b, tf->data, n_in * n_out);
+			e = refio_nmse(b, tf->data, n_in * n_out);
 			wq = (struct ntx_wmat){ tq->type, n_in, n_out, row_bytes(tq->type, n_in), tq->data };
 			wf = (struct ntx_wmat){ NTX_TYPE_F32, n_in, n_out, (uint64_t)n_in * 4, tf->data };
 			x = malloc((size_t)(n_in * n_tok) * 4);
@@ -789,7 +779,7 @@ static void test_fixtures(void)
 			s2 = malloc(ntx_matmul_scratch_bytes(&wf, n_tok) + 1);
 			ntx_cpu_matmul(NULL, &wq, x, n_tok, y, s1);
 			ntx_cpu_matmul(NULL, &wf, x, n_tok, yf, s2);
-			ey = nmse_f(y, yf, n_out * n_tok);
+			ey = refio_nmse(y, yf, n_out * n_tok);
 			t_ok(same && e <= fixture_tol(tq->type) && ey <= fixture_tol(tq->type) + 2 * NMSE_REF_Q8_K,
 			     "%s %s (%s): fast dequant = ref, vs F32 file NMSE %.3g, matmul NMSE %.3g",
 			     fixture_names[f], tensors[k], ntx_type_name(tq->type), e, ey);
@@ -834,7 +824,7 @@ static void test_moe_q5_0(void)
 		ntx_dequant_row(NTX_TYPE_Q5_0, t5->data, b, n);
 		ntx_dequant_row_ref(NTX_TYPE_Q8_0, t8->data, c, n);
 		same = memcmp(a, b, (size_t)n * 4) == 0;
-		e = nmse_f(a, c, n);
+		e = refio_nmse(a, c, n);
 		t_ok(same && e <= fixture_tol(NTX_TYPE_Q5_0),
 		     "qwen3moe Q5_0 experts: fast dequant = ref, vs the Q8_0 file NMSE %.3g <= %.0e", e,
 		     fixture_tol(NTX_TYPE_Q5_0));

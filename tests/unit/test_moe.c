@@ -223,39 +223,6 @@ static struct ntx_engine *engine(const struct ntx_model *m, int n_threads, struc
 	return ntx_engine_new(m, &eo, err);
 }
 
-/* Feed prompt (one batch) then greedy (one at a time) into logits rows. */
-static int feed(struct ntx_engine *e, const int32_t *prompt, int n_prompt, const int32_t *greedy,
-		int n_gen, float *logits, struct ntx_err *err)
-{
-	int32_t pos[64];
-	uint8_t want[64];
-	struct ntx_batch b;
-	int i;
-
-	for (i = 0; i < n_prompt; i++) {
-		pos[i] = i;
-		want[i] = 1;
-	}
-	memset(&b, 0, sizeof b);
-	b.n_tok = n_prompt;
-	b.tok = prompt;
-	b.pos = pos;
-	b.want = want;
-	if (ntx_engine_eval(e, &b, NULL, logits, err))
-		return -1;
-	for (i = 0; i < n_gen; i++) {
-		int32_t p = n_prompt + i;
-
-		b.n_tok = 1;
-		b.tok = &greedy[i];
-		b.pos = &p;
-		b.want = NULL;
-		if (ntx_engine_eval(e, &b, NULL, logits + (size_t)(n_prompt + i) * V, err))
-			return -1;
-	}
-	return 0;
-}
-
 static const char *isa = "auto"; /* the CPU ISA pinned for run_model */
 
 static void run_model(const struct tol *t, json_t *meas)
@@ -337,7 +304,7 @@ static void run_model(const struct tol *t, json_t *meas)
 			json_decref(js);
 		}
 		lg = malloc((size_t)n_rows * V * sizeof(float));
-		if (!t_ok(lg && feed(e, prompt, n_prompt, greedy, 16, lg, &err) == 0, "%s: eval (%s)",
+		if (!t_ok(lg && refio_feed(e, prompt, n_prompt, greedy, 16, V, lg, &err) == 0, "%s: eval (%s)",
 			  tag, err.msg))
 			goto next;
 		for (r = 0; r < n_rows; r++) {
@@ -407,8 +374,8 @@ next:
 
 		snprintf(path, sizeof path, "%s/moe/ref/%s/p0.prompt_ids.txt", fx, t->model);
 		n = refio_ids(path, prompt, 64);
-		t_ok(e2 && a && b && n > 0 && feed(e, prompt, n, NULL, 0, a, &err) == 0 &&
-		     feed(e2, prompt, n, NULL, 0, b, &err) == 0 &&
+		t_ok(e2 && a && b && n > 0 && refio_feed(e, prompt, n, NULL, 0, V, a, &err) == 0 &&
+		     refio_feed(e2, prompt, n, NULL, 0, V, b, &err) == 0 &&
 		     memcmp(a, b, (size_t)n * V * sizeof(float)) == 0,
 		     "%s %s: 1 thread == 2 threads, bitwise", isa, t->model);
 		ntx_engine_free(e2);

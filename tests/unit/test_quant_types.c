@@ -12,6 +12,7 @@
 #include "gguf.h"
 #include "ntx_cpu.h"
 #include "ntx_kernels.h"
+#include "refio.h"
 #include "t.h"
 
 static void test_layouts(void)
@@ -126,17 +127,6 @@ static void test_layouts(void)
 	}
 }
 
-static double nmse(const float *a, const float *b, int64_t n)
-{
-	double num = 0, den = 0;
-
-	for (int64_t i = 0; i < n; i++) {
-		num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		den += (double)b[i] * b[i];
-	}
-	return den > 0 ? num / den : num;
-}
-
 /* llama.cpp's files (quants/, every matrix of one type) against the F32
  * file: a correct reading is the type's quantization noise on
  * random-normal weights (4-5 bits: a few 1e-3, Q3_K a few 1e-2, Q2_K about
@@ -194,7 +184,7 @@ static void test_fixtures(void)
 			xq = malloc(ntx_act_bytes(at, n_in));
 			for (int64_t r = 0; r < n_out; r++)
 				ntx_dequant_row_ref(tq->type, (const char *)tq->data + r * rb, w + r * n_in, n_in);
-			e = nmse(w, tf->data, n_in * n_out);
+			e = refio_nmse(w, tf->data, n_in * n_out);
 			/* a smooth activation row, quantized as the engine would */
 			for (int64_t i = 0; i < n_in; i++)
 				x[i] = (float)sin(0.37 * (double)i + 0.1 * (double)k);
